@@ -1,0 +1,47 @@
+import type { HttpResponseInit } from '@azure/functions';
+
+import {
+  CairnError,
+  type ErrorCode,
+  MethodNotAllowedError,
+  PreconditionFailedError,
+} from '../../shared/errors';
+import type { Logger } from '../../shared/logging';
+
+/** The one mapping from error codes to HTTP statuses (API.md §1). */
+export const STATUS_BY_CODE: Readonly<Record<ErrorCode, number>> = {
+  invalid_argument: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  precondition_failed: 412,
+  payload_too_large: 413,
+  missing_objects: 422,
+  storage_unavailable: 503,
+  integrity_error: 500,
+  internal: 500,
+};
+
+/** The response for any thrown value: Cairn's errors by their code, anything else as a 500 bug. */
+export function errorResponse(error: unknown, log: Logger): HttpResponseInit {
+  const known = error instanceof CairnError ? error : undefined;
+  if (known === undefined || known.fault === 'system') {
+    log.error({ err: error }, 'request failed');
+  }
+  const code: ErrorCode = known?.code ?? 'internal';
+  const message = known?.message ?? 'internal error; the request id identifies it in the logs';
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (code === 'unauthorized') headers['www-authenticate'] = 'Bearer';
+  if (code === 'storage_unavailable') headers['retry-after'] = '1';
+  if (known instanceof MethodNotAllowedError) headers['allow'] = known.allow.join(', ');
+  if (known instanceof PreconditionFailedError && known.currentEtag !== undefined) {
+    headers['etag'] = known.currentEtag;
+  }
+  return {
+    status: STATUS_BY_CODE[code],
+    headers,
+    jsonBody: { error: { code, message, ...(known?.details ?? {}) } },
+  };
+}

@@ -1,0 +1,102 @@
+import { randomUUID } from 'node:crypto';
+
+import { app, type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
+
+import type { Principal } from '../../shared/auth';
+import { MethodNotAllowedError } from '../../shared/errors';
+import { createLogger, type Logger } from '../../shared/logging';
+import { getServices, type Services } from '../../shared/services';
+import { errorResponse } from './errorResponse';
+
+export type HttpMethod = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS';
+const ALL_METHODS: HttpMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
+/** What a route handler gets besides the request. */
+export interface Call {
+  readonly requestId: string;
+  readonly log: Logger;
+  readonly services: Services;
+}
+
+export interface AuthenticatedCall extends Call {
+  readonly principal: Principal;
+}
+
+export type HttpHandler = (request: HttpRequest, context: InvocationContext) => Promise<HttpResponseInit>;
+
+type RouteHandlers<C> = Partial<
+  Record<HttpMethod, (request: HttpRequest, call: C) => Promise<HttpResponseInit>>
+>;
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+function logSinkOf(context: InvocationContext) {
+  return (line: string, level: number) => {
+    if (level >= 50) context.error(line);
+    else if (level >= 40) context.warn(line);
+    else if (level >= 30) context.info(line);
+    else context.debug(line);
+  };
+}
+
+/**
+ * Builds the handler of one route: request id, per-invocation logger, method dispatch (405 with
+ * `Allow` for the others), authentication (unless `anonymous`), and the single error mapping. The
+ * route's handlers only parse, call `shared/` and shape the answer.
+ */
+export function httpHandler(name: string, handlers: RouteHandlers<AuthenticatedCall>): HttpHandler;
+export function httpHandler(
+  name: string,
+  handlers: RouteHandlers<Call>,
+  options: { anonymous: true },
+): HttpHandler;
+export function httpHandler(
+  name: string,
+  handlers: RouteHandlers<AuthenticatedCall> | RouteHandlers<Call>,
+  options: { anonymous?: boolean } = {},
+): HttpHandler {
+  const allowed = Object.keys(handlers);
+  return async (request, context) => {
+    const started = performance.now();
+    const offered = request.headers.get('x-request-id');
+    const requestId = offered !== null && REQUEST_ID.test(offered) ? offered : randomUUID();
+    const services = getServices();
+    let log = createLogger(services.config.logLevel, logSinkOf(context), {
+      invocationId: context.invocationId,
+      function: name,
+      requestId,
+    });
+    let response: HttpResponseInit;
+    try {
+      const handle = (handlers as RouteHandlers<AuthenticatedCall>)[request.method as HttpMethod];
+      if (handle === undefined) throw new MethodNotAllowedError(request.method, allowed);
+      if (options.anonymous === true) {
+        response = await (handle as (r: HttpRequest, c: Call) => Promise<HttpResponseInit>)(request, {
+          requestId,
+          log,
+          services,
+        });
+      } else {
+        const principal = await services.authenticator.authenticate(request.headers.get('authorization'));
+        log = log.child({ tenant: principal.tenant });
+        response = await handle(request, { requestId, log, services, principal });
+      }
+    } catch (error) {
+      response = errorResponse(error, log);
+    }
+    response.headers = {
+      ...(response.headers as Record<string, string> | undefined),
+      'x-request-id': requestId,
+    };
+    log.info(
+      { method: request.method, status: response.status ?? 200, ms: Math.round(performance.now() - started) },
+      'request',
+    );
+    return response;
+  };
+}
+
+/** Registers a route with every method, so that the handler itself answers 405 for the wrong ones. */
+export function registerHttp(name: string, route: string, handler: HttpHandler): void {
+  app.http(name, { route, methods: ALL_METHODS, authLevel: 'anonymous', handler });
+}

@@ -1,0 +1,11 @@
+/**
+ * The app's entry point (package.json `main`): loads every function registration, then reads the
+ * configuration so that a missing or invalid setting stops the app at start-up, naming it.
+ */
+import './health';
+import './kv';
+import './notFound';
+
+import { getServices } from '../shared/services';
+
+getServices();

@@ -1,0 +1,80 @@
+import { createHash } from 'node:crypto';
+
+import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTVerifyGetKey } from 'jose';
+
+import { type ApiKeyEntry, type EntraConfig, isValidTenantId } from './config';
+import { StorageUnavailableError, UnauthorizedError } from './errors';
+
+/** Who is calling: the tenant comes from the credential, never from the request. */
+export interface Principal {
+  readonly tenant: string;
+  readonly admin: boolean;
+}
+
+export const ADMIN_ROLE = 'Cairn.Admin';
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+export function sha256Hex(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+/**
+ * Checks bearer credentials: API keys (compared by their SHA-256, so configuration holds no key in
+ * clear) and, when configured, Entra ID access tokens verified in-process with `jose` (signature
+ * against the JWKS, `exp`, `nbf`, issuer and audience). Tokens are never logged or kept.
+ */
+export class Authenticator {
+  private readonly keysByHash: ReadonlyMap<string, Principal>;
+  private readonly jwks: JWTVerifyGetKey | undefined;
+
+  constructor(
+    apiKeys: readonly ApiKeyEntry[],
+    private readonly entra?: EntraConfig,
+  ) {
+    this.keysByHash = new Map(
+      apiKeys.map((entry) => [entry.sha256, { tenant: entry.tenant, admin: entry.admin }]),
+    );
+    this.jwks = entra && createRemoteJWKSet(new URL(entra.jwksUri), { timeoutDuration: 5000 });
+  }
+
+  /** The caller of a request with this `Authorization` header; throws UnauthorizedError otherwise. */
+  async authenticate(authorization: string | null | undefined): Promise<Principal> {
+    const match = /^Bearer +(\S+) *$/i.exec(authorization ?? '');
+    const token = match?.[1];
+    if (token === undefined) {
+      throw new UnauthorizedError('send a credential as "Authorization: Bearer <API key or access token>"');
+    }
+    if (this.entra !== undefined && this.jwks !== undefined && JWT_SHAPE.test(token)) {
+      return this.verifyAccessToken(token, this.entra, this.jwks);
+    }
+    const principal = this.keysByHash.get(sha256Hex(token));
+    if (principal === undefined) throw new UnauthorizedError('the credential is not valid');
+    return principal;
+  }
+
+  private async verifyAccessToken(
+    token: string,
+    entra: EntraConfig,
+    jwks: JWTVerifyGetKey,
+  ): Promise<Principal> {
+    let payload;
+    try {
+      ({ payload } = await jwtVerify(token, jwks, { issuer: entra.issuer, audience: entra.audience }));
+    } catch (error) {
+      if (error instanceof joseErrors.JWTExpired) throw new UnauthorizedError('the access token has expired');
+      if (error instanceof joseErrors.JOSEError && !(error instanceof joseErrors.JWKSTimeout)) {
+        throw new UnauthorizedError('the access token is not valid for this service');
+      }
+      // The signing keys could not be fetched: our fault, retryable, not the caller's credential.
+      throw new StorageUnavailableError('could not fetch the token signing keys; retry later', {
+        cause: error,
+      });
+    }
+    const tenant = payload[entra.tenantClaim];
+    if (typeof tenant !== 'string' || !isValidTenantId(tenant)) {
+      throw new UnauthorizedError(`the access token has no usable "${entra.tenantClaim}" claim`);
+    }
+    const roles = payload['roles'];
+    return { tenant, admin: Array.isArray(roles) && roles.includes(ADMIN_ROLE) };
+  }
+}

@@ -1,0 +1,254 @@
+import path from 'node:path';
+
+import { z } from 'zod';
+
+import { ConfigurationError } from './errors';
+
+/**
+ * Every setting Cairn reads, validated once at start-up into a typed {@link Config}. A missing or
+ * invalid setting throws {@link ConfigurationError} naming it: the app refuses to start rather than
+ * fall back silently (a silently-local fleet instance replays old messages).
+ *
+ * {@link SETTINGS} is the single list of setting names with their documentation; the README table,
+ * `local.settings.sample.json` and the Bicep app settings are checked against it by tests.
+ */
+
+export const TENANT_ID_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
+
+/** A tenant id as API.md §1 defines it; `.` and `..` are refused because tenants name folders. */
+export function isValidTenantId(tenant: string): boolean {
+  return TENANT_ID_PATTERN.test(tenant) && tenant !== '.' && tenant !== '..';
+}
+
+export interface SettingDoc {
+  readonly description: string;
+  /** `required` in which profile; `optional` otherwise. */
+  readonly requiredIn?: 'blob';
+}
+
+export const SETTINGS = {
+  CAIRN_KEEP_LOCAL: {
+    description: 'true/1/yes forces the local filesystem backend, even when blob settings are present.',
+  },
+  CAIRN_BLOB_ENDPOINT: {
+    description:
+      'Blob service URL (e.g. https://<account>.blob.core.windows.net). With CAIRN_BLOB_CONTAINER selects the Blob backend.',
+    requiredIn: 'blob',
+  },
+  CAIRN_BLOB_CONTAINER: {
+    description:
+      'Base container name (3-39 chars, lowercase letters, digits, single hyphens). Each tenant gets the container <base>-<hash of tenant>.',
+    requiredIn: 'blob',
+  },
+  CAIRN_STORAGE_ACCOUNT_KEY: {
+    description:
+      'Shared account key, for Azurite and development only. Unset in Azure: the managed identity is used.',
+  },
+  AZURE_CLIENT_ID: {
+    description:
+      'Client id of the user-assigned managed identity used for storage when no account key is set.',
+    requiredIn: 'blob',
+  },
+  CAIRN_DATA_DIR: { description: 'Root folder of the local backend (default .cairn/data).' },
+  CAIRN_API_KEYS: {
+    description:
+      'Comma-separated <tenant>:<sha256 hex of key>[:admin] entries. Keys are never stored in clear.',
+  },
+  CAIRN_AUTH_ISSUER: { description: 'Entra ID token issuer (set all three CAIRN_AUTH_* or none).' },
+  CAIRN_AUTH_AUDIENCE: { description: 'Entra ID token audience (the app registration).' },
+  CAIRN_AUTH_JWKS_URI: { description: 'URL of the signing keys (JWKS) of the issuer.' },
+  CAIRN_AUTH_TENANT_CLAIM: { description: 'Token claim that names the tenant (default oid).' },
+  CAIRN_MAX_VALUE_BYTES: { description: 'Largest key/value value in bytes (default 2097152).' },
+  CAIRN_STORAGE_TIMEOUT_MS: {
+    description: 'Deadline of one storage operation, retries included, before it answers 503 (default 8000).',
+  },
+  CAIRN_LOG_LEVEL: {
+    description: 'pino level: fatal, error, warn, info, debug, trace or silent (default info).',
+  },
+} as const satisfies Record<string, SettingDoc>;
+
+export type SettingName = keyof typeof SETTINGS;
+
+export interface ApiKeyEntry {
+  readonly tenant: string;
+  /** Lowercase hex SHA-256 of the key. */
+  readonly sha256: string;
+  readonly admin: boolean;
+}
+
+export interface EntraConfig {
+  readonly issuer: string;
+  readonly audience: string;
+  readonly jwksUri: string;
+  readonly tenantClaim: string;
+}
+
+export type BackendConfig =
+  | { readonly kind: 'local'; readonly dataDir: string }
+  | {
+      readonly kind: 'blob';
+      readonly endpoint: string;
+      readonly container: string;
+      /** Account name for shared-key auth (Azurite/dev), derived from the endpoint. */
+      readonly accountName: string;
+      readonly accountKey?: string;
+      readonly managedIdentityClientId?: string;
+    };
+
+export interface Config {
+  readonly backend: BackendConfig;
+  readonly dataDir: string;
+  readonly apiKeys: readonly ApiKeyEntry[];
+  readonly entra?: EntraConfig;
+  readonly maxValueBytes: number;
+  readonly storageTimeoutMs: number;
+  readonly logLevel: string;
+}
+
+type Env = Record<string, string | undefined>;
+
+const TRUE_VALUES = new Set(['true', '1', 'yes']);
+const CONTAINER_BASE = /^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,38}$/;
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/** Reads a setting; the empty string counts as unset (as in entrabot). */
+function read(env: Env, name: SettingName): string | undefined {
+  const value = env[name]?.trim();
+  return value === undefined || value === '' ? undefined : value;
+}
+
+function parse<T>(name: SettingName, schema: z.ZodType<T>, value: string | undefined): T {
+  const result = schema.safeParse(value);
+  if (!result.success) {
+    throw new ConfigurationError(name, result.error.issues[0]?.message ?? 'invalid value');
+  }
+  return result.data;
+}
+
+const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' });
+
+const positiveInt = (max: number) =>
+  z.coerce
+    .number({ error: 'must be a whole number' })
+    .int('must be a whole number')
+    .min(1, 'must be at least 1')
+    .max(max, `must be at most ${max}`);
+
+export function parseApiKeys(value: string | undefined): ApiKeyEntry[] {
+  if (value === undefined) return [];
+  return value
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '')
+    .map((entry, index) => {
+      const [tenant = '', sha256 = '', role, ...rest] = entry.split(':');
+      const where = `entry ${index + 1}`;
+      if (!isValidTenantId(tenant)) {
+        throw new ConfigurationError('CAIRN_API_KEYS', `${where}: tenant must be 1-64 of [A-Za-z0-9._-]`);
+      }
+      if (!/^[0-9a-fA-F]{64}$/.test(sha256)) {
+        throw new ConfigurationError('CAIRN_API_KEYS', `${where}: expected the SHA-256 hex of the key`);
+      }
+      if ((role !== undefined && role !== 'admin') || rest.length > 0) {
+        throw new ConfigurationError('CAIRN_API_KEYS', `${where}: the only role is "admin"`);
+      }
+      return { tenant, sha256: sha256.toLowerCase(), admin: role === 'admin' };
+    });
+}
+
+/** The storage account name in an endpoint: Azurite's path style or Azure's host style. */
+function accountNameOf(endpoint: string): string {
+  const url = new URL(endpoint);
+  const firstPathSegment = url.pathname.split('/').find((segment) => segment !== '');
+  return firstPathSegment ?? url.hostname.split('.')[0] ?? '';
+}
+
+function backendFrom(env: Env, dataDir: string): BackendConfig {
+  const keepLocal = read(env, 'CAIRN_KEEP_LOCAL');
+  if (keepLocal !== undefined && TRUE_VALUES.has(keepLocal.toLowerCase())) {
+    return { kind: 'local', dataDir };
+  }
+  const endpoint = read(env, 'CAIRN_BLOB_ENDPOINT');
+  const container = read(env, 'CAIRN_BLOB_CONTAINER');
+  if (endpoint === undefined && container === undefined) return { kind: 'local', dataDir };
+  if (endpoint === undefined) {
+    throw new ConfigurationError('CAIRN_BLOB_ENDPOINT', 'is missing while CAIRN_BLOB_CONTAINER is set');
+  }
+  if (container === undefined) {
+    throw new ConfigurationError('CAIRN_BLOB_CONTAINER', 'is missing while CAIRN_BLOB_ENDPOINT is set');
+  }
+  parse('CAIRN_BLOB_ENDPOINT', httpUrl, endpoint);
+  if (!CONTAINER_BASE.test(container)) {
+    throw new ConfigurationError(
+      'CAIRN_BLOB_CONTAINER',
+      'must be 3-39 lowercase letters, digits or single hyphens, starting and ending with a letter or digit',
+    );
+  }
+  const accountKey = read(env, 'CAIRN_STORAGE_ACCOUNT_KEY');
+  const managedIdentityClientId = read(env, 'AZURE_CLIENT_ID');
+  if (accountKey === undefined && managedIdentityClientId === undefined) {
+    throw new ConfigurationError(
+      'AZURE_CLIENT_ID',
+      'is missing: set it to the managed identity client id (or CAIRN_STORAGE_ACCOUNT_KEY for Azurite)',
+    );
+  }
+  return {
+    kind: 'blob',
+    endpoint: endpoint.replace(/\/+$/, ''),
+    container,
+    accountName: accountNameOf(endpoint),
+    ...(accountKey === undefined ? {} : { accountKey }),
+    ...(managedIdentityClientId === undefined ? {} : { managedIdentityClientId }),
+  };
+}
+
+function entraFrom(env: Env): EntraConfig | undefined {
+  const issuer = read(env, 'CAIRN_AUTH_ISSUER');
+  const audience = read(env, 'CAIRN_AUTH_AUDIENCE');
+  const jwksUri = read(env, 'CAIRN_AUTH_JWKS_URI');
+  const set = [issuer, audience, jwksUri].filter((value) => value !== undefined).length;
+  if (set === 0) return undefined;
+  if (issuer === undefined) throw new ConfigurationError('CAIRN_AUTH_ISSUER', 'is missing');
+  if (audience === undefined) throw new ConfigurationError('CAIRN_AUTH_AUDIENCE', 'is missing');
+  if (jwksUri === undefined) throw new ConfigurationError('CAIRN_AUTH_JWKS_URI', 'is missing');
+  parse('CAIRN_AUTH_JWKS_URI', httpUrl, jwksUri);
+  return { issuer, audience, jwksUri, tenantClaim: read(env, 'CAIRN_AUTH_TENANT_CLAIM') ?? 'oid' };
+}
+
+/** Reads and validates every setting. Throws {@link ConfigurationError} naming the first bad one. */
+export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
+  const dataDir = path.resolve(cwd, read(env, 'CAIRN_DATA_DIR') ?? path.join('.cairn', 'data'));
+  const backend = backendFrom(env, dataDir);
+  const apiKeys = parseApiKeys(read(env, 'CAIRN_API_KEYS'));
+  const entra = entraFrom(env);
+  if (apiKeys.length === 0 && entra === undefined) {
+    throw new ConfigurationError(
+      'CAIRN_API_KEYS',
+      'no credential is configured: set CAIRN_API_KEYS or the CAIRN_AUTH_* settings (npm start creates a development key)',
+    );
+  }
+  const maxValueBytes = parse(
+    'CAIRN_MAX_VALUE_BYTES',
+    positiveInt(64 * 1024 * 1024).default(2_097_152),
+    read(env, 'CAIRN_MAX_VALUE_BYTES'),
+  );
+  const storageTimeoutMs = parse(
+    'CAIRN_STORAGE_TIMEOUT_MS',
+    positiveInt(120_000).default(8_000),
+    read(env, 'CAIRN_STORAGE_TIMEOUT_MS'),
+  );
+  const logLevel = parse(
+    'CAIRN_LOG_LEVEL',
+    z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
+    read(env, 'CAIRN_LOG_LEVEL'),
+  );
+  return {
+    backend,
+    dataDir,
+    apiKeys,
+    ...(entra === undefined ? {} : { entra }),
+    maxValueBytes,
+    storageTimeoutMs,
+    logLevel,
+  };
+}

@@ -1,0 +1,140 @@
+/**
+ * The error taxonomy. Every error the domain raises on purpose is a {@link CairnError} with a stable
+ * `code` from API.md §1 and a `fault`: `caller` when the request was wrong (4xx), `system` when Cairn
+ * or its storage failed (5xx). The HTTP layer maps codes to statuses in exactly one place
+ * (`functions/http/errorResponse.ts`); nothing else chooses a status.
+ */
+
+export type ErrorCode =
+  | 'invalid_argument'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'conflict'
+  | 'precondition_failed'
+  | 'payload_too_large'
+  | 'missing_objects'
+  | 'storage_unavailable'
+  | 'integrity_error'
+  | 'internal';
+
+export type Fault = 'caller' | 'system';
+
+export abstract class CairnError extends Error {
+  abstract readonly code: ErrorCode;
+  abstract readonly fault: Fault;
+  /** Extra fields for the error JSON (`error.<name>`); never secrets or stored values. */
+  readonly details: Record<string, unknown>;
+
+  constructor(message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.details = details;
+  }
+}
+
+/** Bad key, name, JSON, header combination or limit. `field` names what was wrong. */
+export class InvalidArgumentError extends CairnError {
+  readonly code = 'invalid_argument';
+  readonly fault = 'caller';
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(`${field}: ${message}`);
+  }
+}
+
+export class UnauthorizedError extends CairnError {
+  readonly code = 'unauthorized';
+  readonly fault = 'caller';
+}
+
+export class ForbiddenError extends CairnError {
+  readonly code = 'forbidden';
+  readonly fault = 'caller';
+}
+
+export class NotFoundError extends CairnError {
+  readonly code = 'not_found';
+  readonly fault = 'caller';
+}
+
+export class MethodNotAllowedError extends CairnError {
+  readonly code = 'method_not_allowed';
+  readonly fault = 'caller';
+  constructor(
+    method: string,
+    readonly allow: readonly string[],
+  ) {
+    super(`method ${method} is not allowed here; allowed: ${allow.join(', ')}`);
+  }
+}
+
+/** The write conflicts with what is stored (e.g. a local key that is another key's folder). */
+export class ConflictError extends CairnError {
+  readonly code = 'conflict';
+  readonly fault = 'caller';
+}
+
+/**
+ * A compare-and-swap lost: `ifMatch` did not match or `ifAbsent` found the key. Nothing was written.
+ * `currentEtag` is the stored version when the store knows it cheaply.
+ */
+export class PreconditionFailedError extends CairnError {
+  readonly code = 'precondition_failed';
+  readonly fault = 'caller';
+  constructor(
+    message: string,
+    readonly currentEtag?: string,
+  ) {
+    super(message);
+  }
+}
+
+export class PayloadTooLargeError extends CairnError {
+  readonly code = 'payload_too_large';
+  readonly fault = 'caller';
+  constructor(
+    readonly limit: number,
+    what = 'body',
+  ) {
+    super(`${what} exceeds the limit of ${limit} bytes; nothing was written`, { limit });
+  }
+}
+
+/**
+ * The storage failed, timed out or could not be reached. Retryable; never reported as "absent".
+ * The cause is kept for the log, never sent to the caller.
+ */
+export class StorageUnavailableError extends CairnError {
+  readonly code = 'storage_unavailable';
+  readonly fault = 'system';
+  constructor(message = 'the storage is unavailable; retry later', options?: { cause?: unknown }) {
+    super(message, {}, options);
+  }
+}
+
+/** Stored bytes failed their hash. */
+export class IntegrityError extends CairnError {
+  readonly code = 'integrity_error';
+  readonly fault = 'system';
+}
+
+/** A bug: an invariant did not hold. */
+export class InternalError extends CairnError {
+  readonly code = 'internal';
+  readonly fault = 'system';
+}
+
+/** A setting is missing or invalid; the app must not start. */
+export class ConfigurationError extends Error {
+  constructor(
+    readonly setting: string,
+    message: string,
+  ) {
+    super(`${setting}: ${message}`);
+    this.name = 'ConfigurationError';
+  }
+}

@@ -1,0 +1,62 @@
+import pino, { type Logger } from 'pino';
+
+export type { Logger } from 'pino';
+
+/** Where a log line goes: the Functions invocation context in the host, stdout elsewhere. */
+export type LogSink = (line: string, level: number) => void;
+
+/**
+ * Paths that must never reach a log, whatever a caller passes by mistake. Cairn itself never logs
+ * credentials, stored values or request bodies; this is the second line of defence.
+ */
+const REDACTED_PATHS = [
+  'authorization',
+  '*.authorization',
+  'headers.authorization',
+  '*.headers.authorization',
+  'token',
+  '*.token',
+  'apiKey',
+  '*.apiKey',
+  'accountKey',
+  '*.accountKey',
+  'value',
+  '*.value',
+  'body',
+  '*.body',
+];
+
+/** A pino logger writing structured JSON lines to `sink`, with `bindings` on every line. */
+export function createLogger(level: string, sink: LogSink, bindings: Record<string, unknown> = {}): Logger {
+  return pino(
+    {
+      level,
+      base: bindings,
+      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      serializers: { err: errorSummary },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
+    {
+      write(line: string) {
+        const level = Number(/"level":(\d+)/.exec(line)?.[1] ?? 30);
+        sink(line.trimEnd(), level);
+      },
+    },
+  );
+}
+
+/**
+ * What of an error is logged: type, message, codes and the chain of causes. Never the whole object:
+ * SDK errors carry requests, and requests carry headers.
+ */
+export function errorSummary(error: unknown): Record<string, unknown> {
+  if (!(error instanceof Error)) return { message: String(error) };
+  const e = error as Error & { code?: unknown; statusCode?: unknown };
+  return {
+    type: e.name,
+    message: e.message,
+    ...(e.code === undefined ? {} : { code: e.code }),
+    ...(e.statusCode === undefined ? {} : { statusCode: e.statusCode }),
+    ...(e.cause === undefined ? {} : { cause: errorSummary(e.cause) }),
+  };
+}

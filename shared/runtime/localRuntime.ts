@@ -1,0 +1,230 @@
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+
+import { HttpRequest, type HttpRequestInit, HttpResponse, InvocationContext } from '@azure/functions';
+import { Cron } from 'croner';
+
+import { createLogger, errorSummary } from '../logging';
+import { loadRegistrations, type Registration } from './registrations';
+import { compareRanks, compileRoute, type RouteTemplate } from './routeTemplate';
+
+/**
+ * A small stand-in for the Functions host, for development and tests only: it serves the app's own
+ * registrations (captured by {@link loadRegistrations}, never declared again here), HTTP triggers
+ * under `/api/<route>` and timer triggers on their NCRONTAB schedules, also invocable with
+ * `POST /admin/functions/<name>` (202, run in the background) as on the host. Production runs on the
+ * Functions host; durable orchestrations are served from the migration issue on.
+ */
+
+export interface LocalRuntimeOptions {
+  /** The app's entry module (package.json `main`), compiled. */
+  readonly entry: string;
+  readonly port?: number;
+  readonly host?: string;
+  /** Output of runtime and function logs (JSON lines); stdout when absent. */
+  readonly write?: (line: string) => void;
+}
+
+export interface LocalRuntime {
+  readonly url: string;
+  readonly port: number;
+  readonly registrations: readonly Registration[];
+  /** Runs a timer function now, as its schedule would; resolves when it has finished. */
+  runTimer(name: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+const ROUTE_PREFIX = '/api';
+
+interface HttpRoute {
+  readonly registration: Registration;
+  readonly route: RouteTemplate;
+  readonly methods: ReadonlySet<string>;
+}
+
+type HttpFunction = (request: HttpRequest, context: InvocationContext) => Promise<unknown>;
+type TimerFunction = (timer: unknown, context: InvocationContext) => Promise<unknown>;
+
+export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<LocalRuntime> {
+  const write = options.write ?? ((line: string) => process.stdout.write(line + '\n'));
+  const log = createLogger('info', (line) => write(line), { component: 'local-runtime' });
+  const registrations = loadRegistrations(options.entry);
+
+  const httpRoutes: HttpRoute[] = registrations
+    .filter((registration) => registration.trigger.type === 'httpTrigger')
+    .map((registration) => ({
+      registration,
+      route: compileRoute(registration.trigger.route ?? registration.name),
+      methods: new Set(
+        (registration.trigger.methods ?? ['GET', 'POST']).map((method) => method.toUpperCase()),
+      ),
+    }))
+    .sort((a, b) => compareRanks(a.route.rank, b.route.rank));
+  const timers = new Map(
+    registrations
+      .filter((registration) => registration.trigger.type === 'timerTrigger')
+      .map((registration) => [registration.name, registration]),
+  );
+  for (const registration of registrations) {
+    if (!['httpTrigger', 'timerTrigger'].includes(registration.trigger.type)) {
+      log.warn(
+        { function: registration.name, trigger: registration.trigger.type },
+        'trigger type not served locally',
+      );
+    }
+  }
+
+  const contextFor = (registration: Registration) =>
+    new InvocationContext({
+      invocationId: randomUUID(),
+      functionName: registration.name,
+      logHandler: (_level, ...args) => write(args.map(String).join(' ')),
+    });
+
+  const running = new Map<string, Promise<void>>();
+  const runTimer = (name: string, scheduled?: Cron): Promise<void> => {
+    const registration = timers.get(name);
+    if (registration === undefined) return Promise.reject(new Error(`no timer function ${name}`));
+    const previous = running.get(name);
+    // Like the host, a timer never runs twice at once in one process.
+    if (previous !== undefined) return previous;
+    const timer = {
+      isPastDue: false,
+      schedule: { adjustForDST: true },
+      scheduleStatus: {
+        last: new Date().toISOString(),
+        next: scheduled?.nextRun()?.toISOString(),
+        lastUpdated: new Date().toISOString(),
+      },
+    };
+    const run = (async () => {
+      try {
+        await (registration.handler as TimerFunction)(timer, contextFor(registration));
+      } catch (error) {
+        log.error({ function: name, err: errorSummary(error) }, 'timer function failed');
+      } finally {
+        running.delete(name);
+      }
+    })();
+    running.set(name, run);
+    return run;
+  };
+
+  const crons = [...timers.values()].map((registration) => {
+    const schedule = resolveSetting(String(registration.trigger.schedule ?? ''));
+    const cron: Cron = new Cron(schedule, { catch: true }, () => void runTimer(registration.name, cron));
+    if (registration.trigger.runOnStartup === true) void runTimer(registration.name, cron);
+    return cron;
+  });
+
+  const server = http.createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      log.error({ err: errorSummary(error) }, 'local runtime failed to answer');
+      if (!res.headersSent) sendJson(res, 500, 'internal', 'the local runtime failed');
+      else res.destroy();
+    });
+  });
+  server.keepAliveTimeout = 65_000;
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const method = (req.method ?? 'GET').toUpperCase();
+    const rawPath = (req.url ?? '/').split('?')[0] ?? '/';
+    const admin = /^\/admin\/functions\/([^/]+)$/.exec(rawPath);
+    if (admin !== null && method === 'POST') {
+      req.resume();
+      const name = decodeURIComponent(admin[1] ?? '');
+      if (!timers.has(name)) return sendJson(res, 404, 'not_found', `no timer function ${name}`);
+      void runTimer(name);
+      res.writeHead(202).end();
+      return;
+    }
+    if (rawPath !== ROUTE_PREFIX && !rawPath.startsWith(ROUTE_PREFIX + '/')) {
+      req.resume();
+      return sendJson(res, 404, 'not_found', 'no such route; Cairn serves /api/...');
+    }
+    const path = rawPath.slice(ROUTE_PREFIX.length + 1);
+    let pathMatched = false;
+    for (const candidate of httpRoutes) {
+      const params = candidate.route.match(path);
+      if (params === null) continue;
+      pathMatched = true;
+      if (!candidate.methods.has(method)) continue;
+      return invokeHttp(candidate.registration, params, req, res, method);
+    }
+    req.resume();
+    if (pathMatched) return sendJson(res, 405, 'method_not_allowed', `method ${method} is not allowed here`);
+    return sendJson(res, 404, 'not_found', 'no such route');
+  }
+
+  async function invokeHttp(
+    registration: Registration,
+    params: Record<string, string>,
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    method: string,
+  ): Promise<void> {
+    const hasBody = method !== 'GET' && method !== 'HEAD';
+    const headers = new Headers();
+    for (let index = 0; index + 1 < req.rawHeaders.length; index += 2) {
+      headers.append(req.rawHeaders[index] ?? '', req.rawHeaders[index + 1] ?? '');
+    }
+    // The request streams, as on the host with HTTP streams enabled: the library's own
+    // `nativeRequest` path (the one it uses under the host) keeps large bodies out of memory.
+    const nativeRequest = new Request(`http://${req.headers.host ?? '127.0.0.1'}${req.url ?? '/'}`, {
+      method,
+      headers,
+      ...(hasBody ? { body: Readable.toWeb(req) as ReadableStream, duplex: 'half' } : {}),
+    });
+    const request = new HttpRequest({ nativeRequest, params } as HttpRequestInit);
+    const result = await (registration.handler as HttpFunction)(request, contextFor(registration));
+    if (!hasBody) req.resume();
+    const response = result instanceof HttpResponse ? result : new HttpResponse(result ?? {});
+    res.writeHead(response.status ?? 200, Object.fromEntries(response.headers.entries()));
+    if (method === 'HEAD' || response.body === null) {
+      res.end();
+      return;
+    }
+    await pipeline(Readable.fromWeb(response.body), res);
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 7071, options.host ?? '127.0.0.1', () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const url = `http://${options.host ?? '127.0.0.1'}:${port}`;
+  log.info(
+    { url, functions: registrations.map((registration) => registration.name) },
+    'local runtime listening',
+  );
+
+  return {
+    url,
+    port,
+    registrations,
+    runTimer: (name) => runTimer(name),
+    async close() {
+      for (const cron of crons) cron.stop();
+      await Promise.allSettled(running.values());
+      server.closeIdleConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** `%NAME%` in a binding is an app setting, as on the host. */
+function resolveSetting(value: string): string {
+  return value.replace(/%([^%]+)%/g, (_match, name: string) => {
+    const setting = process.env[name];
+    if (setting === undefined || setting === '') throw new Error(`app setting ${name} is not set`);
+    return setting;
+  });
+}
+
+function sendJson(res: http.ServerResponse, status: number, code: string, message: string): void {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify({ error: { code, message } }));
+}

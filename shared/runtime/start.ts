@@ -1,0 +1,108 @@
+/**
+ * `npm start`: the whole service on this machine with nothing else installed.
+ *
+ * 1. Reads `local.settings.json` (its `Values`) when present, as `func start` does; the environment wins.
+ * 2. Starts Azurite from node_modules, data under `.cairn/azurite`, loopback only.
+ * 3. Without CAIRN_API_KEYS (and no Entra ID settings), makes a development key for tenant `dev`
+ *    (admin), keeps it in `.cairn/dev-api-key` (mode 600) and prints it once, when it is created.
+ * 4. With only CAIRN_BLOB_CONTAINER set, points the Blob backend at this Azurite.
+ * 5. Runs `func start` when Azure Functions Core Tools are installed, else the local runtime.
+ * Ctrl-C stops everything it started.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+import { sha256Hex } from '../auth';
+import { AZURITE_ACCOUNT_KEY, startAzurite } from './azurite';
+import { serve, stopOnSignals } from './serve';
+
+// npm runs scripts from the project folder: .cairn/ and local.settings.json are looked up there.
+const projectRoot = process.cwd();
+const stateDir = path.join(projectRoot, '.cairn');
+
+function loadLocalSettings(): void {
+  const file = path.join(projectRoot, 'local.settings.json');
+  if (!existsSync(file)) return;
+  const settings = JSON.parse(readFileSync(file, 'utf8')) as { Values?: Record<string, string> };
+  for (const [name, value] of Object.entries(settings.Values ?? {})) {
+    if (process.env[name] === undefined) process.env[name] = value;
+  }
+}
+
+/** The development key, created on first use; returns it and whether it was just created. */
+function developmentKey(): { key: string; created: boolean } {
+  const file = path.join(stateDir, 'dev-api-key');
+  if (existsSync(file)) return { key: readFileSync(file, 'utf8').trim(), created: false };
+  const key = `cairn_dev_${randomBytes(24).toString('base64url')}`;
+  writeFileSync(file, key + '\n', { mode: 0o600 });
+  return { key, created: true };
+}
+
+function funcAvailable(): boolean {
+  return spawnSync('func', ['--version'], { stdio: 'ignore' }).status === 0;
+}
+
+async function main(): Promise<void> {
+  loadLocalSettings();
+  mkdirSync(stateDir, { recursive: true });
+  process.env['CAIRN_DATA_DIR'] ??= path.join(stateDir, 'data');
+  const port = Number(process.env['PORT'] ?? 7071);
+
+  const azurite = await startAzurite({ location: path.join(stateDir, 'azurite') });
+  process.env['AzureWebJobsStorage'] = azurite.connectionString;
+  process.env['FUNCTIONS_WORKER_RUNTIME'] ??= 'node';
+  if (process.env['CAIRN_BLOB_CONTAINER'] && !process.env['CAIRN_BLOB_ENDPOINT']) {
+    process.env['CAIRN_BLOB_ENDPOINT'] = azurite.blobEndpoint;
+    process.env['CAIRN_STORAGE_ACCOUNT_KEY'] ??= AZURITE_ACCOUNT_KEY;
+  }
+
+  let example: string | undefined;
+  if (!process.env['CAIRN_API_KEYS'] && !process.env['CAIRN_AUTH_ISSUER']) {
+    const { key, created } = developmentKey();
+    process.env['CAIRN_API_KEYS'] = `dev:${sha256Hex(key)}:admin`;
+    const keyText = created ? key : '$(cat .cairn/dev-api-key)';
+    if (created)
+      console.log(
+        `Created a development API key for tenant "dev" (admin), kept in .cairn/dev-api-key:\n  ${key}\n`,
+      );
+    example =
+      `curl -X PUT -H "Authorization: Bearer ${keyText}" --data-binary 'hello' http://127.0.0.1:${port}/api/kv/notes/first\n` +
+      `curl -H "Authorization: Bearer ${keyText}" http://127.0.0.1:${port}/api/kv/notes/first`;
+  }
+  console.log(
+    `Azurite: blob ${azurite.blobEndpoint}, queue ${azurite.queueEndpoint}, table ${azurite.tableEndpoint}`,
+  );
+
+  if (funcAvailable() && process.env['CAIRN_LOCAL_RUNTIME'] !== '1') {
+    console.log(`Starting the Functions host (func start) on port ${port}`);
+    if (example !== undefined) console.log(`Try:\n${example}\n`);
+    const child = spawn('func', ['start', '--port', String(port)], {
+      cwd: projectRoot,
+      stdio: 'inherit',
+      env: process.env,
+    });
+    const stop = () => child.kill('SIGINT');
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    child.once('exit', (code) => void azurite.stop().finally(() => process.exit(code ?? 0)));
+    return;
+  }
+
+  let runtime;
+  try {
+    runtime = await serve(port);
+  } catch {
+    await azurite.stop();
+    process.exit(1);
+  }
+  console.log(`Cairn is listening on ${runtime.url}/api (local runtime; Ctrl-C stops it)`);
+  if (example !== undefined) console.log(`Try:\n${example}\n`);
+  stopOnSignals(runtime, () => azurite.stop());
+}
+
+void main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

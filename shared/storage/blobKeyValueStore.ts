@@ -1,0 +1,278 @@
+import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import type { BlobServiceClient, BlockBlobClient, ContainerClient } from '@azure/storage-blob';
+
+import { PayloadTooLargeError, PreconditionFailedError, StorageUnavailableError } from '../errors';
+import { validateKey } from '../keys';
+import { isConditionFailure, isNotFound, translateAzureError } from './azureErrors';
+import { checkConditions, checkConditionShape } from './conditions';
+import { KeyedMutex } from './keyedMutex';
+import type {
+  KeyValueStore,
+  KeyValueStoreFactory,
+  ListOptions,
+  ListPage,
+  StoredItem,
+  StoredValue,
+  WriteConditions,
+  WriteResult,
+} from './keyValueStore';
+import { decodeCursor, encodeCursor } from './listCursor';
+
+/**
+ * The Azure Blob implementation. Each tenant has its own container, `<base>-<first 20 hex of
+ * SHA-256(tenant)>` (tenant ids are case-sensitive and may hold `.` and `_`, which container names
+ * may not), created on the tenant's first write. A key is the blob name itself, so the 1024-byte
+ * key limit is exactly Azure's 1024-character name limit, and one tenant can never list, read or
+ * overwrite another's blobs by any key.
+ *
+ * ETags are Azure's: they change on every write and are never reused. Conditional writes are
+ * Azure's own If-Match / If-None-Match. Append is a compare-and-swap loop (read with ETag, write
+ * the concatenation with If-Match), serialised per key within this process so that one instance
+ * does not contend with itself; other instances are handled by the compare-and-swap.
+ */
+export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
+  readonly kind = 'blob';
+
+  constructor(
+    private readonly service: BlobServiceClient,
+    private readonly baseContainer: string,
+    readonly maxValueBytes: number,
+    private readonly timeoutMs: number,
+  ) {}
+
+  forTenant(tenant: string): KeyValueStore {
+    const container = this.service.getContainerClient(tenantContainerName(this.baseContainer, tenant));
+    return new BlobKeyValueStore(container, tenant, this.maxValueBytes, this.timeoutMs);
+  }
+}
+
+export function tenantContainerName(baseContainer: string, tenant: string): string {
+  return `${baseContainer}-${createHash('sha256').update(tenant, 'utf8').digest('hex').slice(0, 20)}`;
+}
+
+const APPEND_MAX_ATTEMPTS = 12;
+const appendLocks = new KeyedMutex();
+
+async function readStream(stream: NodeJS.ReadableStream | undefined): Promise<Buffer> {
+  if (stream === undefined) return Buffer.alloc(0);
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+  return Buffer.concat(chunks);
+}
+
+class BlobKeyValueStore implements KeyValueStore {
+  constructor(
+    private readonly container: ContainerClient,
+    private readonly tenant: string,
+    private readonly maxValueBytes: number,
+    private readonly timeoutMs: number,
+  ) {}
+
+  async read(key: string): Promise<StoredValue | null> {
+    const blob = this.blob(key);
+    return this.call(async (abortSignal) => {
+      try {
+        const response = await blob.download(0, undefined, { abortSignal });
+        const value = await readStream(response.readableStreamBody);
+        return { value, etag: response.etag ?? '' };
+      } catch (error) {
+        if (isNotFound(error)) return null;
+        throw error;
+      }
+    });
+  }
+
+  async head(key: string): Promise<StoredItem | null> {
+    const blob = this.blob(key);
+    return this.call((abortSignal) => this.properties(blob, abortSignal));
+  }
+
+  async write(key: string, value: Buffer, conditions: WriteConditions = {}): Promise<WriteResult> {
+    const blob = this.blob(key);
+    checkConditionShape(conditions);
+    if (value.length > this.maxValueBytes) throw new PayloadTooLargeError(this.maxValueBytes, 'the value');
+    return this.call(async (abortSignal) => {
+      if (conditions.ifAbsent === true) return this.create(blob, value, abortSignal);
+      if (conditions.ifMatch !== undefined) return this.replace(blob, value, conditions.ifMatch, abortSignal);
+      // Unconditional: most such writes replace, so try that first (one request); an absent key
+      // is then created create-only, and a key created meanwhile by someone else is replaced.
+      for (let attempt = 0; attempt < 4; attempt++) {
+        try {
+          return await this.replace(blob, value, '*', abortSignal);
+        } catch (error) {
+          if (!(error instanceof PreconditionFailedError)) throw error;
+        }
+        try {
+          return await this.create(blob, value, abortSignal);
+        } catch (error) {
+          if (!(error instanceof PreconditionFailedError)) throw error;
+        }
+      }
+      throw new StorageUnavailableError('the key is changing too fast to write; retry');
+    });
+  }
+
+  async append(key: string, bytes: Buffer, conditions: WriteConditions = {}): Promise<WriteResult> {
+    const blob = this.blob(key);
+    checkConditionShape(conditions);
+    return appendLocks.run(blob.url, () =>
+      this.call(async (abortSignal) => {
+        for (let attempt = 0; attempt < APPEND_MAX_ATTEMPTS; attempt++) {
+          if (attempt > 0)
+            await sleep(Math.random() * Math.min(1000, 20 * 2 ** attempt), undefined, {
+              signal: abortSignal,
+            });
+          let current: StoredValue | null;
+          try {
+            const response = await blob.download(0, undefined, { abortSignal });
+            current = { value: await readStream(response.readableStreamBody), etag: response.etag ?? '' };
+          } catch (error) {
+            if (!isNotFound(error)) throw error;
+            current = null;
+          }
+          checkConditions(conditions, current && { etag: current.etag, size: current.value.length });
+          const size = (current?.value.length ?? 0) + bytes.length;
+          if (size > this.maxValueBytes)
+            throw new PayloadTooLargeError(this.maxValueBytes, 'the value after the append');
+          try {
+            return current === null
+              ? await this.create(blob, bytes, abortSignal)
+              : await this.replace(blob, Buffer.concat([current.value, bytes]), current.etag, abortSignal);
+          } catch (error) {
+            // Another writer got in between our read and our write: read again.
+            if (!(error instanceof PreconditionFailedError)) throw error;
+          }
+        }
+        throw new StorageUnavailableError('too many concurrent writers on this key; retry the append');
+      }),
+    );
+  }
+
+  async delete(key: string, conditions: Pick<WriteConditions, 'ifMatch'> = {}): Promise<boolean> {
+    const blob = this.blob(key);
+    return this.call(async (abortSignal) => {
+      try {
+        await blob.delete({
+          deleteSnapshots: 'include',
+          abortSignal,
+          ...(conditions.ifMatch === undefined ? {} : { conditions: { ifMatch: conditions.ifMatch } }),
+        });
+        return true;
+      } catch (error) {
+        if (isNotFound(error)) {
+          if (conditions.ifMatch !== undefined) throw new PreconditionFailedError('the key does not exist');
+          return false;
+        }
+        if (isConditionFailure(error))
+          throw await this.preconditionFailed(blob, 'the key has changed', abortSignal);
+        throw error;
+      }
+    });
+  }
+
+  async list(options: ListOptions): Promise<ListPage> {
+    const prefix = options.prefix ?? '';
+    const continuationToken = options.cursor === undefined ? undefined : decodeCursor(options.cursor, prefix);
+    return this.call(async (abortSignal) => {
+      try {
+        const pages = this.container
+          .listBlobsFlat({ ...(prefix === '' ? {} : { prefix }), abortSignal })
+          .byPage({
+            maxPageSize: options.limit,
+            ...(continuationToken === undefined ? {} : { continuationToken }),
+          });
+        const page = await pages.next();
+        if (page.done === true) return { keys: [], cursor: null };
+        const next = page.value.continuationToken;
+        return {
+          keys: page.value.segment.blobItems.map((item) => item.name),
+          cursor: next === undefined || next === '' ? null : encodeCursor(prefix, next),
+        };
+      } catch (error) {
+        if (isNotFound(error)) return { keys: [], cursor: null };
+        throw error;
+      }
+    });
+  }
+
+  private blob(key: string): BlockBlobClient {
+    validateKey(key);
+    return this.container.getBlockBlobClient(key);
+  }
+
+  /** Runs one operation under the deadline and translates every Azure error once. */
+  private async call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
+    try {
+      return await operation(AbortSignal.timeout(this.timeoutMs));
+    } catch (error) {
+      throw translateAzureError(error);
+    }
+  }
+
+  private async properties(blob: BlockBlobClient, abortSignal: AbortSignal): Promise<StoredItem | null> {
+    try {
+      const properties = await blob.getProperties({ abortSignal });
+      return { etag: properties.etag ?? '', size: properties.contentLength ?? 0 };
+    } catch (error) {
+      if (isNotFound(error)) return null;
+      throw error;
+    }
+  }
+
+  /** A 412 carrying the current ETag when the key exists (one extra request on the losing path). */
+  private async preconditionFailed(
+    blob: BlockBlobClient,
+    message: string,
+    abortSignal: AbortSignal,
+  ): Promise<PreconditionFailedError> {
+    const current = await this.properties(blob, abortSignal);
+    return new PreconditionFailedError(message, current?.etag);
+  }
+
+  /** Create-only upload; makes the tenant's container on its first write. */
+  private async create(blob: BlockBlobClient, value: Buffer, abortSignal: AbortSignal): Promise<WriteResult> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const response = await blob.upload(value, value.length, {
+          conditions: { ifNoneMatch: '*' },
+          blobHTTPHeaders: { blobContentType: 'application/octet-stream' },
+          abortSignal,
+        });
+        return { etag: response.etag ?? '', size: value.length, created: true };
+      } catch (error) {
+        if (isConditionFailure(error))
+          throw await this.preconditionFailed(blob, 'the key exists', abortSignal);
+        if (isNotFound(error) && attempt === 0) {
+          await this.container.createIfNotExists({ metadata: { tenant: this.tenant }, abortSignal });
+          continue;
+        }
+        throw error;
+      }
+    }
+  }
+
+  /** Upload only over the version `ifMatch` (`*`: any existing version). */
+  private async replace(
+    blob: BlockBlobClient,
+    value: Buffer,
+    ifMatch: string,
+    abortSignal: AbortSignal,
+  ): Promise<WriteResult> {
+    try {
+      const response = await blob.upload(value, value.length, {
+        conditions: { ifMatch },
+        blobHTTPHeaders: { blobContentType: 'application/octet-stream' },
+        abortSignal,
+      });
+      return { etag: response.etag ?? '', size: value.length, created: false };
+    } catch (error) {
+      // 404: the blob (or the tenant's container) does not exist, so no version matches.
+      if (isNotFound(error)) throw new PreconditionFailedError('the key does not exist');
+      if (isConditionFailure(error))
+        throw await this.preconditionFailed(blob, 'the key has changed', abortSignal);
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * The key/value storage contract (entrabot's MemoryBackend, done right). One store holds one
+ * namespace, a tenant's; {@link KeyValueStoreFactory} hands out the store of a tenant.
+ *
+ * Every implementation MUST:
+ * - validate the key (`validateKey`) before any I/O;
+ * - give an ETag that changes on every successful write and is never reused (A→B→A gives a new
+ *   ETag); ETags are opaque and quoted, as HTTP sends them;
+ * - make conditional writes atomic: `ifMatch` replaces only that version (`*`: any existing one),
+ *   `ifAbsent` creates only; the loser gets {@link PreconditionFailedError} and its bytes never land;
+ * - make `append` atomic: concurrent appends are all kept, each contiguous, in some order;
+ * - never expose a partial write, also after a crash;
+ * - return `null` for an absent key and throw {@link StorageUnavailableError} for a fault: absent and
+ *   failed are never confused;
+ * - list by plain string prefix in ascending order, every key exactly once across the pages.
+ *
+ * @see ../errors.ts for PreconditionFailedError, StorageUnavailableError, ConflictError.
+ */
+
+export interface StoredValue {
+  readonly value: Buffer;
+  readonly etag: string;
+}
+
+export interface StoredItem {
+  readonly etag: string;
+  readonly size: number;
+}
+
+export interface WriteResult extends StoredItem {
+  /** True when the key did not exist before this write. */
+  readonly created: boolean;
+}
+
+/** At most one of the two; both at once is a caller error. */
+export interface WriteConditions {
+  /** Write only if the current ETag is this one; `*`: only if the key exists. */
+  readonly ifMatch?: string;
+  /** Write only if the key does not exist. */
+  readonly ifAbsent?: boolean;
+}
+
+export interface ListOptions {
+  readonly prefix?: string;
+  /** 1-5000. */
+  readonly limit: number;
+  /** From the previous page; opaque. */
+  readonly cursor?: string;
+}
+
+export interface ListPage {
+  readonly keys: string[];
+  /** Null on the last page. */
+  readonly cursor: string | null;
+}
+
+export interface KeyValueStore {
+  /** The value with its ETag, or null when absent. */
+  read(key: string): Promise<StoredValue | null>;
+  /** ETag and size without the value, or null when absent. */
+  head(key: string): Promise<StoredItem | null>;
+  /**
+   * Stores `value` whole, replacing what was there unless `conditions` say otherwise. Like append,
+   * throws PayloadTooLargeError (nothing written) when the value would exceed the store's limit.
+   */
+  write(key: string, value: Buffer, conditions?: WriteConditions): Promise<WriteResult>;
+  /** Appends `bytes` atomically, creating the key when absent. */
+  append(key: string, bytes: Buffer, conditions?: WriteConditions): Promise<WriteResult>;
+  /** Deletes the key; false when it was absent. `ifMatch` as for write. */
+  delete(key: string, conditions?: Pick<WriteConditions, 'ifMatch'>): Promise<boolean>;
+  list(options: ListOptions): Promise<ListPage>;
+}
+
+export interface KeyValueStoreFactory {
+  readonly kind: 'local' | 'blob';
+  /** The largest value, in bytes, that write and append accept. */
+  readonly maxValueBytes: number;
+  /** The store of one tenant's key/value space; cheap, no I/O. */
+  forTenant(tenant: string): KeyValueStore;
+}

@@ -1,0 +1,327 @@
+import { randomUUID } from 'node:crypto';
+import { constants, promises as fs } from 'node:fs';
+import path from 'node:path';
+
+import {
+  CairnError,
+  ConflictError,
+  InvalidArgumentError,
+  PayloadTooLargeError,
+  PreconditionFailedError,
+  StorageUnavailableError,
+} from '../errors';
+import { validateKey } from '../keys';
+import { checkConditions } from './conditions';
+import { KeyedMutex } from './keyedMutex';
+import type {
+  KeyValueStore,
+  KeyValueStoreFactory,
+  ListOptions,
+  ListPage,
+  StoredItem,
+  StoredValue,
+  WriteConditions,
+  WriteResult,
+} from './keyValueStore';
+import { decodeCursor, encodeCursor } from './listCursor';
+
+/**
+ * The local filesystem implementation: each key is the file of the same path under
+ * `<dataDir>/kv/<tenant>/`, so people can read it and the migration can copy it.
+ *
+ * - Writes never change a file in place: the new value goes to a temp file (fsynced), then
+ *   replaces the key by `rename` (or `link`, which fails when the key exists, for create-only).
+ *   A crash leaves the old value or the new one, never a torn one.
+ * - ETags are versions, not content hashes: every write stamps its file with a modification time
+ *   unique within the process and later than any before (µs), and the ETag is inode + that time.
+ *   A→B→A therefore gives three ETags.
+ * - Conditional writes and appends run under a per-key lock of this process. The local backend is
+ *   for one process per data folder (`npm start`); instances that share state use the Blob backend.
+ * - A key cannot also be the folder of another key: that write is a {@link ConflictError}. Deleting
+ *   the last key of a folder removes the empty folders above it.
+ * - Path segments are limited to 255 bytes by the filesystem: longer ones are refused as invalid.
+ */
+export class LocalKeyValueStoreFactory implements KeyValueStoreFactory {
+  readonly kind = 'local';
+  private readonly tmpDir: string;
+
+  constructor(
+    private readonly dataDir: string,
+    readonly maxValueBytes: number,
+  ) {
+    this.tmpDir = path.join(dataDir, 'tmp');
+  }
+
+  forTenant(tenant: string): KeyValueStore {
+    return new LocalKeyValueStore(path.join(this.dataDir, 'kv', tenant), this.tmpDir, this.maxValueBytes);
+  }
+}
+
+const MAX_SEGMENT_BYTES = 255;
+/** One lock table per process: two store objects on the same folder must not race each other. */
+const locks = new KeyedMutex();
+let lastStampMicros = 0;
+
+/** A modification time (seconds) unique within this process and increasing. */
+function nextStamp(): number {
+  lastStampMicros = Math.max(Date.now() * 1000, lastStampMicros + 1);
+  return lastStampMicros / 1e6;
+}
+
+function errnoOf(error: unknown): string | undefined {
+  return (error as NodeJS.ErrnoException | undefined)?.code;
+}
+
+function etagOf(stat: { ino: bigint; mtimeNs: bigint }): string {
+  return `"${stat.ino.toString(36)}-${stat.mtimeNs.toString(36)}"`;
+}
+
+function compareKeys(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}
+
+/** Turns unexpected filesystem errors into StorageUnavailableError; ours pass through. */
+async function guarded<T>(operation: () => Promise<T>): Promise<T> {
+  try {
+    return await operation();
+  } catch (error) {
+    if (error instanceof CairnError) throw error;
+    throw new StorageUnavailableError('the local store failed; retry later', { cause: error });
+  }
+}
+
+class LocalKeyValueStore implements KeyValueStore {
+  constructor(
+    private readonly root: string,
+    private readonly tmpDir: string,
+    private readonly maxValueBytes: number,
+  ) {}
+
+  async read(key: string): Promise<StoredValue | null> {
+    const file = this.pathOf(key);
+    return guarded(async () => {
+      let handle: fs.FileHandle;
+      try {
+        handle = await fs.open(file, constants.O_RDONLY);
+      } catch (error) {
+        if (isAbsence(error)) return null;
+        throw error;
+      }
+      try {
+        // Same descriptor for stat and read: files are replaced, never changed, so the pair agrees.
+        const stat = await handle.stat({ bigint: true });
+        if (!stat.isFile()) return null;
+        return { value: await handle.readFile(), etag: etagOf(stat) };
+      } finally {
+        await handle.close();
+      }
+    });
+  }
+
+  async head(key: string): Promise<StoredItem | null> {
+    const file = this.pathOf(key);
+    return guarded(() => statItem(file));
+  }
+
+  async write(key: string, value: Buffer, conditions: WriteConditions = {}): Promise<WriteResult> {
+    const file = this.pathOf(key);
+    return guarded(() =>
+      locks.run(file, async () => {
+        if (value.length > this.maxValueBytes)
+          throw new PayloadTooLargeError(this.maxValueBytes, 'the value');
+        const current = await statItem(file);
+        checkConditions(conditions, current);
+        return this.replace(file, value, current, conditions.ifAbsent === true);
+      }),
+    );
+  }
+
+  async append(key: string, bytes: Buffer, conditions: WriteConditions = {}): Promise<WriteResult> {
+    const file = this.pathOf(key);
+    return guarded(() =>
+      locks.run(file, async () => {
+        const current = await this.read(key);
+        const currentItem = current && { etag: current.etag, size: current.value.length };
+        checkConditions(conditions, currentItem);
+        const size = (current?.value.length ?? 0) + bytes.length;
+        if (size > this.maxValueBytes)
+          throw new PayloadTooLargeError(this.maxValueBytes, 'the value after the append');
+        const value = current === null ? bytes : Buffer.concat([current.value, bytes]);
+        // Create-only when absent, so that even another process's first append is never overwritten.
+        return this.replace(file, value, currentItem, currentItem === null);
+      }),
+    );
+  }
+
+  async delete(key: string, conditions: Pick<WriteConditions, 'ifMatch'> = {}): Promise<boolean> {
+    const file = this.pathOf(key);
+    return guarded(() =>
+      locks.run(file, async () => {
+        const current = await statItem(file);
+        checkConditions(conditions, current);
+        if (current === null) return false;
+        await fs.unlink(file);
+        await this.removeEmptyFolders(path.dirname(file));
+        return true;
+      }),
+    );
+  }
+
+  async list(options: ListOptions): Promise<ListPage> {
+    const prefix = options.prefix ?? '';
+    const after = options.cursor === undefined ? '' : decodeCursor(options.cursor, prefix);
+    return guarded(async () => {
+      const keys: string[] = [];
+      // One more than asked tells whether another page exists.
+      await this.walk(this.root, '', prefix, after, options.limit + 1, keys);
+      if (keys.length <= options.limit) return { keys, cursor: null };
+      keys.length = options.limit;
+      return { keys, cursor: encodeCursor(prefix, keys[keys.length - 1] ?? '') };
+    });
+  }
+
+  private pathOf(key: string): string {
+    validateKey(key);
+    const segments = key.split('/');
+    if (segments.some((segment) => Buffer.byteLength(segment, 'utf8') > MAX_SEGMENT_BYTES)) {
+      throw new InvalidArgumentError(
+        'key',
+        `segments must be at most ${MAX_SEGMENT_BYTES} bytes on the local backend`,
+      );
+    }
+    return path.join(this.root, ...segments);
+  }
+
+  /** Puts `value` at `file` atomically; `createOnly` fails (412) when the key exists by then. */
+  private async replace(
+    file: string,
+    value: Buffer,
+    current: StoredItem | null,
+    createOnly: boolean,
+  ): Promise<WriteResult> {
+    const temp = await this.writeTemp(value);
+    try {
+      for (let attempt = 0; ; attempt++) {
+        await this.makeParentFolders(file);
+        try {
+          if (createOnly) await fs.link(temp, file);
+          else await fs.rename(temp, file);
+          break;
+        } catch (error) {
+          const code = errnoOf(error);
+          // A concurrent delete removed the (then empty) parent folder: make it again.
+          if (code === 'ENOENT' && attempt < 3) continue;
+          if (code === 'EEXIST') {
+            if ((await statItem(file)) === null) throw folderConflict();
+            throw new PreconditionFailedError('the key exists');
+          }
+          if (code === 'EISDIR' || code === 'ENOTDIR' || code === 'ENOTEMPTY') throw folderConflict();
+          throw error;
+        }
+      }
+    } finally {
+      await fs.rm(temp, { force: true });
+    }
+    const stat = await fs.stat(file, { bigint: true });
+    return { etag: etagOf(stat), size: Number(stat.size), created: current === null };
+  }
+
+  private async writeTemp(value: Buffer): Promise<string> {
+    await fs.mkdir(this.tmpDir, { recursive: true });
+    const temp = path.join(this.tmpDir, randomUUID());
+    const handle = await fs.open(temp, 'wx');
+    try {
+      await handle.writeFile(value);
+      const stamp = nextStamp();
+      await handle.utimes(stamp, stamp);
+      await handle.datasync();
+    } catch (error) {
+      await handle.close();
+      await fs.rm(temp, { force: true });
+      throw error;
+    }
+    await handle.close();
+    return temp;
+  }
+
+  private async makeParentFolders(file: string): Promise<void> {
+    try {
+      await fs.mkdir(path.dirname(file), { recursive: true });
+    } catch (error) {
+      const code = errnoOf(error);
+      if (code === 'EEXIST' || code === 'ENOTDIR') throw folderConflict();
+      throw error;
+    }
+  }
+
+  private async removeEmptyFolders(folder: string): Promise<void> {
+    for (let current = folder; current.startsWith(this.root + path.sep); current = path.dirname(current)) {
+      try {
+        await fs.rmdir(current);
+      } catch (error) {
+        if (errnoOf(error) === 'ENOTEMPTY' || errnoOf(error) === 'EEXIST' || errnoOf(error) === 'ENOENT')
+          return;
+        throw error;
+      }
+    }
+  }
+
+  /**
+   * Depth-first walk in key order. Folders sort as `name/` so that the walk order is the plain
+   * byte order of whole keys (`a-c` < `a/b` because `-` < `/`). Subtrees that cannot hold a key
+   * after `after` with `prefix` are not entered.
+   */
+  private async walk(
+    folder: string,
+    folderKey: string,
+    prefix: string,
+    after: string,
+    want: number,
+    keys: string[],
+  ): Promise<void> {
+    let entries;
+    try {
+      entries = await fs.readdir(folder, { withFileTypes: true });
+    } catch (error) {
+      if (isAbsence(error)) return;
+      throw error;
+    }
+    const children = entries
+      .filter((entry) => entry.isFile() || entry.isDirectory())
+      .map((entry) => ({ entry, key: folderKey + entry.name + (entry.isDirectory() ? '/' : '') }))
+      .sort((a, b) => compareKeys(a.key, b.key));
+    for (const { entry, key } of children) {
+      if (keys.length >= want) return;
+      if (entry.isDirectory()) {
+        const overlapsPrefix = key.startsWith(prefix) || prefix.startsWith(key);
+        const allBeforeCursor = compareKeys(key, after) < 0 && !after.startsWith(key);
+        if (overlapsPrefix && !allBeforeCursor) {
+          await this.walk(path.join(folder, entry.name), key, prefix, after, want, keys);
+        }
+      } else if (key.startsWith(prefix) && compareKeys(key, after) > 0) {
+        keys.push(key);
+      }
+    }
+  }
+}
+
+function isAbsence(error: unknown): boolean {
+  const code = errnoOf(error);
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}
+
+function folderConflict(): ConflictError {
+  return new ConflictError(
+    'on the local backend a key cannot also be the folder of another key (e.g. "a" and "a/b"); nothing was written',
+  );
+}
+
+async function statItem(file: string): Promise<StoredItem | null> {
+  try {
+    const stat = await fs.stat(file, { bigint: true });
+    return stat.isFile() ? { etag: etagOf(stat), size: Number(stat.size) } : null;
+  } catch (error) {
+    if (isAbsence(error)) return null;
+    throw error;
+  }
+}

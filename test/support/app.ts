@@ -1,0 +1,106 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { sha256Hex } from '../../shared/auth';
+import { AZURITE_ACCOUNT_KEY } from '../../shared/runtime/azurite';
+
+export const SERVE_SCRIPT = path.resolve('dist/shared/runtime/serve.js');
+
+export interface TestTenant {
+  readonly tenant: string;
+  readonly key: string;
+  readonly admin: boolean;
+}
+
+export function newTenant(name: string, admin = false): TestTenant {
+  return {
+    tenant: `${name}-${randomUUID().slice(0, 8)}`,
+    key: `k_${randomBytes(18).toString('base64url')}`,
+    admin,
+  };
+}
+
+export function apiKeysSetting(tenants: readonly TestTenant[]): string {
+  return tenants.map((t) => `${t.tenant}:${sha256Hex(t.key)}${t.admin ? ':admin' : ''}`).join(',');
+}
+
+export type Backend = 'local' | 'blob';
+
+/** Settings of a fresh store for `backend`: a new temp folder, or a new container base in Azurite. */
+export function backendSettings(backend: Backend, blobEndpoint: string): Record<string, string> {
+  if (backend === 'local') {
+    return { CAIRN_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'cairn-test-')) };
+  }
+  return {
+    CAIRN_BLOB_ENDPOINT: blobEndpoint,
+    CAIRN_BLOB_CONTAINER: `t${randomUUID().replaceAll('-', '').slice(0, 20)}`,
+    CAIRN_STORAGE_ACCOUNT_KEY: AZURITE_ACCOUNT_KEY,
+  };
+}
+
+export interface RunningApp {
+  readonly url: string;
+  readonly child: ChildProcess;
+  /** Everything the app printed so far (runtime and function logs). */
+  output(): string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the app in the local runtime as a child process, on a free port, with exactly `env`
+ * (plus PATH/HOME): no ambient CAIRN_* setting of the machine leaks in.
+ */
+export async function startApp(env: Record<string, string>, script = SERVE_SCRIPT): Promise<RunningApp> {
+  const child = spawn(process.execPath, [script], {
+    env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', PORT: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout?.on('data', (data: Buffer) => (output += data.toString()));
+  child.stderr?.on('data', (data: Buffer) => (output += data.toString()));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`app did not start:\n${output}`)), 30_000);
+    const check = () => {
+      const match = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(output);
+      if (match?.[1] !== undefined) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    };
+    child.stdout?.on('data', check);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`app exited (${code}):\n${output}`));
+    });
+  });
+  return {
+    url,
+    child,
+    output: () => output,
+    stop: () => stopProcess(child),
+  };
+}
+
+export function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const force = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    child.once('exit', () => {
+      clearTimeout(force);
+      resolve();
+    });
+    child.kill(signal);
+  });
+}
+
+/** A small HTTP client for one caller. */
+export function client(baseUrl: string, key?: string) {
+  return (pathname: string, init: RequestInit = {}) => {
+    const headers = new Headers(init.headers);
+    if (key !== undefined && !headers.has('authorization')) headers.set('authorization', `Bearer ${key}`);
+    return fetch(baseUrl + pathname, { ...init, headers });
+  };
+}
