@@ -178,6 +178,13 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
       headers,
       ...(hasBody ? { body: Readable.toWeb(req) as ReadableStream, duplex: 'half' } : {}),
     });
+    // A function may answer before reading the whole body (413 by Content-Length, 401): read the
+    // rest once the answer is out, so the client can finish sending and read it.
+    res.once('finish', () => {
+      if (!req.complete && nativeRequest.body !== null && !nativeRequest.bodyUsed) {
+        void discard(nativeRequest.body, req);
+      }
+    });
     const request = new HttpRequest({ nativeRequest, params } as HttpRequestInit);
     const result = await (registration.handler as HttpFunction)(request, contextFor(registration));
     if (!hasBody) req.resume();
@@ -213,6 +220,20 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** Reads and drops what is left of a request body, up to 64 MiB; past that, drops the connection. */
+async function discard(body: ReadableStream<Uint8Array>, req: http.IncomingMessage): Promise<void> {
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      size += chunk.length;
+      if (size > 64 * 1024 * 1024) break;
+    }
+  } catch {
+    // The client went away; nothing to answer.
+  }
+  if (!req.complete) req.destroy();
 }
 
 /** `%NAME%` in a binding is an app setting, as on the host. */

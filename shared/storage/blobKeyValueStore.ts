@@ -94,23 +94,29 @@ class BlobKeyValueStore implements KeyValueStore {
     checkConditionShape(conditions);
     if (value.length > this.maxValueBytes) throw new PayloadTooLargeError(this.maxValueBytes, 'the value');
     return this.call(async (abortSignal) => {
-      if (conditions.ifAbsent === true) return this.create(blob, value, abortSignal);
-      if (conditions.ifMatch !== undefined) return this.replace(blob, value, conditions.ifMatch, abortSignal);
-      // Unconditional: most such writes replace, so try that first (one request); an absent key
-      // is then created create-only, and a key created meanwhile by someone else is replaced.
-      for (let attempt = 0; attempt < 4; attempt++) {
-        try {
-          return await this.replace(blob, value, '*', abortSignal);
-        } catch (error) {
-          if (!(error instanceof PreconditionFailedError)) throw error;
-        }
+      if (conditions.ifAbsent === true) {
         try {
           return await this.create(blob, value, abortSignal);
         } catch (error) {
-          if (!(error instanceof PreconditionFailedError)) throw error;
+          if (error instanceof PreconditionFailedError)
+            throw await this.preconditionFailed(blob, error.message, abortSignal);
+          throw error;
         }
       }
-      throw new StorageUnavailableError('the key is changing too fast to write; retry');
+      if (conditions.ifMatch === '*') return this.replaceExisting(blob, value, abortSignal);
+      if (conditions.ifMatch !== undefined) return this.replace(blob, value, conditions.ifMatch, abortSignal);
+      // Unconditional. Azure does not say whether a write created the blob, so try create-only
+      // first (one request for a new key); when the key exists, overwrite it (a second request).
+      try {
+        return await this.create(blob, value, abortSignal);
+      } catch (error) {
+        if (!(error instanceof PreconditionFailedError)) throw error;
+      }
+      const response = await blob.upload(value, value.length, {
+        blobHTTPHeaders: { blobContentType: 'application/octet-stream' },
+        abortSignal,
+      });
+      return { etag: response.etag ?? '', size: value.length, created: false };
     });
   }
 
@@ -253,7 +259,29 @@ class BlobKeyValueStore implements KeyValueStore {
     }
   }
 
-  /** Upload only over the version `ifMatch` (`*`: any existing version). */
+  /**
+   * If-Match: * by way of the current ETag. Azurite ignores `If-Match: *` on an absent blob and
+   * creates it (Azure answers 412), so Cairn never sends it: it reads the version, then replaces
+   * exactly that version, and reads again if another writer got in between.
+   */
+  private async replaceExisting(
+    blob: BlockBlobClient,
+    value: Buffer,
+    abortSignal: AbortSignal,
+  ): Promise<WriteResult> {
+    for (let attempt = 0; attempt < 4; attempt++) {
+      const current = await this.properties(blob, abortSignal);
+      if (current === null) throw new PreconditionFailedError('the key does not exist');
+      try {
+        return await this.replace(blob, value, current.etag, abortSignal);
+      } catch (error) {
+        if (!(error instanceof PreconditionFailedError)) throw error;
+      }
+    }
+    throw new StorageUnavailableError('the key is changing too fast to write; retry');
+  }
+
+  /** Upload only over the version `ifMatch` (a concrete ETag, never `*`: see replaceExisting). */
   private async replace(
     blob: BlockBlobClient,
     value: Buffer,

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -103,4 +104,34 @@ export function client(baseUrl: string, key?: string) {
     if (key !== undefined && !headers.has('authorization')) headers.set('authorization', `Bearer ${key}`);
     return fetch(baseUrl + pathname, { ...init, headers });
   };
+}
+
+/**
+ * A request with the path sent exactly as given. `fetch` normalises paths the WHATWG way
+ * (`a/%2E%2E/b` becomes `b`) before sending, which would hide what the server does with them.
+ */
+export function rawRequest(
+  baseUrl: string,
+  rawPath: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string | Buffer } = {},
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  const { hostname, port } = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const request = http.request(
+      { hostname, port, path: rawPath, method: init.method ?? 'GET', headers: init.headers },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on('data', (chunk: Buffer) => chunks.push(chunk));
+        response.on('end', () =>
+          resolve({
+            status: response.statusCode ?? 0,
+            headers: response.headers,
+            body: Buffer.concat(chunks).toString(),
+          }),
+        );
+      },
+    );
+    request.on('error', reject);
+    request.end(init.body);
+  });
 }

@@ -1,0 +1,152 @@
+import { type webcrypto } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { Authenticator, sha256Hex } from '../../shared/auth';
+import { StorageUnavailableError, UnauthorizedError } from '../../shared/errors';
+
+const ISSUER = 'https://login.example.test/tenant-1/v2.0';
+const AUDIENCE = 'api://cairn-test';
+
+describe('API keys', () => {
+  const authenticator = new Authenticator([
+    { tenant: 'alpha', sha256: sha256Hex('alpha-key'), admin: false },
+    { tenant: 'ops', sha256: sha256Hex('ops-key'), admin: true },
+  ]);
+
+  it('maps a known key to its tenant and role', async () => {
+    await expect(authenticator.authenticate('Bearer alpha-key')).resolves.toEqual({
+      tenant: 'alpha',
+      admin: false,
+    });
+    await expect(authenticator.authenticate('bearer ops-key')).resolves.toEqual({
+      tenant: 'ops',
+      admin: true,
+    });
+  });
+
+  it.each([
+    ['no header', undefined],
+    ['empty header', ''],
+    ['another scheme', 'Basic YWxwaGEta2V5'],
+    ['no token', 'Bearer '],
+    ['an unknown key', 'Bearer alpha-key2'],
+    ['the hash instead of the key', `Bearer ${sha256Hex('alpha-key')}`],
+  ])('refuses %s', async (_name, header) => {
+    await expect(authenticator.authenticate(header)).rejects.toBeInstanceOf(UnauthorizedError);
+  });
+});
+
+describe('Entra ID access tokens (JWKS served by this test)', () => {
+  let server: http.Server;
+  let jwksUri: string;
+  let signingKey: webcrypto.CryptoKey;
+  let strangerKey: webcrypto.CryptoKey;
+  let authenticator: Authenticator;
+
+  beforeAll(async () => {
+    const pair = await generateKeyPair('RS256');
+    signingKey = pair.privateKey;
+    strangerKey = (await generateKeyPair('RS256')).privateKey;
+    const jwk = { ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
+    server = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ keys: [jwk] }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    jwksUri = `http://127.0.0.1:${(server.address() as AddressInfo).port}/keys`;
+    authenticator = new Authenticator([], {
+      issuer: ISSUER,
+      audience: AUDIENCE,
+      jwksUri,
+      tenantClaim: 'oid',
+    });
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  function token(
+    payload: JWTPayload,
+    options: {
+      key?: webcrypto.CryptoKey;
+      issuer?: string;
+      audience?: string;
+      expires?: string | number;
+    } = {},
+  ) {
+    return new SignJWT(payload)
+      .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+      .setIssuer(options.issuer ?? ISSUER)
+      .setAudience(options.audience ?? AUDIENCE)
+      .setIssuedAt()
+      .setExpirationTime(options.expires ?? '5m')
+      .sign(options.key ?? signingKey);
+  }
+
+  it('takes the tenant from the oid claim and admin from the Cairn.Admin role', async () => {
+    await expect(authenticator.authenticate(`Bearer ${await token({ oid: 'agent-1' })}`)).resolves.toEqual({
+      tenant: 'agent-1',
+      admin: false,
+    });
+    await expect(
+      authenticator.authenticate(`Bearer ${await token({ oid: 'ops-1', roles: ['Reader', 'Cairn.Admin'] })}`),
+    ).resolves.toEqual({ tenant: 'ops-1', admin: true });
+  });
+
+  it('uses the configured tenant claim', async () => {
+    const byAppId = new Authenticator([], {
+      issuer: ISSUER,
+      audience: AUDIENCE,
+      jwksUri,
+      tenantClaim: 'azp',
+    });
+    await expect(
+      byAppId.authenticate(`Bearer ${await token({ oid: 'x', azp: 'app-7' })}`),
+    ).resolves.toMatchObject({
+      tenant: 'app-7',
+    });
+  });
+
+  it('refuses expired, not-yet-valid, foreign and unsigned tokens', async () => {
+    const expired = await token({ oid: 'a' }, { expires: Math.floor(Date.now() / 1000) - 600 });
+    await expect(authenticator.authenticate(`Bearer ${expired}`)).rejects.toThrow(/expired/);
+    const notYet = await new SignJWT({ oid: 'a' })
+      .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+      .setIssuer(ISSUER)
+      .setAudience(AUDIENCE)
+      .setNotBefore('10m')
+      .setExpirationTime('20m')
+      .sign(signingKey);
+    const cases = [
+      notYet,
+      await token({ oid: 'a' }, { audience: 'api://other' }),
+      await token({ oid: 'a' }, { issuer: 'https://evil.example.test' }),
+      await token({ oid: 'a' }, { key: strangerKey }),
+      `${Buffer.from('{"alg":"none"}').toString('base64url')}.${Buffer.from('{"oid":"a"}').toString('base64url')}.`,
+    ];
+    for (const bad of cases) {
+      await expect(authenticator.authenticate(`Bearer ${bad}`)).rejects.toBeInstanceOf(UnauthorizedError);
+    }
+  });
+
+  it('refuses a token whose tenant claim is missing or not a valid tenant id', async () => {
+    await expect(authenticator.authenticate(`Bearer ${await token({ sub: 'x' })}`)).rejects.toThrow(/oid/);
+    await expect(authenticator.authenticate(`Bearer ${await token({ oid: '../x' })}`)).rejects.toBeInstanceOf(
+      UnauthorizedError,
+    );
+  });
+
+  it('answers unavailable (not unauthorized) when the signing keys cannot be fetched', async () => {
+    const unreachable = new Authenticator([], {
+      issuer: ISSUER,
+      audience: AUDIENCE,
+      jwksUri: 'http://127.0.0.1:1/keys',
+      tenantClaim: 'oid',
+    });
+    await expect(unreachable.authenticate(`Bearer ${await token({ oid: 'a' })}`)).rejects.toBeInstanceOf(
+      StorageUnavailableError,
+    );
+  });
+});
