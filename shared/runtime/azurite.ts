@@ -20,6 +20,8 @@ export interface Azurite {
   readonly tableEndpoint: string;
   /** A connection string for the Functions host and the SDKs' fromConnectionString. */
   readonly connectionString: string;
+  /** The child process id (tests freeze it with SIGSTOP to make the storage hang). */
+  readonly pid: number;
   stop(): Promise<void>;
 }
 
@@ -71,6 +73,7 @@ export async function startAzurite(options: AzuriteOptions = {}): Promise<Azurit
     connectionString:
       `DefaultEndpointsProtocol=http;AccountName=${AZURITE_ACCOUNT};AccountKey=${AZURITE_ACCOUNT_KEY};` +
       `BlobEndpoint=${blobEndpoint};QueueEndpoint=${queueEndpoint};TableEndpoint=${tableEndpoint};`,
+    pid: child.pid ?? 0,
     stop: () => stopChild(child),
   };
 }

@@ -58,26 +58,30 @@ async function main(): Promise<void> {
     process.env['CAIRN_STORAGE_ACCOUNT_KEY'] ??= AZURITE_ACCOUNT_KEY;
   }
 
-  let example: string | undefined;
+  let keyText: string | undefined;
   if (!process.env['CAIRN_API_KEYS'] && !process.env['CAIRN_AUTH_ISSUER']) {
     const { key, created } = developmentKey();
     process.env['CAIRN_API_KEYS'] = `dev:${sha256Hex(key)}:admin`;
-    const keyText = created ? key : '$(cat .cairn/dev-api-key)';
-    if (created)
+    // Printed once, when created; later starts refer to the file instead.
+    keyText = created ? key : '$(cat .cairn/dev-api-key)';
+    if (created) {
       console.log(
         `Created a development API key for tenant "dev" (admin), kept in .cairn/dev-api-key:\n  ${key}\n`,
       );
-    example =
-      `curl -X PUT -H "Authorization: Bearer ${keyText}" --data-binary 'hello' http://127.0.0.1:${port}/api/kv/notes/first\n` +
-      `curl -H "Authorization: Bearer ${keyText}" http://127.0.0.1:${port}/api/kv/notes/first`;
+    }
   }
+  const example = (baseUrl: string) =>
+    keyText === undefined
+      ? ''
+      : `Try:\n  curl -X PUT -H "Authorization: Bearer ${keyText}" --data-binary 'hello' ${baseUrl}/api/kv/notes/first\n` +
+        `  curl -H "Authorization: Bearer ${keyText}" ${baseUrl}/api/kv/notes/first\n`;
   console.log(
     `Azurite: blob ${azurite.blobEndpoint}, queue ${azurite.queueEndpoint}, table ${azurite.tableEndpoint}`,
   );
 
   if (funcAvailable() && process.env['CAIRN_LOCAL_RUNTIME'] !== '1') {
     console.log(`Starting the Functions host (func start) on port ${port}`);
-    if (example !== undefined) console.log(`Try:\n${example}\n`);
+    console.log(example(`http://127.0.0.1:${port}`));
     const child = spawn('func', ['start', '--port', String(port)], {
       cwd: projectRoot,
       stdio: 'inherit',
@@ -97,8 +101,10 @@ async function main(): Promise<void> {
     await azurite.stop();
     process.exit(1);
   }
-  console.log(`Cairn is listening on ${runtime.url}/api (local runtime; Ctrl-C stops it)`);
-  if (example !== undefined) console.log(`Try:\n${example}\n`);
+  // One write, so that whoever waits for the first line also gets the example.
+  console.log(
+    `Cairn is listening on ${runtime.url}/api (local runtime; Ctrl-C stops it)\n${example(runtime.url)}`,
+  );
   stopOnSignals(runtime, () => azurite.stop());
 }
 

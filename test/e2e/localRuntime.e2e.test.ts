@@ -1,0 +1,67 @@
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { client, type RunningApp, startApp } from '../support/app';
+
+/** The local runtime serves an app's own registrations: HTTP routes and methods, timers, admin invoke. */
+describe('local runtime', () => {
+  const tickFile = path.join(mkdtempSync(path.join(os.tmpdir(), 'cairn-ticks-')), 'ticks.jsonl');
+  let app: RunningApp;
+
+  beforeAll(async () => {
+    app = await startApp(
+      { TICK_FILE: tickFile, TICK_SCHEDULE: '* * * * * *' },
+      path.resolve('dist/test/fixtures/serveTimerApp.js'),
+    );
+  });
+  afterAll(async () => app.stop());
+
+  const runs = (name: string) =>
+    existsSync(tickFile)
+      ? readFileSync(tickFile, 'utf8')
+          .split('\n')
+          .filter(Boolean)
+          .map((line) => JSON.parse(line) as { name: string; invocationId: string })
+          .filter((run) => run.name === name)
+      : [];
+
+  async function waitFor(condition: () => boolean, ms: number): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (!condition()) {
+      if (Date.now() > deadline) throw new Error('condition not met in time');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  it('runs a timer on its NCRONTAB schedule (resolved from an app setting)', async () => {
+    await waitFor(() => runs('everySecond').length >= 2, 10_000);
+    const ids = runs('everySecond').map((run) => run.invocationId);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(runs('yearly')).toEqual([]);
+  });
+
+  it('runs a timer on POST /admin/functions/{name} and answers 404 for unknown functions', async () => {
+    const call = client(app.url);
+    const response = await call('/admin/functions/yearly', { method: 'POST', body: '{}' });
+    expect(response.status).toBe(202);
+    await waitFor(() => runs('yearly').length === 1, 10_000);
+    expect((await call('/admin/functions/nothing', { method: 'POST', body: '{}' })).status).toBe(404);
+  });
+
+  it('serves HTTP routes with their parameters and answers 405/404 with the error JSON', async () => {
+    const call = client(app.url);
+    const ok = await call('/api/only-get/a%20b');
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toEqual({ name: 'a b' });
+    const wrongMethod = await call('/api/only-get/x', { method: 'POST' });
+    expect(wrongMethod.status).toBe(405);
+    expect(((await wrongMethod.json()) as { error: { code: string } }).error.code).toBe('method_not_allowed');
+    const unknown = await call('/api/nothing');
+    expect(unknown.status).toBe(404);
+    expect(((await unknown.json()) as { error: { code: string } }).error.code).toBe('not_found');
+    expect((await call('/elsewhere')).status).toBe(404);
+  });
+});

@@ -1,0 +1,127 @@
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+import { describe, expect, it } from 'vitest';
+
+import { stopProcess } from '../support/app';
+
+/**
+ * `npm start` (dist/shared/runtime/start.js) on embedded defaults, in a fresh folder: Azurite from
+ * node_modules, a development key printed once, the printed curl example works, Ctrl-C stops all.
+ */
+const START = path.resolve('dist/shared/runtime/start.js');
+
+interface Started {
+  child: ChildProcess;
+  output: () => string;
+  url: string;
+}
+
+function start(cwd: string, env: Record<string, string> = {}): Promise<Started> {
+  const child = spawn(process.execPath, [START], {
+    cwd,
+    env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', PORT: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout?.on('data', (data: Buffer) => (output += data.toString()));
+  child.stderr?.on('data', (data: Buffer) => (output += data.toString()));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`npm start did not answer in 30 s:\n${output}`)), 30_000);
+    child.stdout?.on('data', () => {
+      const match = /Cairn is listening on (http:\/\/127\.0\.0\.1:\d+)\/api/.exec(output);
+      if (match?.[1] !== undefined) {
+        clearTimeout(timer);
+        resolve({ child, output: () => output, url: match[1] });
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(Object.assign(new Error(`npm start exited (${code}):\n${output}`), { output, code }));
+    });
+  });
+}
+
+function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+function azuriteBlobPort(output: string): number {
+  return Number(/Azurite: blob http:\/\/127\.0\.0\.1:(\d+)\//.exec(output)?.[1]);
+}
+
+describe('npm start', () => {
+  it('serves on embedded defaults, prints a working example once, and stops everything on Ctrl-C', async () => {
+    const cwd = mkdtempSync(path.join(os.tmpdir(), 'cairn-start-'));
+    const first = await start(cwd);
+    const health = await fetch(`${first.url}/api/health`);
+    expect(await health.json()).toMatchObject({ status: 'ok', backend: 'local' });
+
+    const keyFile = path.join(cwd, '.cairn', 'dev-api-key');
+    const key = readFileSync(keyFile, 'utf8').trim();
+    expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+    expect(first.output().split(key).length - 1).toBe(3); // the notice and the two curl lines
+    const curls = first
+      .output()
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line.startsWith('curl '));
+    expect(curls).toHaveLength(2);
+    execFileSync('sh', ['-c', curls[0]!], { cwd, stdio: 'pipe' });
+    expect(execFileSync('sh', ['-c', curls[1]!], { cwd }).toString()).toBe('hello');
+    expect(readFileSync(path.join(cwd, '.cairn', 'data', 'kv', 'dev', 'notes', 'first'), 'utf8')).toBe(
+      'hello',
+    );
+
+    const blobPort = azuriteBlobPort(first.output());
+    expect(await portOpen(blobPort)).toBe(true);
+    await stopProcess(first.child, 'SIGINT');
+    expect(first.child.exitCode).toBe(0);
+    expect(await portOpen(blobPort)).toBe(false);
+
+    // The second start keeps the key and does not print it again; its example still works.
+    const second = await start(cwd);
+    expect(second.output()).not.toContain(key);
+    const read = second
+      .output()
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line.startsWith('curl '))[1]!;
+    expect(execFileSync('sh', ['-c', read], { cwd }).toString()).toBe('hello');
+    await stopProcess(second.child, 'SIGINT');
+  });
+
+  it('puts values into its Azurite blob service when only CAIRN_BLOB_CONTAINER is set', async () => {
+    const cwd = mkdtempSync(path.join(os.tmpdir(), 'cairn-start-blob-'));
+    const started = await start(cwd, { CAIRN_BLOB_CONTAINER: 'cairn' });
+    expect(await (await fetch(`${started.url}/api/health`)).json()).toMatchObject({ backend: 'blob' });
+    const curls = started
+      .output()
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line.startsWith('curl '));
+    execFileSync('sh', ['-c', curls[0]!], { cwd, stdio: 'pipe' });
+    expect(execFileSync('sh', ['-c', curls[1]!], { cwd }).toString()).toBe('hello');
+    await stopProcess(started.child, 'SIGINT');
+  });
+
+  it('refuses to start on a half-configured blob backend, naming the missing setting', async () => {
+    const cwd = mkdtempSync(path.join(os.tmpdir(), 'cairn-start-bad-'));
+    const failure = (await start(cwd, { CAIRN_BLOB_ENDPOINT: 'https://acct.blob.core.windows.net' }).catch(
+      (error: unknown) => error,
+    )) as { output: string; code: number };
+    expect(failure.code).toBe(1);
+    expect(failure.output).toContain('CAIRN_BLOB_CONTAINER');
+    expect(await portOpen(azuriteBlobPort(failure.output))).toBe(false);
+  });
+});
