@@ -1,3 +1,5 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+
 import pino, { type Logger } from 'pino';
 
 export type { Logger } from 'pino';
@@ -25,6 +27,35 @@ const REDACTED_PATHS = [
   'body',
   '*.body',
 ];
+
+const invocationSink = new AsyncLocalStorage<LogSink>();
+const routedLoggers = new Map<string, Logger>();
+
+/**
+ * Runs `fn` with its log lines going to `sink` (the invocation's context in the Functions host, so
+ * every line carries the invocation id there too).
+ */
+export function withLogSink<T>(sink: LogSink, fn: () => T): T {
+  return invocationSink.run(sink, fn);
+}
+
+/**
+ * The process's logger at `level`, built once (a pino instance costs far more than a child): its
+ * lines go to the sink of the invocation they are written in ({@link withLogSink}), else stdout.
+ * Per invocation, use `.child({ invocationId, function, tenant })`.
+ */
+export function processLogger(level: string): Logger {
+  let logger = routedLoggers.get(level);
+  if (logger === undefined) {
+    logger = createLogger(level, (line, lineLevel) => {
+      const sink = invocationSink.getStore();
+      if (sink === undefined) process.stdout.write(line + '\n');
+      else sink(line, lineLevel);
+    });
+    routedLoggers.set(level, logger);
+  }
+  return logger;
+}
 
 /** A pino logger writing structured JSON lines to `sink`, with `bindings` on every line. */
 export function createLogger(level: string, sink: LogSink, bindings: Record<string, unknown> = {}): Logger {

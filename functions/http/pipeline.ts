@@ -4,7 +4,7 @@ import { app, type HttpRequest, type HttpResponseInit, type InvocationContext } 
 
 import type { Principal } from '../../shared/auth';
 import { MethodNotAllowedError } from '../../shared/errors';
-import { createLogger, type Logger } from '../../shared/logging';
+import { type Logger, processLogger, withLogSink } from '../../shared/logging';
 import { getServices, type Services } from '../../shared/services';
 import { errorResponse } from './errorResponse';
 
@@ -56,22 +56,22 @@ export function httpHandler(
   options: { anonymous?: boolean } = {},
 ): HttpHandler {
   const allowed = Object.keys(handlers);
-  return async (request, context) => {
+  const handle = async (request: HttpRequest, context: InvocationContext): Promise<HttpResponseInit> => {
     const started = performance.now();
     const offered = request.headers.get('x-request-id');
     const requestId = offered !== null && REQUEST_ID.test(offered) ? offered : randomUUID();
     const services = getServices();
-    let log = createLogger(services.config.logLevel, logSinkOf(context), {
+    let log = processLogger(services.config.logLevel).child({
       invocationId: context.invocationId,
       function: name,
       requestId,
     });
     let response: HttpResponseInit;
     try {
-      const handle = (handlers as RouteHandlers<AuthenticatedCall>)[request.method as HttpMethod];
-      if (handle === undefined) throw new MethodNotAllowedError(request.method, allowed);
+      const route = (handlers as RouteHandlers<AuthenticatedCall>)[request.method as HttpMethod];
+      if (route === undefined) throw new MethodNotAllowedError(request.method, allowed);
       if (options.anonymous === true) {
-        response = await (handle as (r: HttpRequest, c: Call) => Promise<HttpResponseInit>)(request, {
+        response = await (route as (r: HttpRequest, c: Call) => Promise<HttpResponseInit>)(request, {
           requestId,
           log,
           services,
@@ -79,7 +79,7 @@ export function httpHandler(
       } else {
         const principal = await services.authenticator.authenticate(request.headers.get('authorization'));
         log = log.child({ tenant: principal.tenant });
-        response = await handle(request, { requestId, log, services, principal });
+        response = await route(request, { requestId, log, services, principal });
       }
     } catch (error) {
       response = errorResponse(error, log);
@@ -94,6 +94,7 @@ export function httpHandler(
     );
     return response;
   };
+  return (request, context) => withLogSink(logSinkOf(context), () => handle(request, context));
 }
 
 /** Registers a route with every method, so that the handler itself answers 405 for the wrong ones. */

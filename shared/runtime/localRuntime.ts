@@ -4,7 +4,13 @@ import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 
-import { HttpRequest, type HttpRequestInit, HttpResponse, InvocationContext } from '@azure/functions';
+import {
+  HttpRequest,
+  type HttpRequestInit,
+  HttpResponse,
+  type HttpResponseInit,
+  InvocationContext,
+} from '@azure/functions';
 import { Cron } from 'croner';
 
 import { createLogger, errorSummary } from '../logging';
@@ -38,6 +44,7 @@ export interface LocalRuntime {
 }
 
 const ROUTE_PREFIX = '/api';
+const BUFFERED_BODY_LIMIT = 4 * 1024 * 1024;
 
 interface HttpRoute {
   readonly registration: Registration;
@@ -171,14 +178,21 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
     for (let index = 0; index + 1 < req.rawHeaders.length; index += 2) {
       headers.append(req.rawHeaders[index] ?? '', req.rawHeaders[index + 1] ?? '');
     }
-    // The request streams, as on the host with HTTP streams enabled: the library's own
-    // `nativeRequest` path (the one it uses under the host) keeps large bodies out of memory.
-    const nativeRequest = new Request(`http://${req.headers.host ?? '127.0.0.1'}${req.url ?? '/'}`, {
+    // Small bodies with a declared length are read up front (node streams are much cheaper than
+    // web streams); anything else streams, as on the host with HTTP streams enabled, through the
+    // library's own `nativeRequest` path, which keeps large bodies out of memory.
+    const url = `http://${req.headers.host ?? '127.0.0.1'}${req.url ?? '/'}`;
+    const declared = Number(req.headers['content-length'] ?? NaN);
+    let body: Buffer | ReadableStream | undefined;
+    if (hasBody) {
+      body = declared <= BUFFERED_BODY_LIMIT ? await readAll(req) : (Readable.toWeb(req) as ReadableStream);
+    }
+    const nativeRequest = new Request(url, {
       method,
       headers,
-      ...(hasBody ? { body: Readable.toWeb(req) as ReadableStream, duplex: 'half' } : {}),
+      ...(body === undefined ? {} : { body, duplex: 'half' }),
     });
-    // A function may answer before reading the whole body (413 by Content-Length, 401): read the
+    // A function may answer before reading a streamed body (413 by Content-Length, 401): read the
     // rest once the answer is out, so the client can finish sending and read it.
     res.once('finish', () => {
       if (!req.complete && nativeRequest.body !== null && !nativeRequest.bodyUsed) {
@@ -188,6 +202,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
     const request = new HttpRequest({ nativeRequest, params } as HttpRequestInit);
     const result = await (registration.handler as HttpFunction)(request, contextFor(registration));
     if (!hasBody) req.resume();
+    if (writeSimpleResponse(result, res, method)) return;
     const response = result instanceof HttpResponse ? result : new HttpResponse(result ?? {});
     res.writeHead(response.status ?? 200, Object.fromEntries(response.headers.entries()));
     if (method === 'HEAD' || response.body === null) {
@@ -220,6 +235,47 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/**
+ * Writes a plain response (no body, a string, bytes or `jsonBody`) directly, as the host would;
+ * anything else (streams, cookies, HttpResponse objects) goes through the library's HttpResponse.
+ * Returns false when it did not write.
+ */
+function writeSimpleResponse(result: unknown, res: http.ServerResponse, method: string): boolean {
+  if (
+    result instanceof HttpResponse ||
+    (result !== undefined && typeof result !== 'object') ||
+    result === null
+  ) {
+    return false;
+  }
+  const init = (result ?? {}) as HttpResponseInit;
+  if (init.cookies !== undefined) return false;
+  let body: string | Uint8Array | undefined;
+  const headers = new Headers(init.headers);
+  if (init.jsonBody !== undefined) {
+    body = JSON.stringify(init.jsonBody);
+    if (!headers.has('content-type')) headers.set('content-type', 'application/json');
+  } else if (init.body === undefined || init.body === null) {
+    body = undefined;
+  } else if (typeof init.body === 'string' || init.body instanceof Uint8Array) {
+    body = init.body;
+  } else {
+    return false;
+  }
+  if (body !== undefined && !headers.has('content-length') && method !== 'HEAD') {
+    headers.set('content-length', String(typeof body === 'string' ? Buffer.byteLength(body) : body.length));
+  }
+  res.writeHead(init.status ?? 200, Object.fromEntries(headers.entries()));
+  res.end(method === 'HEAD' ? undefined : body);
+  return true;
+}
+
+async function readAll(req: http.IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
 }
 
 /** Reads and drops what is left of a request body, up to 64 MiB; past that, drops the connection. */

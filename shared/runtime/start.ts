@@ -2,10 +2,12 @@
  * `npm start`: the whole service on this machine with nothing else installed.
  *
  * 1. Reads `local.settings.json` (its `Values`) when present, as `func start` does; the environment wins.
- * 2. Starts Azurite from node_modules, data under `.cairn/azurite`, loopback only.
+ * 2. Starts Azurite from node_modules, data under `.cairn/azurite`, loopback only, on the standard
+ *    ports when they are free.
  * 3. Without CAIRN_API_KEYS (and no Entra ID settings), makes a development key for tenant `dev`
  *    (admin), keeps it in `.cairn/dev-api-key` (mode 600) and prints it once, when it is created.
- * 4. With only CAIRN_BLOB_CONTAINER set, points the Blob backend at this Azurite.
+ * 4. With only CAIRN_BLOB_CONTAINER set, points the Blob backend at this Azurite; without
+ *    CAIRN_QUEUE_ENDPOINT, puts the email-window queue on this Azurite too.
  * 5. Runs `func start` when Azure Functions Core Tools are installed, else the local runtime.
  * Ctrl-C stops everything it started.
  */
@@ -40,6 +42,36 @@ function developmentKey(): { key: string; created: boolean } {
   return { key, created: true };
 }
 
+/**
+ * Azurite on its standard ports (10000-10002, what `UseDevelopmentStorage=true` and the sample
+ * settings expect) when they are free, else on free ports (handed to the app through the env).
+ */
+async function startEmbeddedAzurite() {
+  const location = path.join(stateDir, 'azurite');
+  try {
+    return await startAzurite({ location, ports: { blob: 10000, queue: 10001, table: 10002 } });
+  } catch {
+    return startAzurite({ location });
+  }
+}
+
+/**
+ * The email-window queue (CAIRN_QUEUE_ENDPOINT) on this Azurite, unless one is configured. The queue
+ * shares CAIRN_STORAGE_ACCOUNT_KEY with the Blob backend, so Azurite's key is only handed over when
+ * no other storage credential is in play: the Blob backend is local or on this very Azurite.
+ */
+function handEmailWindowQueue(azurite: { blobEndpoint: string; queueEndpoint: string }): void {
+  if (process.env['CAIRN_QUEUE_ENDPOINT']) return;
+  const key = process.env['CAIRN_STORAGE_ACCOUNT_KEY'];
+  const blobEndpoint = process.env['CAIRN_BLOB_ENDPOINT']?.replace(/\/+$/, '');
+  if ((!key || key === AZURITE_ACCOUNT_KEY) && (!blobEndpoint || blobEndpoint === azurite.blobEndpoint)) {
+    process.env['CAIRN_QUEUE_ENDPOINT'] = azurite.queueEndpoint;
+    process.env['CAIRN_STORAGE_ACCOUNT_KEY'] = AZURITE_ACCOUNT_KEY;
+  } else {
+    console.log('CAIRN_QUEUE_ENDPOINT is not set: the emailWindowPoll timer will not enqueue email windows.');
+  }
+}
+
 function funcAvailable(): boolean {
   return spawnSync('func', ['--version'], { stdio: 'ignore' }).status === 0;
 }
@@ -50,13 +82,14 @@ async function main(): Promise<void> {
   process.env['CAIRN_DATA_DIR'] ??= path.join(stateDir, 'data');
   const port = Number(process.env['PORT'] ?? 7071);
 
-  const azurite = await startAzurite({ location: path.join(stateDir, 'azurite') });
+  const azurite = await startEmbeddedAzurite();
   process.env['AzureWebJobsStorage'] = azurite.connectionString;
   process.env['FUNCTIONS_WORKER_RUNTIME'] ??= 'node';
   if (process.env['CAIRN_BLOB_CONTAINER'] && !process.env['CAIRN_BLOB_ENDPOINT']) {
     process.env['CAIRN_BLOB_ENDPOINT'] = azurite.blobEndpoint;
     process.env['CAIRN_STORAGE_ACCOUNT_KEY'] ??= AZURITE_ACCOUNT_KEY;
   }
+  handEmailWindowQueue(azurite);
 
   let keyText: string | undefined;
   if (!process.env['CAIRN_API_KEYS'] && !process.env['CAIRN_AUTH_ISSUER']) {

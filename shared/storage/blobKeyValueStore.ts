@@ -28,12 +28,14 @@ import { decodeCursor, encodeCursor } from './listCursor';
  * overwrite another's blobs by any key.
  *
  * ETags are Azure's: they change on every write and are never reused. Conditional writes are
- * Azure's own If-Match / If-None-Match. Append is a compare-and-swap loop (read with ETag, write
- * the concatenation with If-Match), serialised per key within this process so that one instance
- * does not contend with itself; other instances are handled by the compare-and-swap.
+ * Azure's own If-Match / If-None-Match (never `If-Match: *`, see {@link replaceExisting}). Append is
+ * a compare-and-swap loop (read with ETag, write the concatenation with If-Match), serialised per
+ * key within this process so that one instance does not contend with itself; other instances are
+ * handled by the compare-and-swap.
  */
 export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
   readonly kind = 'blob';
+  private readonly versionHints = new VersionHints(10_000);
 
   constructor(
     private readonly service: BlobServiceClient,
@@ -44,7 +46,7 @@ export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
 
   forTenant(tenant: string): KeyValueStore {
     const container = this.service.getContainerClient(tenantContainerName(this.baseContainer, tenant));
-    return new BlobKeyValueStore(container, tenant, this.maxValueBytes, this.timeoutMs);
+    return new BlobKeyValueStore(container, tenant, this.maxValueBytes, this.timeoutMs, this.versionHints);
   }
 }
 
@@ -52,8 +54,38 @@ export function tenantContainerName(baseContainer: string, tenant: string): stri
   return `${baseContainer}-${createHash('sha256').update(tenant, 'utf8').digest('hex').slice(0, 20)}`;
 }
 
+/**
+ * The last ETag this process saw per blob, a hint only (bounded, least recently used dropped).
+ * Azure does not tell whether an unconditional upload created or replaced a blob, and the API must
+ * answer 201 or 200; with a hint, a replace is one conditional upload on that version (the usual
+ * case: an agent rewriting its own state), and a stale hint only costs the two-request path.
+ * Correctness never depends on it: the hint is only ever sent as an If-Match.
+ */
+class VersionHints {
+  private readonly etags = new Map<string, string>();
+
+  constructor(private readonly capacity: number) {}
+
+  get(url: string): string | undefined {
+    const etag = this.etags.get(url);
+    if (etag !== undefined) {
+      this.etags.delete(url);
+      this.etags.set(url, etag);
+    }
+    return etag;
+  }
+
+  set(url: string, etag: string | undefined): void {
+    this.etags.delete(url);
+    if (etag === undefined || etag === '') return;
+    this.etags.set(url, etag);
+    if (this.etags.size > this.capacity) this.etags.delete(this.etags.keys().next().value ?? '');
+  }
+}
+
 const APPEND_MAX_ATTEMPTS = 12;
 const appendLocks = new KeyedMutex();
+const OCTET_STREAM = { blobContentType: 'application/octet-stream' };
 
 async function readStream(stream: NodeJS.ReadableStream | undefined): Promise<Buffer> {
   if (stream === undefined) return Buffer.alloc(0);
@@ -68,20 +100,12 @@ class BlobKeyValueStore implements KeyValueStore {
     private readonly tenant: string,
     private readonly maxValueBytes: number,
     private readonly timeoutMs: number,
+    private readonly hints: VersionHints,
   ) {}
 
   async read(key: string): Promise<StoredValue | null> {
     const blob = this.blob(key);
-    return this.call(async (abortSignal) => {
-      try {
-        const response = await blob.download(0, undefined, { abortSignal });
-        const value = await readStream(response.readableStreamBody);
-        return { value, etag: response.etag ?? '' };
-      } catch (error) {
-        if (isNotFound(error)) return null;
-        throw error;
-      }
-    });
+    return this.call((abortSignal) => this.download(blob, abortSignal));
   }
 
   async head(key: string): Promise<StoredItem | null> {
@@ -95,28 +119,14 @@ class BlobKeyValueStore implements KeyValueStore {
     if (value.length > this.maxValueBytes) throw new PayloadTooLargeError(this.maxValueBytes, 'the value');
     return this.call(async (abortSignal) => {
       if (conditions.ifAbsent === true) {
-        try {
-          return await this.create(blob, value, abortSignal);
-        } catch (error) {
-          if (error instanceof PreconditionFailedError)
-            throw await this.preconditionFailed(blob, error.message, abortSignal);
-          throw error;
-        }
+        return this.withCurrentEtag(blob, abortSignal, () => this.create(blob, value, abortSignal));
       }
       if (conditions.ifMatch === '*') return this.replaceExisting(blob, value, abortSignal);
-      if (conditions.ifMatch !== undefined) return this.replace(blob, value, conditions.ifMatch, abortSignal);
-      // Unconditional. Azure does not say whether a write created the blob, so try create-only
-      // first (one request for a new key); when the key exists, overwrite it (a second request).
-      try {
-        return await this.create(blob, value, abortSignal);
-      } catch (error) {
-        if (!(error instanceof PreconditionFailedError)) throw error;
+      const { ifMatch } = conditions;
+      if (ifMatch !== undefined) {
+        return this.withCurrentEtag(blob, abortSignal, () => this.replace(blob, value, ifMatch, abortSignal));
       }
-      const response = await blob.upload(value, value.length, {
-        blobHTTPHeaders: { blobContentType: 'application/octet-stream' },
-        abortSignal,
-      });
-      return { etag: response.etag ?? '', size: value.length, created: false };
+      return this.overwrite(blob, value, abortSignal);
     });
   }
 
@@ -126,18 +136,12 @@ class BlobKeyValueStore implements KeyValueStore {
     return appendLocks.run(blob.url, () =>
       this.call(async (abortSignal) => {
         for (let attempt = 0; attempt < APPEND_MAX_ATTEMPTS; attempt++) {
-          if (attempt > 0)
+          if (attempt > 0) {
             await sleep(Math.random() * Math.min(1000, 20 * 2 ** attempt), undefined, {
               signal: abortSignal,
             });
-          let current: StoredValue | null;
-          try {
-            const response = await blob.download(0, undefined, { abortSignal });
-            current = { value: await readStream(response.readableStreamBody), etag: response.etag ?? '' };
-          } catch (error) {
-            if (!isNotFound(error)) throw error;
-            current = null;
           }
+          const current = await this.download(blob, abortSignal);
           checkConditions(conditions, current && { etag: current.etag, size: current.value.length });
           const size = (current?.value.length ?? 0) + bytes.length;
           if (size > this.maxValueBytes)
@@ -165,14 +169,18 @@ class BlobKeyValueStore implements KeyValueStore {
           abortSignal,
           ...(conditions.ifMatch === undefined ? {} : { conditions: { ifMatch: conditions.ifMatch } }),
         });
+        this.hints.set(blob.url, undefined);
         return true;
       } catch (error) {
         if (isNotFound(error)) {
+          this.hints.set(blob.url, undefined);
           if (conditions.ifMatch !== undefined) throw new PreconditionFailedError('the key does not exist');
           return false;
         }
-        if (isConditionFailure(error))
-          throw await this.preconditionFailed(blob, 'the key has changed', abortSignal);
+        if (isConditionFailure(error)) {
+          const current = await this.properties(blob, abortSignal);
+          throw new PreconditionFailedError('the key has changed', current?.etag);
+        }
         throw error;
       }
     });
@@ -217,24 +225,71 @@ class BlobKeyValueStore implements KeyValueStore {
     }
   }
 
-  private async properties(blob: BlockBlobClient, abortSignal: AbortSignal): Promise<StoredItem | null> {
+  private async download(blob: BlockBlobClient, abortSignal: AbortSignal): Promise<StoredValue | null> {
     try {
-      const properties = await blob.getProperties({ abortSignal });
-      return { etag: properties.etag ?? '', size: properties.contentLength ?? 0 };
+      const response = await blob.download(0, undefined, { abortSignal });
+      const value = await readStream(response.readableStreamBody);
+      this.hints.set(blob.url, response.etag);
+      return { value, etag: response.etag ?? '' };
     } catch (error) {
-      if (isNotFound(error)) return null;
-      throw error;
+      if (!isNotFound(error)) throw error;
+      this.hints.set(blob.url, undefined);
+      return null;
     }
   }
 
-  /** A 412 carrying the current ETag when the key exists (one extra request on the losing path). */
-  private async preconditionFailed(
+  private async properties(blob: BlockBlobClient, abortSignal: AbortSignal): Promise<StoredItem | null> {
+    try {
+      const properties = await blob.getProperties({ abortSignal });
+      this.hints.set(blob.url, properties.etag);
+      return { etag: properties.etag ?? '', size: properties.contentLength ?? 0 };
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+      this.hints.set(blob.url, undefined);
+      return null;
+    }
+  }
+
+  /** Runs a conditional write; a lost one is reported with the current ETag (API.md: 412 carries it). */
+  private async withCurrentEtag(
     blob: BlockBlobClient,
-    message: string,
     abortSignal: AbortSignal,
-  ): Promise<PreconditionFailedError> {
-    const current = await this.properties(blob, abortSignal);
-    return new PreconditionFailedError(message, current?.etag);
+    write: () => Promise<WriteResult>,
+  ): Promise<WriteResult> {
+    try {
+      return await write();
+    } catch (error) {
+      if (!(error instanceof PreconditionFailedError)) throw error;
+      const current = await this.properties(blob, abortSignal);
+      throw new PreconditionFailedError(error.message, current?.etag);
+    }
+  }
+
+  /**
+   * An unconditional write that still tells created from replaced (Azure's upload does not): on the
+   * version this process last saw (one request), else create-only, else a plain overwrite.
+   */
+  private async overwrite(
+    blob: BlockBlobClient,
+    value: Buffer,
+    abortSignal: AbortSignal,
+  ): Promise<WriteResult> {
+    const hint = this.hints.get(blob.url);
+    if (hint !== undefined) {
+      try {
+        return await this.replace(blob, value, hint, abortSignal);
+      } catch (error) {
+        if (!(error instanceof PreconditionFailedError)) throw error;
+      }
+    }
+    try {
+      return await this.create(blob, value, abortSignal);
+    } catch (error) {
+      if (!(error instanceof PreconditionFailedError)) throw error;
+    }
+    const response = await blob.upload(value, value.length, { blobHTTPHeaders: OCTET_STREAM, abortSignal });
+    this.hints.set(blob.url, response.etag);
+    return { etag: response.etag ?? '', size: value.length, created: false };
   }
 
   /** Create-only upload; makes the tenant's container on its first write. */
@@ -243,13 +298,13 @@ class BlobKeyValueStore implements KeyValueStore {
       try {
         const response = await blob.upload(value, value.length, {
           conditions: { ifNoneMatch: '*' },
-          blobHTTPHeaders: { blobContentType: 'application/octet-stream' },
+          blobHTTPHeaders: OCTET_STREAM,
           abortSignal,
         });
+        this.hints.set(blob.url, response.etag);
         return { etag: response.etag ?? '', size: value.length, created: true };
       } catch (error) {
-        if (isConditionFailure(error))
-          throw await this.preconditionFailed(blob, 'the key exists', abortSignal);
+        if (isConditionFailure(error)) throw new PreconditionFailedError('the key exists');
         if (isNotFound(error) && attempt === 0) {
           await this.container.createIfNotExists({ metadata: { tenant: this.tenant }, abortSignal });
           continue;
@@ -281,7 +336,7 @@ class BlobKeyValueStore implements KeyValueStore {
     throw new StorageUnavailableError('the key is changing too fast to write; retry');
   }
 
-  /** Upload only over the version `ifMatch` (a concrete ETag, never `*`: see replaceExisting). */
+  /** Upload only over the version `ifMatch` (a concrete ETag, never `*`). */
   private async replace(
     blob: BlockBlobClient,
     value: Buffer,
@@ -291,15 +346,15 @@ class BlobKeyValueStore implements KeyValueStore {
     try {
       const response = await blob.upload(value, value.length, {
         conditions: { ifMatch },
-        blobHTTPHeaders: { blobContentType: 'application/octet-stream' },
+        blobHTTPHeaders: OCTET_STREAM,
         abortSignal,
       });
+      this.hints.set(blob.url, response.etag);
       return { etag: response.etag ?? '', size: value.length, created: false };
     } catch (error) {
       // 404: the blob (or the tenant's container) does not exist, so no version matches.
       if (isNotFound(error)) throw new PreconditionFailedError('the key does not exist');
-      if (isConditionFailure(error))
-        throw await this.preconditionFailed(blob, 'the key has changed', abortSignal);
+      if (isConditionFailure(error)) throw new PreconditionFailedError('the key has changed');
       throw error;
     }
   }

@@ -60,6 +60,7 @@ export class LocalKeyValueStoreFactory implements KeyValueStoreFactory {
 const MAX_SEGMENT_BYTES = 255;
 /** One lock table per process: two store objects on the same folder must not race each other. */
 const locks = new KeyedMutex();
+const readyTmpDirs = new Set<string>();
 let lastStampMicros = 0;
 
 /** A modification time (seconds) unique within this process and increasing. */
@@ -199,18 +200,21 @@ class LocalKeyValueStore implements KeyValueStore {
     current: StoredItem | null,
     createOnly: boolean,
   ): Promise<WriteResult> {
-    const temp = await this.writeTemp(value);
+    const { temp, etag } = await this.writeTemp(value);
+    let placed = false;
     try {
-      for (let attempt = 0; ; attempt++) {
-        await this.makeParentFolders(file);
+      for (let attempt = 0; !placed; attempt++) {
         try {
           if (createOnly) await fs.link(temp, file);
           else await fs.rename(temp, file);
-          break;
+          placed = true;
         } catch (error) {
           const code = errnoOf(error);
-          // A concurrent delete removed the (then empty) parent folder: make it again.
-          if (code === 'ENOENT' && attempt < 3) continue;
+          // No parent folder yet (or a concurrent delete just removed it, empty): make it, retry.
+          if (code === 'ENOENT' && attempt < 3) {
+            await this.makeParentFolders(file);
+            continue;
+          }
           if (code === 'EEXIST') {
             if ((await statItem(file)) === null) throw folderConflict();
             throw new PreconditionFailedError('the key exists');
@@ -220,14 +224,18 @@ class LocalKeyValueStore implements KeyValueStore {
         }
       }
     } finally {
-      await fs.rm(temp, { force: true });
+      // A rename consumed the temp file; a link or a failure leaves it to remove.
+      if (createOnly || !placed) await fs.rm(temp, { force: true });
     }
-    const stat = await fs.stat(file, { bigint: true });
-    return { etag: etagOf(stat), size: Number(stat.size), created: current === null };
+    return { etag, size: value.length, created: current === null };
   }
 
-  private async writeTemp(value: Buffer): Promise<string> {
-    await fs.mkdir(this.tmpDir, { recursive: true });
+  /** Writes `value` to a new temp file, durable and stamped; its ETag survives the rename or link. */
+  private async writeTemp(value: Buffer): Promise<{ temp: string; etag: string }> {
+    if (!readyTmpDirs.has(this.tmpDir)) {
+      await fs.mkdir(this.tmpDir, { recursive: true });
+      readyTmpDirs.add(this.tmpDir);
+    }
     const temp = path.join(this.tmpDir, randomUUID());
     const handle = await fs.open(temp, 'wx');
     try {
@@ -235,13 +243,13 @@ class LocalKeyValueStore implements KeyValueStore {
       const stamp = nextStamp();
       await handle.utimes(stamp, stamp);
       await handle.datasync();
+      return { temp, etag: etagOf(await handle.stat({ bigint: true })) };
     } catch (error) {
-      await handle.close();
       await fs.rm(temp, { force: true });
       throw error;
+    } finally {
+      await handle.close();
     }
-    await handle.close();
-    return temp;
   }
 
   private async makeParentFolders(file: string): Promise<void> {

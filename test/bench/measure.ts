@@ -1,0 +1,95 @@
+import { readFileSync } from 'node:fs';
+
+/**
+ * Small measuring kit for the benchmarks: run an operation a fixed number of times with a given
+ * concurrency, and report throughput and latency percentiles. No timing is asserted anywhere: the
+ * figures are printed, and compared only as ratios measured in the same run.
+ */
+
+export interface Measurement {
+  readonly ops: number;
+  readonly seconds: number;
+  readonly latenciesMs: number[];
+}
+
+export interface Summary {
+  readonly opsPerSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+}
+
+/** Runs `operation(worker, index)` `count` times with `concurrency` workers. */
+export async function measure(
+  count: number,
+  concurrency: number,
+  operation: (worker: number, index: number) => Promise<unknown>,
+): Promise<Measurement> {
+  const latenciesMs: number[] = [];
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, worker) => {
+      while (next < count) {
+        const index = next++;
+        const begin = performance.now();
+        await operation(worker, index);
+        latenciesMs.push(performance.now() - begin);
+      }
+    }),
+  );
+  return { ops: count, seconds: (performance.now() - started) / 1000, latenciesMs };
+}
+
+export function combine(measurements: readonly Measurement[]): Measurement {
+  return {
+    ops: measurements.reduce((sum, m) => sum + m.ops, 0),
+    seconds: measurements.reduce((sum, m) => sum + m.seconds, 0),
+    latenciesMs: measurements.flatMap((m) => m.latenciesMs),
+  };
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+}
+
+export function summarise(measurement: Measurement): Summary {
+  const sorted = [...measurement.latenciesMs].sort((a, b) => a - b);
+  return {
+    opsPerSecond: measurement.ops / measurement.seconds,
+    p50Ms: percentile(sorted, 50),
+    p99Ms: percentile(sorted, 99),
+  };
+}
+
+/** Resident set size of a process, in MB, from /proc (Linux). */
+export function rssMb(pid: number): number {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN);
+    return kb / 1024;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Samples a process's RSS every 100 ms until stopped; returns the peak. */
+export function watchRss(pid: number): { stop(): number } {
+  let peak = rssMb(pid);
+  const timer = setInterval(() => {
+    peak = Math.max(peak, rssMb(pid));
+  }, 100);
+  return {
+    stop() {
+      clearInterval(timer);
+      return Math.max(peak, rssMb(pid));
+    },
+  };
+}
+
+export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const line = (cells: readonly string[]) => `| ${cells.join(' | ')} |`;
+  return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
+}
+
+export const fixed = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a');

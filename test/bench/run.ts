@@ -1,0 +1,30 @@
+/**
+ * `npm run bench -- <name>...`: runs the named benchmarks (all when none is named) and prints
+ * their markdown tables. Each starts its own Azurite and apps; nothing else needs to run.
+ */
+import { runKvBench } from './kv';
+
+const benches: Record<string, () => Promise<string>> = {
+  kv: runKvBench,
+};
+
+async function main(): Promise<void> {
+  const names = process.argv.slice(2);
+  for (const name of names.length === 0 ? Object.keys(benches) : names) {
+    const bench = benches[name];
+    if (bench === undefined)
+      throw new Error(`unknown benchmark ${name}; known: ${Object.keys(benches).join(', ')}`);
+    const started = Date.now();
+    console.log(`## ${name} (node ${process.version}, ${new Date().toISOString()})\n`);
+    console.log(await bench());
+    console.log(`\n(${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);
