@@ -7,7 +7,7 @@
  * telemetry, deterministic role assignment names, consistent module wiring and app settings).
  * What it cannot prove: that the types, properties and API versions exist in Azure, that
  * expressions type-check, or that a deployment succeeds. That needs the Bicep compiler and
- * `what-if` (see infra/README.md). The grammar is also more lenient than the compiler in places.
+ * `what-if` (see the Deploy section of README.md). The grammar is also more lenient than the compiler in places.
  *
  * Every rule returns a list of {@link Violation}s; an empty list means the rule holds.
  */
