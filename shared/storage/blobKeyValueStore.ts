@@ -36,6 +36,7 @@ import { decodeCursor, encodeCursor } from './listCursor';
 export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
   readonly kind = 'blob';
   private readonly versionHints = new VersionHints(10_000);
+  private readonly stores = new Map<string, KeyValueStore>();
 
   constructor(
     private readonly service: BlobServiceClient,
@@ -45,8 +46,15 @@ export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
   ) {}
 
   forTenant(tenant: string): KeyValueStore {
-    const container = this.service.getContainerClient(tenantContainerName(this.baseContainer, tenant));
-    return new BlobKeyValueStore(container, tenant, this.maxValueBytes, this.timeoutMs, this.versionHints);
+    let store = this.stores.get(tenant);
+    if (store === undefined) {
+      const container = this.service.getContainerClient(tenantContainerName(this.baseContainer, tenant));
+      store = new BlobKeyValueStore(container, tenant, this.maxValueBytes, this.timeoutMs, this.versionHints);
+      // Clients are stateless and cheap to keep; building one per request is not (URL parsing).
+      if (this.stores.size >= 1000) this.stores.delete(this.stores.keys().next().value ?? '');
+      this.stores.set(tenant, store);
+    }
+    return store;
   }
 }
 
