@@ -13,6 +13,7 @@ import {
 import { validateKey } from '../keys';
 import { checkConditions } from './conditions';
 import { KeyedMutex } from './keyedMutex';
+import { walkInKeyOrder } from './keyOrderWalk';
 import type {
   KeyValueStore,
   KeyValueStoreFactory,
@@ -75,10 +76,6 @@ function errnoOf(error: unknown): string | undefined {
 
 function etagOf(stat: { ino: bigint; mtimeNs: bigint }): string {
   return `"${stat.ino.toString(36)}-${stat.mtimeNs.toString(36)}"`;
-}
-
-function compareKeys(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 }
 
 /** Turns unexpected filesystem errors into StorageUnavailableError; ours pass through. */
@@ -172,9 +169,10 @@ class LocalKeyValueStore implements KeyValueStore {
     const prefix = options.prefix ?? '';
     const after = options.cursor === undefined ? '' : decodeCursor(options.cursor, prefix);
     return guarded(async () => {
-      const keys: string[] = [];
       // One more than asked tells whether another page exists.
-      await this.walk(this.root, '', prefix, after, options.limit + 1, keys);
+      const keys = (await walkInKeyOrder(this.root, { prefix, after, limit: options.limit + 1 })).map(
+        (entry) => entry.key,
+      );
       if (keys.length <= options.limit) return { keys, cursor: null };
       keys.length = options.limit;
       return { keys, cursor: encodeCursor(prefix, keys[keys.length - 1] ?? '') };
@@ -270,44 +268,6 @@ class LocalKeyValueStore implements KeyValueStore {
         if (errnoOf(error) === 'ENOTEMPTY' || errnoOf(error) === 'EEXIST' || errnoOf(error) === 'ENOENT')
           return;
         throw error;
-      }
-    }
-  }
-
-  /**
-   * Depth-first walk in key order. Folders sort as `name/` so that the walk order is the plain
-   * byte order of whole keys (`a-c` < `a/b` because `-` < `/`). Subtrees that cannot hold a key
-   * after `after` with `prefix` are not entered.
-   */
-  private async walk(
-    folder: string,
-    folderKey: string,
-    prefix: string,
-    after: string,
-    want: number,
-    keys: string[],
-  ): Promise<void> {
-    let entries;
-    try {
-      entries = await fs.readdir(folder, { withFileTypes: true });
-    } catch (error) {
-      if (isAbsence(error)) return;
-      throw error;
-    }
-    const children = entries
-      .filter((entry) => entry.isFile() || entry.isDirectory())
-      .map((entry) => ({ entry, key: folderKey + entry.name + (entry.isDirectory() ? '/' : '') }))
-      .sort((a, b) => compareKeys(a.key, b.key));
-    for (const { entry, key } of children) {
-      if (keys.length >= want) return;
-      if (entry.isDirectory()) {
-        const overlapsPrefix = key.startsWith(prefix) || prefix.startsWith(key);
-        const allBeforeCursor = compareKeys(key, after) < 0 && !after.startsWith(key);
-        if (overlapsPrefix && !allBeforeCursor) {
-          await this.walk(path.join(folder, entry.name), key, prefix, after, want, keys);
-        }
-      } else if (key.startsWith(prefix) && compareKeys(key, after) > 0) {
-        keys.push(key);
       }
     }
   }

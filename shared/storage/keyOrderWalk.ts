@@ -1,0 +1,67 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+
+/**
+ * Walks a folder tree in the byte order of whole keys (relative POSIX paths), as a listing needs:
+ * folders sort as `name/`, so `a-c` comes before `a/b` (`-` < `/`). Subtrees that cannot hold a key
+ * after `after` with `prefix` are not entered, so a page costs what it returns, not the whole tree.
+ * Symbolic links are reported, never followed.
+ */
+
+export type WalkEntryKind = 'file' | 'symlink' | 'other';
+
+export interface WalkEntry {
+  readonly key: string;
+  readonly kind: WalkEntryKind;
+}
+
+export interface WalkOptions {
+  readonly prefix?: string;
+  /** Only keys strictly after this one. */
+  readonly after?: string;
+  /** Stop after this many included entries. */
+  readonly limit: number;
+  /** Which entries count (default: regular files). */
+  readonly include?: (entry: WalkEntry) => boolean;
+}
+
+export function compareKeys(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}
+
+/** The entries of `root` in key order; an absent root has none. */
+export async function walkInKeyOrder(root: string, options: WalkOptions): Promise<WalkEntry[]> {
+  const found: WalkEntry[] = [];
+  const prefix = options.prefix ?? '';
+  const after = options.after ?? '';
+  const include = options.include ?? ((entry: WalkEntry) => entry.kind === 'file');
+
+  async function walk(folder: string, folderKey: string): Promise<void> {
+    let entries;
+    try {
+      entries = await fs.readdir(folder, { withFileTypes: true });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') return;
+      throw error;
+    }
+    const children = entries
+      .map((entry) => ({ entry, key: folderKey + entry.name + (entry.isDirectory() ? '/' : '') }))
+      .sort((a, b) => compareKeys(a.key, b.key));
+    for (const { entry, key } of children) {
+      if (found.length >= options.limit) return;
+      if (entry.isDirectory()) {
+        const overlapsPrefix = key.startsWith(prefix) || prefix.startsWith(key);
+        const allBeforeCursor = compareKeys(key, after) < 0 && !after.startsWith(key);
+        if (overlapsPrefix && !allBeforeCursor) await walk(path.join(folder, entry.name), key);
+      } else if (key.startsWith(prefix) && compareKeys(key, after) > 0) {
+        const kind: WalkEntryKind = entry.isFile() ? 'file' : entry.isSymbolicLink() ? 'symlink' : 'other';
+        const candidate = { key, kind };
+        if (include(candidate)) found.push(candidate);
+      }
+    }
+  }
+
+  await walk(root, '');
+  return found;
+}
