@@ -4,6 +4,7 @@
  */
 import './health';
 import './kv';
+import './migrations';
 import './notFound';
 
 import { getServices } from '../shared/services';

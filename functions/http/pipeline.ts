@@ -1,6 +1,12 @@
 import { randomUUID } from 'node:crypto';
 
-import { app, type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
+import {
+  app,
+  type FunctionInput,
+  type HttpRequest,
+  type HttpResponseInit,
+  type InvocationContext,
+} from '@azure/functions';
 
 import type { Principal } from '../../shared/auth';
 import { MethodNotAllowedError } from '../../shared/errors';
@@ -16,6 +22,8 @@ export interface Call {
   readonly requestId: string;
   readonly log: Logger;
   readonly services: Services;
+  /** The invocation, for the few handlers that need its bindings (e.g. the durable client). */
+  readonly context: InvocationContext;
 }
 
 export interface AuthenticatedCall extends Call {
@@ -75,11 +83,12 @@ export function httpHandler(
           requestId,
           log,
           services,
+          context,
         });
       } else {
         const principal = await services.authenticator.authenticate(request.headers.get('authorization'));
         log = log.child({ tenant: principal.tenant });
-        response = await route(request, { requestId, log, services, principal });
+        response = await route(request, { requestId, log, services, context, principal });
       }
     } catch (error) {
       response = errorResponse(error, log);
@@ -97,7 +106,15 @@ export function httpHandler(
   return (request, context) => withLogSink(logSinkOf(context), () => handle(request, context));
 }
 
-/** Registers a route with every method, so that the handler itself answers 405 for the wrong ones. */
-export function registerHttp(name: string, route: string, handler: HttpHandler): void {
-  app.http(name, { route, methods: ALL_METHODS, authLevel: 'anonymous', handler });
+/**
+ * Registers a route with every method, so that the handler itself answers 405 for the wrong ones.
+ * `extraInputs` are input bindings the handler reads from its context (e.g. a durable client).
+ */
+export function registerHttp(
+  name: string,
+  route: string,
+  handler: HttpHandler,
+  extraInputs: FunctionInput[] = [],
+): void {
+  app.http(name, { route, methods: ALL_METHODS, authLevel: 'anonymous', handler, extraInputs });
 }

@@ -5,6 +5,8 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 
 import {
+  type FunctionInput,
+  type FunctionTrigger,
   HttpRequest,
   type HttpRequestInit,
   HttpResponse,
@@ -14,6 +16,7 @@ import {
 import { Cron } from 'croner';
 
 import { createLogger, errorSummary } from '../logging';
+import { LocalDurableHost } from './durableHost';
 import { loadRegistrations, type Registration } from './registrations';
 import { compareRanks, compileRoute, type RouteTemplate } from './routeTemplate';
 
@@ -44,6 +47,7 @@ export interface LocalRuntime {
 }
 
 const ROUTE_PREFIX = '/api';
+const DURABLE_PREFIX = '/runtime/webhooks/durabletask/';
 const BUFFERED_BODY_LIMIT = 4 * 1024 * 1024;
 
 interface HttpRoute {
@@ -75,8 +79,13 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
       .filter((registration) => registration.trigger.type === 'timerTrigger')
       .map((registration) => [registration.name, registration]),
   );
+  const durable = new LocalDurableHost(registrations, log, write);
   for (const registration of registrations) {
-    if (!['httpTrigger', 'timerTrigger'].includes(registration.trigger.type)) {
+    if (
+      !['httpTrigger', 'timerTrigger', 'orchestrationTrigger', 'activityTrigger'].includes(
+        registration.trigger.type,
+      )
+    ) {
       log.warn(
         { function: registration.name, trigger: registration.trigger.type },
         'trigger type not served locally',
@@ -84,12 +93,28 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
     }
   }
 
-  const contextFor = (registration: Registration) =>
-    new InvocationContext({
+  let baseUrl = '';
+  const contextFor = (registration: Registration) => {
+    // A durable client input (df.app.client.*) gets this runtime's durable API, as the host's
+    // extension would hand over its own.
+    const clientInputs = Object.values(registration.bindings).filter(
+      (binding) =>
+        binding.direction === 'in' && ['durableClient', 'orchestrationClient'].includes(binding.type),
+    );
+    const context = new InvocationContext({
       invocationId: randomUUID(),
       functionName: registration.name,
       logHandler: (_level, ...args) => write(args.map(String).join(' ')),
+      options: {
+        trigger: registration.trigger as unknown as FunctionTrigger,
+        extraInputs: clientInputs as unknown as FunctionInput[],
+        extraOutputs: [],
+      },
     });
+    for (const input of clientInputs)
+      context.extraInputs.set(String(input['name']), durable.clientData(baseUrl));
+    return context;
+  };
 
   const running = new Map<string, Promise<void>>();
   const runTimer = (name: string, scheduled?: Cron): Promise<void> => {
@@ -139,6 +164,8 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const method = (req.method ?? 'GET').toUpperCase();
     const rawPath = (req.url ?? '/').split('?')[0] ?? '/';
+    if (rawPath.startsWith(DURABLE_PREFIX))
+      return serveDurable(rawPath.slice(DURABLE_PREFIX.length), method, req, res);
     const admin = /^\/admin\/functions\/([^/]+)$/.exec(rawPath);
     if (admin !== null && method === 'POST') {
       req.resume();
@@ -164,6 +191,40 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
     req.resume();
     if (pathMatched) return sendJson(res, 405, 'method_not_allowed', `method ${method} is not allowed here`);
     return sendJson(res, 404, 'not_found', 'no such route');
+  }
+
+  /** The durable client's HTTP API (start an orchestration, read its status), as the extension serves it. */
+  async function serveDurable(
+    path: string,
+    method: string,
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+  ): Promise<void> {
+    const start = /^orchestrators\/([^/]+)(?:\/([^/]+))?$/.exec(path);
+    if (start !== null && method === 'POST') {
+      const body = (await readAll(req)).toString('utf8');
+      const input: unknown = body === '' ? undefined : JSON.parse(body);
+      const id = durable.start(
+        decodeURIComponent(start[1] ?? ''),
+        input,
+        start[2] && decodeURIComponent(start[2]),
+      );
+      res.writeHead(202, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id }));
+      return;
+    }
+    const instance = /^instances\/([^/]+)$/.exec(path);
+    if (instance !== null && method === 'GET') {
+      req.resume();
+      const status = durable.status(decodeURIComponent(instance[1] ?? ''));
+      if (status === undefined) return sendJson(res, 404, 'not_found', 'no such instance');
+      const finished = status.runtimeStatus === 'Completed' || status.runtimeStatus === 'Failed';
+      res.writeHead(finished ? 200 : 202, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(status));
+      return;
+    }
+    req.resume();
+    return sendJson(res, 404, 'not_found', `the local runtime does not serve durable ${method} ${path}`);
   }
 
   async function invokeHttp(
@@ -218,6 +279,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
   });
   const { port } = server.address() as AddressInfo;
   const url = `http://${options.host ?? '127.0.0.1'}:${port}`;
+  baseUrl = url;
   log.info(
     { url, functions: registrations.map((registration) => registration.name) },
     'local runtime listening',

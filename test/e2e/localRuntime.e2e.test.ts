@@ -14,7 +14,8 @@ describe('local runtime', () => {
   beforeAll(async () => {
     app = await startApp(
       { TICK_FILE: tickFile, TICK_SCHEDULE: '* * * * * *' },
-      path.resolve('dist/test/fixtures/serveTimerApp.js'),
+      path.resolve('dist/test/fixtures/serveFixture.js'),
+      { args: ['timerApp'] },
     );
   });
   afterAll(async () => app.stop());

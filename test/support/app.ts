@@ -57,9 +57,9 @@ export interface RunningApp {
 export async function startApp(
   env: Record<string, string>,
   script = SERVE_SCRIPT,
-  options: { keepOutput?: boolean } = {},
+  options: { keepOutput?: boolean; args?: string[] } = {},
 ): Promise<RunningApp> {
-  const child = spawn(process.execPath, [script], {
+  const child = spawn(process.execPath, [script, ...(options.args ?? [])], {
     env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

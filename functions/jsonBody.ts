@@ -1,0 +1,40 @@
+import type { HttpRequest } from '@azure/functions';
+import type { z } from 'zod';
+
+import { InvalidArgumentError } from '../shared/errors';
+import { readBody } from './http/request';
+
+/**
+ * Reads a JSON body of at most `limit` bytes and validates it with `schema`. In this order, so that
+ * an oversize body is 413 whatever else is wrong with it: size (413), JSON syntax (400 `body`),
+ * shape (400 naming the first offending field, e.g. `chatIds.2`). An empty body is `{}` when
+ * `emptyIsObject`, else a 400.
+ */
+export async function readJsonBody<T>(
+  request: HttpRequest,
+  limit: number,
+  schema: z.ZodType<T>,
+  options: { emptyIsObject?: boolean } = {},
+): Promise<T> {
+  const bytes = await readBody(request, limit);
+  let value: unknown;
+  if (bytes.length === 0 && options.emptyIsObject === true) {
+    value = {};
+  } else {
+    try {
+      value = JSON.parse(bytes.toString('utf8')) as unknown;
+    } catch {
+      throw new InvalidArgumentError('body', 'must be a JSON object');
+    }
+  }
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  if (issue === undefined) throw new InvalidArgumentError('body', 'is invalid');
+  if (issue.code === 'unrecognized_keys') {
+    const where = [...issue.path, issue.keys[0] ?? ''].map(String).join('.');
+    throw new InvalidArgumentError(where, 'is not a known field');
+  }
+  const field = issue.path.length === 0 ? 'body' : issue.path.map(String).join('.');
+  throw new InvalidArgumentError(field, issue.message);
+}

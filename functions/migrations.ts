@@ -1,0 +1,235 @@
+import type { ActivityHandler, OrchestrationContext, OrchestrationHandler } from 'durable-functions';
+import * as df from 'durable-functions';
+import { z } from 'zod';
+
+import { isValidTenantId } from '../shared/config';
+import { ConflictError, ForbiddenError, NotFoundError } from '../shared/errors';
+import { validateKey } from '../shared/keys';
+import {
+  copyFiles,
+  emptyReport,
+  listSourcePage,
+  mergeReports,
+  type MigrationReport,
+  type MigrationSource,
+  type SourcePage,
+} from '../shared/migration/migration';
+import { getServices } from '../shared/services';
+import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
+import { json } from './http/request';
+import { readJsonBody } from './jsonBody';
+
+/**
+ * Local-to-blob migration as a durable orchestration (API.md §6): an HTTP starter, a deterministic
+ * orchestrator that pages through each source and fans out copy batches with bounded parallelism,
+ * and two activities. Names are declared once here and shared by callers and registrations.
+ */
+export const MIGRATION_ORCHESTRATION = 'migrateLocalToBlob';
+export const LIST_SOURCE_PAGE = 'migrationListSourcePage';
+export const COPY_FILES = 'migrationCopyFiles';
+
+/** Files per listing page; the page's names pass through the history once, never a whole tree. */
+export const PAGE_SIZE = 1000;
+/** Files per copy activity. */
+export const BATCH_SIZE = 100;
+/** Copy activities at once (each copies up to 16 files at once). */
+export const PARALLEL_BATCHES = 4;
+
+export interface MigrationInput {
+  readonly tenant: string;
+  readonly sources: readonly MigrationSource[];
+  readonly dryRun: boolean;
+}
+
+export interface MigrationProgress {
+  readonly total: number;
+  readonly done: number;
+}
+
+interface ListInput {
+  readonly source: MigrationSource;
+  readonly after: string;
+  readonly limit: number;
+}
+
+interface CopyInput {
+  readonly tenant: string;
+  readonly source: MigrationSource;
+  readonly files: string[];
+  readonly dryRun: boolean;
+}
+
+function chunk<T>(items: readonly T[], size: number): T[][] {
+  const chunks: T[][] = [];
+  for (let index = 0; index < items.length; index += size) chunks.push(items.slice(index, index + size));
+  return chunks;
+}
+
+/** Transient failures (a storage outage) are retried: 3 attempts, 0.5 s then 1 s apart. */
+function retryOptions(): df.RetryOptions {
+  const options = new df.RetryOptions(500, 3);
+  options.backoffCoefficient = 2;
+  return options;
+}
+
+/**
+ * Deterministic: no I/O, no clock, no randomness; everything comes from its input and the results
+ * of activities. Progress is its custom status.
+ */
+export const migrationOrchestrator: OrchestrationHandler = function* (context: OrchestrationContext) {
+  const input = context.df.getInput<MigrationInput>();
+  const retry = retryOptions();
+  const report = emptyReport();
+  let total = 0;
+  let done = 0;
+  context.df.setCustomStatus({ total, done } satisfies MigrationProgress);
+  for (const source of input.sources) {
+    let after = '';
+    for (;;) {
+      const page = (yield context.df.callActivityWithRetry(LIST_SOURCE_PAGE, retry, {
+        source,
+        after,
+        limit: PAGE_SIZE,
+      } satisfies ListInput)) as SourcePage;
+      if (!page.exists) break;
+      total += page.files.length;
+      context.df.setCustomStatus({ total, done } satisfies MigrationProgress);
+      for (const group of chunk(chunk(page.files, BATCH_SIZE), PARALLEL_BATCHES)) {
+        const results = (yield context.df.Task.all(
+          group.map((files) =>
+            context.df.callActivityWithRetry(COPY_FILES, retry, {
+              tenant: input.tenant,
+              source,
+              files,
+              dryRun: input.dryRun,
+            } satisfies CopyInput),
+          ),
+        )) as MigrationReport[];
+        for (const [index, result] of results.entries()) {
+          mergeReports(report, result);
+          done += group[index]?.length ?? 0;
+        }
+        context.df.setCustomStatus({ total, done } satisfies MigrationProgress);
+      }
+      if (page.next === null) break;
+      after = page.next;
+    }
+  }
+  return report;
+};
+
+export const listSourcePageActivity: ActivityHandler = (input: ListInput) =>
+  listSourcePage(input.source, input.after, input.limit);
+
+/** Throws on a storage fault (so the orchestrator's retry applies); per-file problems are in the report. */
+export const copyFilesActivity: ActivityHandler = (input: CopyInput) => {
+  const services = getServices();
+  return copyFiles(services.kvStores.forTenant(input.tenant), {
+    source: input.source,
+    files: input.files,
+    dryRun: input.dryRun,
+    maxValueBytes: services.config.maxValueBytes,
+  });
+};
+
+df.app.orchestration(MIGRATION_ORCHESTRATION, migrationOrchestrator);
+df.app.activity(LIST_SOURCE_PAGE, { handler: listSourcePageActivity });
+df.app.activity(COPY_FILES, { handler: copyFilesActivity });
+
+const startRequest = z
+  .object({
+    tenant: z.string().refine(isValidTenantId, 'must be 1-64 of [A-Za-z0-9._-]'),
+    sources: z
+      .array(
+        z
+          .object({
+            root: z.string().min(1, 'must be a folder on the host'),
+            prefix: z
+              .string()
+              .default('')
+              .refine((prefix) => {
+                if (prefix === '') return true;
+                try {
+                  validateKey(prefix);
+                  return true;
+                } catch {
+                  return false;
+                }
+              }, 'must be empty or a valid key'),
+          })
+          .strict(),
+      )
+      .min(1, 'must list at least one source')
+      .max(100, 'must list at most 100 sources'),
+    dryRun: z.boolean().default(false),
+  })
+  .strict();
+
+function requireAdmin(call: AuthenticatedCall): void {
+  if (!call.principal.admin) throw new ForbiddenError('migrations are for admins');
+}
+
+/** API.md §6 statuses from the durable runtime status. */
+function statusOf(runtimeStatus: string): 'pending' | 'running' | 'completed' | 'failed' {
+  switch (runtimeStatus) {
+    case 'Pending':
+      return 'pending';
+    case 'Completed':
+      return 'completed';
+    case 'Failed':
+    case 'Terminated':
+    case 'Canceled':
+      return 'failed';
+    default:
+      return 'running';
+  }
+}
+
+export const startMigration = httpHandler('startMigration', {
+  POST: async (request, call) => {
+    requireAdmin(call);
+    const body = await readJsonBody(request, 64 * 1024, startRequest);
+    if (call.services.kvStores.kind !== 'blob') {
+      throw new ConflictError(
+        'the service runs on the local backend: a migration needs the Blob backend as its target',
+      );
+    }
+    const client = df.getClient(call.context);
+    const input: MigrationInput = { tenant: body.tenant, sources: body.sources, dryRun: body.dryRun };
+    const id = await client.startNew(MIGRATION_ORCHESTRATION, { input });
+    const statusUri = `${new URL(request.url).origin}/api/migrations/${id}`;
+    call.log.info({ migration: id, sources: body.sources.length, dryRun: body.dryRun }, 'migration started');
+    return json(202, { id, statusUri }, { location: statusUri });
+  },
+});
+
+export const migrationStatus = httpHandler('migrationStatus', {
+  GET: async (request, call) => {
+    requireAdmin(call);
+    const id = request.params['id'] ?? '';
+    const client = df.getClient(call.context);
+    let status;
+    try {
+      status = await client.getStatus(id);
+    } catch (error) {
+      // The durable client signals an unknown instance only by this message.
+      if (error instanceof Error && /HTTP 404/.test(error.message))
+        throw new NotFoundError('no such migration');
+      throw error;
+    }
+    const state = statusOf(status.runtimeStatus);
+    const progress = (status.customStatus as MigrationProgress | null) ?? { total: 0, done: 0 };
+    return json(200, {
+      id,
+      status: state,
+      progress: { total: progress.total, done: progress.done },
+      report: state === 'completed' ? (status.output as MigrationReport) : null,
+      ...(state === 'failed'
+        ? { error: typeof status.output === 'string' ? status.output : 'the migration failed' }
+        : {}),
+    });
+  },
+});
+
+registerHttp('startMigration', 'migrations', startMigration, [df.input.durableClient()]);
+registerHttp('migrationStatus', 'migrations/{id}', migrationStatus, [df.input.durableClient()]);

@@ -1,0 +1,198 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+
+import { CairnError, PreconditionFailedError, StorageUnavailableError } from '../errors';
+import { validateKey } from '../keys';
+import { compareKeys, type WalkEntry, walkInKeyOrder } from '../storage/keyOrderWalk';
+import type { KeyValueStore } from '../storage/keyValueStore';
+
+/**
+ * Moving a machine's local state into a tenant's key/value space (entrabot's
+ * `migrate_local_to_backend`): every file under a source root is copied to `prefix/relative/path`
+ * (the relative path alone for an empty prefix); a key that exists is skipped, never overwritten;
+ * sources are never changed; a missing root is skipped; per-file problems are recorded and the rest
+ * goes on; at the root prefix the poll-state, chat-cursor and lock keys are neither copied nor
+ * counted (a machine's copies may be stale or another agent's: a copied cursor would replay).
+ *
+ * The work is split in pages so that an orchestration can drive it without ever holding a whole
+ * listing: {@link listSourcePage} then {@link copyFiles} per batch.
+ */
+
+export interface MigrationSource {
+  /** A folder on the host running Cairn. */
+  readonly root: string;
+  /** Key prefix in the target; '' is the root of the tenant's space. */
+  readonly prefix: string;
+}
+
+export interface MigrationReport {
+  copied: number;
+  skipped: number;
+  bytesCopied: number;
+  keysCopied: string[];
+  /** `[key, message]`. */
+  errors: [string, string][];
+}
+
+export function emptyReport(): MigrationReport {
+  return { copied: 0, skipped: 0, bytesCopied: 0, keysCopied: [], errors: [] };
+}
+
+export function mergeReports(into: MigrationReport, from: MigrationReport): MigrationReport {
+  into.copied += from.copied;
+  into.skipped += from.skipped;
+  into.bytesCopied += from.bytesCopied;
+  into.keysCopied.push(...from.keysCopied);
+  into.errors.push(...from.errors);
+  return into;
+}
+
+/** Keys a machine must not carry over at the root prefix. */
+const EXCLUDED_ROOT_KEYS = new Set([
+  'poll_state/email_cursor.txt',
+  'email_cursor.txt',
+  'watched_chats',
+  'chat_id',
+]);
+
+export function isExcludedRootKey(key: string): boolean {
+  return (
+    EXCLUDED_ROOT_KEYS.has(key) ||
+    key.startsWith('chat_cursors/') ||
+    path.posix.basename(key).endsWith('.lock')
+  );
+}
+
+export function targetKey(prefix: string, relativePath: string): string {
+  return prefix === '' ? relativePath : `${prefix.replace(/\/+$/, '')}/${relativePath}`;
+}
+
+export interface SourcePage {
+  /** False when the root does not exist (skipped, as in the seed). */
+  readonly exists: boolean;
+  /** Relative POSIX paths, in key order, excluded root keys left out. */
+  readonly files: string[];
+  /** Pass as `after` for the next page; null on the last page. */
+  readonly next: string | null;
+}
+
+/**
+ * One page of a source's files in key order, after `after`. Symbolic links and other non-regular
+ * files (sockets, FIFOs) are listed, never followed or read: the copy reports them as errors, so
+ * every file is accounted for. Excluded root keys are left out of the page, so they are
+ * not counted either.
+ */
+export async function listSourcePage(
+  source: MigrationSource,
+  after: string,
+  limit: number,
+): Promise<SourcePage> {
+  const stat = await fs.stat(source.root).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT' || error.code === 'ENOTDIR') return null;
+    throw error;
+  });
+  if (stat === null || !stat.isDirectory()) return { exists: false, files: [], next: null };
+  const entries: WalkEntry[] = await walkInKeyOrder(source.root, {
+    after,
+    limit: limit + 1,
+    include: (entry) => !(source.prefix === '' && isExcludedRootKey(entry.key)),
+  });
+  const page = entries.slice(0, limit).map((entry) => entry.key);
+  return { exists: true, files: page, next: entries.length > limit ? (page[page.length - 1] ?? null) : null };
+}
+
+/** The longest common prefix of two strings, cut back to whole UTF-16 units. */
+function commonPrefix(a: string, b: string): string {
+  let length = 0;
+  while (length < a.length && length < b.length && a[length] === b[length]) length++;
+  return a.slice(0, length);
+}
+
+/**
+ * The keys among `keys` (sorted) that exist in `store`: one listing of the range they span, so
+ * re-running a migration costs listing pages, not one request per file.
+ */
+async function existingKeys(store: KeyValueStore, keys: readonly string[]): Promise<Set<string>> {
+  const existing = new Set<string>();
+  const first = keys[0];
+  const last = keys[keys.length - 1];
+  if (first === undefined || last === undefined) return existing;
+  const wanted = new Set(keys);
+  const prefix = commonPrefix(first, last);
+  let cursor: string | undefined;
+  do {
+    const page = await store.list({ prefix, limit: 5000, ...(cursor === undefined ? {} : { cursor }) });
+    for (const key of page.keys) if (wanted.has(key)) existing.add(key);
+    const lastListed = page.keys[page.keys.length - 1];
+    if (page.cursor === null || (lastListed !== undefined && compareKeys(lastListed, last) > 0)) break;
+    cursor = page.cursor;
+  } while (cursor !== undefined);
+  return existing;
+}
+
+export interface CopyOptions {
+  readonly source: MigrationSource;
+  /** Relative paths from {@link listSourcePage}, in key order. */
+  readonly files: readonly string[];
+  readonly dryRun: boolean;
+  readonly maxValueBytes: number;
+  /** Files copied at once. */
+  readonly concurrency?: number;
+}
+
+/**
+ * Copies `files` with create-only writes. Per-file problems (unreadable, too large, a symlink, an
+ * invalid key, a local-backend folder conflict) become error entries; a storage fault is thrown,
+ * so that the caller can retry the batch (create-only makes a retry safe; files the failed attempt
+ * did copy are then counted as skipped).
+ */
+export async function copyFiles(store: KeyValueStore, options: CopyOptions): Promise<MigrationReport> {
+  const report = emptyReport();
+  const keys = options.files.map((file) => targetKey(options.source.prefix, file));
+  const existing = await existingKeys(store, keys);
+  let next = 0;
+  const copyOne = async (index: number) => {
+    const file = options.files[index] as string;
+    const key = keys[index] as string;
+    if (existing.has(key)) {
+      report.skipped++;
+      return;
+    }
+    try {
+      validateKey(key);
+      const full = path.join(options.source.root, ...file.split('/'));
+      const stat = await fs.lstat(full);
+      if (stat.isSymbolicLink()) throw new Error('symbolic links are not copied');
+      if (!stat.isFile()) throw new Error('not a regular file');
+      if (stat.size > options.maxValueBytes)
+        throw new Error(`larger than the ${options.maxValueBytes}-byte value limit`);
+      if (options.dryRun) {
+        report.copied++;
+        report.bytesCopied += stat.size;
+        report.keysCopied.push(key);
+        return;
+      }
+      const value = await fs.readFile(full);
+      await store.write(key, value, { ifAbsent: true });
+      report.copied++;
+      report.bytesCopied += value.length;
+      report.keysCopied.push(key);
+    } catch (error) {
+      if (error instanceof PreconditionFailedError) {
+        report.skipped++;
+        return;
+      }
+      if (error instanceof StorageUnavailableError) throw error;
+      const message = error instanceof CairnError || error instanceof Error ? error.message : String(error);
+      report.errors.push([key, message]);
+    }
+  };
+  await Promise.all(
+    Array.from({ length: Math.min(options.concurrency ?? 16, options.files.length) }, async () => {
+      while (next < options.files.length) await copyOne(next++);
+    }),
+  );
+  // Workers finish out of order; the report lists keys in key order.
+  report.keysCopied.sort(compareKeys);
+  return report;
+}
