@@ -3,9 +3,11 @@
  * their markdown tables. Each starts its own Azurite and apps; nothing else needs to run.
  */
 import { runKvBench } from './kv';
+import { runMigrationBench } from './migration';
 
 const benches: Record<string, () => Promise<string>> = {
   kv: runKvBench,
+  migration: runMigrationBench,
 };
 
 async function main(): Promise<void> {

@@ -1,0 +1,31 @@
+#!/usr/bin/env node
+/**
+ * The `cairn` command: tools that call a Cairn service over HTTP (CAIRN_URL, CAIRN_KEY).
+ *   cairn migrate --tenant <t> --from <dir>[:<prefix>] ... [--dry-run]
+ *   cairn persona push|pull --dir <folder> [--prefix claude_memory]
+ */
+import { runMigrateCommand } from './migrateCommand';
+import { runPersonaCommand } from './personaCommand';
+
+const COMMANDS: Record<string, typeof runMigrateCommand> = {
+  migrate: runMigrateCommand,
+  persona: runPersonaCommand,
+};
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  const command = name === undefined ? undefined : COMMANDS[name];
+  if (command === undefined) {
+    process.stderr.write(`usage: cairn <${Object.keys(COMMANDS).join('|')}> ...\n`);
+    return 1;
+  }
+  return command(rest, { env: process.env, stdout: process.stdout, stderr: process.stderr });
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`cairn: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  },
+);

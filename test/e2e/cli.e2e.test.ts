@@ -1,0 +1,136 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { type Azurite, startAzurite } from '../../shared/runtime/azurite';
+import {
+  apiKeysSetting,
+  backendSettings,
+  client,
+  newTenant,
+  type RunningApp,
+  startApp,
+} from '../support/app';
+
+/** The `cairn` command against a running app: migrate's exit codes, persona push and pull. */
+const CLI = path.resolve('dist/shared/cli/main.js');
+
+function cairn(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      env: { PATH: process.env['PATH'] ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (data: Buffer) => (stdout += data.toString()));
+    child.stderr.on('data', (data: Buffer) => (stderr += data.toString()));
+    child.once('exit', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}
+
+function folder(files: Record<string, string>): string {
+  const root = mkdtempSync(path.join(os.tmpdir(), 'cairn-cli-'));
+  for (const [relative, content] of Object.entries(files)) {
+    mkdirSync(path.dirname(path.join(root, relative)), { recursive: true });
+    writeFileSync(path.join(root, relative), content);
+  }
+  return root;
+}
+
+describe('cairn command', () => {
+  const ops = newTenant('ops', true);
+  const agent = newTenant('agent');
+  let storage: Azurite;
+  let app: RunningApp;
+  let opsEnv: Record<string, string>;
+
+  beforeAll(async () => {
+    storage = await startAzurite();
+    app = await startApp({
+      CAIRN_API_KEYS: apiKeysSetting([ops, agent]),
+      CAIRN_STORAGE_TIMEOUT_MS: '2000',
+      ...backendSettings('blob', storage.blobEndpoint),
+    });
+    opsEnv = { CAIRN_URL: app.url, CAIRN_KEY: ops.key };
+  });
+  afterAll(async () => {
+    await app.stop();
+    await storage.stop();
+  });
+
+  it('migrate: exit 0 with the report when every file is accounted for, 2 when the report has errors', async () => {
+    const source = folder({ 'a.txt': 'A', 'sub/b.txt': 'B' });
+    const ok = await cairn(['migrate', '--tenant', agent.tenant, '--from', `${source}:mem`], opsEnv);
+    expect(ok.code).toBe(0);
+    expect(JSON.parse(ok.stdout)).toMatchObject({
+      copied: 2,
+      skipped: 0,
+      keysCopied: ['mem/a.txt', 'mem/sub/b.txt'],
+    });
+    expect(ok.stderr).toMatch(/progress 2\/2/);
+    expect(await (await client(app.url, agent.key)('/api/kv/mem/sub/b.txt')).text()).toBe('B');
+
+    execFileSync('mkfifo', [path.join(source, 'pipe')]);
+    const withError = await cairn(['migrate', '--tenant', agent.tenant, '--from', `${source}:mem`], opsEnv);
+    expect(withError.code).toBe(2);
+    expect(JSON.parse(withError.stdout)).toMatchObject({
+      copied: 0,
+      skipped: 2,
+      errors: [['mem/pipe', 'not a regular file']],
+    });
+  });
+
+  it('migrate: exit 1 on bad usage, a refused start, or a migration that failed', async () => {
+    expect((await cairn(['migrate', '--tenant', agent.tenant], opsEnv)).code).toBe(1);
+    const refused = await cairn(['migrate', '--tenant', agent.tenant, '--from', '/tmp'], {
+      CAIRN_URL: app.url,
+      CAIRN_KEY: agent.key,
+    });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('403');
+
+    await storage.stop();
+    try {
+      const source = folder({ 'x.txt': 'x' });
+      const failed = await cairn(['migrate', '--tenant', agent.tenant, '--from', source], opsEnv);
+      expect(failed.code).toBe(1);
+      expect(failed.stderr).toMatch(/failed/);
+    } finally {
+      storage = await startAzurite({ ports: storage.ports });
+    }
+  });
+
+  it('persona push skips what exists and reports symlinks; pull overwrites local files', async () => {
+    const env = { CAIRN_URL: app.url, CAIRN_KEY: agent.key };
+    const local = folder({ 'MEMORY.md': '# memory', 'notes/one.md': 'one' });
+    symlinkSync('/etc/hostname', path.join(local, 'link.md'));
+    const pushed = await cairn(['persona', 'push', '--dir', local], env);
+    expect(pushed.code).toBe(2);
+    const report = JSON.parse(pushed.stdout) as {
+      copied: number;
+      errors: [string, string][];
+      keys: string[];
+    };
+    expect(report.keys).toEqual(['claude_memory/MEMORY.md', 'claude_memory/notes/one.md']);
+    expect(report.errors).toEqual([['claude_memory/link.md', 'symlinks are not allowed']]);
+    const again = JSON.parse((await cairn(['persona', 'push', '--dir', local], env)).stdout) as {
+      copied: number;
+      skipped: number;
+    };
+    expect(again).toMatchObject({ copied: 0, skipped: 2 });
+
+    const elsewhere = folder({ 'MEMORY.md': 'stale local copy' });
+    const pulled = await cairn(['persona', 'pull', '--dir', elsewhere], env);
+    expect(pulled.code).toBe(0);
+    expect(JSON.parse(pulled.stdout)).toMatchObject({ pulled: 2 });
+    expect(readFileSync(path.join(elsewhere, 'MEMORY.md'), 'utf8')).toBe('# memory');
+    expect(readFileSync(path.join(elsewhere, 'notes/one.md'), 'utf8')).toBe('one');
+  });
+});
