@@ -2,6 +2,8 @@
  * The app's entry point (package.json `main`): loads every function registration, then reads the
  * configuration so that a missing or invalid setting stops the app at start-up, naming it.
  */
+import './coordination';
+import './emailWindowPoll';
 import './health';
 import './kv';
 import './migrations';

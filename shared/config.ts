@@ -1,5 +1,6 @@
 import path from 'node:path';
 
+import { Cron } from 'croner';
 import { z } from 'zod';
 
 import { ConfigurationError } from './errors';
@@ -65,6 +66,19 @@ export const SETTINGS = {
   CAIRN_LOG_LEVEL: {
     description: 'pino level: fatal, error, warn, info, debug, trace or silent (default info).',
   },
+  CAIRN_QUEUE_ENDPOINT: {
+    requiredIn: 'blob',
+    description:
+      'Queue service URL (e.g. https://<account>.queue.core.windows.net) of the email-window queue; credentials as for Blob (CAIRN_STORAGE_ACCOUNT_KEY for Azurite, else AZURE_CLIENT_ID). Unset: the emailWindowPoll timer claims nothing and fails naming this setting.',
+  },
+  CAIRN_EMAIL_WINDOW_QUEUE: {
+    description:
+      'Name of the Azure Storage queue that receives claimed email windows (default email-windows; created when missing).',
+  },
+  CAIRN_EMAIL_POLL_SCHEDULE: {
+    description:
+      'NCRONTAB schedule (six fields, seconds first) of the emailWindowPoll timer (default 0 */1 * * * *: every minute).',
+  },
 } as const satisfies Record<string, SettingDoc>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -95,6 +109,23 @@ export type BackendConfig =
       readonly managedIdentityClientId?: string;
     };
 
+/** An Azure Storage service other than Blob (the email-window queue), with the Blob credential rules. */
+export interface StorageServiceConfig {
+  readonly endpoint: string;
+  /** Account name for shared-key auth (Azurite/dev), derived from the endpoint. */
+  readonly accountName: string;
+  readonly accountKey?: string;
+  readonly managedIdentityClientId?: string;
+}
+
+export interface EmailPollConfig {
+  /** NCRONTAB, six fields. */
+  readonly schedule: string;
+  readonly queueName: string;
+  /** Unset: the timer cannot enqueue, so it claims nothing and fails naming CAIRN_QUEUE_ENDPOINT. */
+  readonly queueService?: StorageServiceConfig;
+}
+
 export interface Config {
   readonly backend: BackendConfig;
   readonly dataDir: string;
@@ -103,6 +134,7 @@ export interface Config {
   readonly maxValueBytes: number;
   readonly storageTimeoutMs: number;
   readonly logLevel: string;
+  readonly emailPoll: EmailPollConfig;
 }
 
 type Env = Record<string, string | undefined>;
@@ -110,6 +142,10 @@ type Env = Record<string, string | undefined>;
 const TRUE_VALUES = new Set(['true', '1', 'yes']);
 const CONTAINER_BASE = /^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,38}$/;
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+/** Azure's queue name rule: 3-63 lowercase letters, digits and single hyphens, no hyphen at either end. */
+const QUEUE_NAME = /^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}$/;
+export const DEFAULT_EMAIL_POLL_SCHEDULE = '0 */1 * * * *';
+export const DEFAULT_EMAIL_WINDOW_QUEUE = 'email-windows';
 
 /** Reads a setting; the empty string counts as unset (as in entrabot). */
 function read(env: Env, name: SettingName): string | undefined {
@@ -184,6 +220,14 @@ function backendFrom(env: Env, dataDir: string): BackendConfig {
       'must be 3-39 lowercase letters, digits or single hyphens, starting and ending with a letter or digit',
     );
   }
+  return { kind: 'blob', container, ...storageServiceFrom(env, endpoint) };
+}
+
+/**
+ * Endpoint, account and credential of a storage service: the account key when one is set (Azurite
+ * and development), else the managed identity, whose client id must then be set.
+ */
+function storageServiceFrom(env: Env, endpoint: string): StorageServiceConfig {
   const accountKey = read(env, 'CAIRN_STORAGE_ACCOUNT_KEY');
   const managedIdentityClientId = read(env, 'AZURE_CLIENT_ID');
   if (accountKey === undefined && managedIdentityClientId === undefined) {
@@ -193,13 +237,53 @@ function backendFrom(env: Env, dataDir: string): BackendConfig {
     );
   }
   return {
-    kind: 'blob',
     endpoint: endpoint.replace(/\/+$/, ''),
-    container,
     accountName: accountNameOf(endpoint),
     ...(accountKey === undefined ? {} : { accountKey }),
     ...(managedIdentityClientId === undefined ? {} : { managedIdentityClientId }),
   };
+}
+
+/**
+ * The emailWindowPoll schedule. Exported because the timer registration needs it at load time: the
+ * schedule is passed as a value, not as `%CAIRN_EMAIL_POLL_SCHEDULE%`, so that the default applies
+ * on the Functions host too (the host has no defaults for `%SETTING%` references).
+ */
+export function emailPollScheduleFrom(env: Env = process.env): string {
+  const schedule = (read(env, 'CAIRN_EMAIL_POLL_SCHEDULE') ?? DEFAULT_EMAIL_POLL_SCHEDULE).replace(
+    /\s+/g,
+    ' ',
+  );
+  if (schedule.split(' ').length !== 6) {
+    throw new ConfigurationError(
+      'CAIRN_EMAIL_POLL_SCHEDULE',
+      'must be an NCRONTAB expression of six fields, seconds first (e.g. "0 */1 * * * *")',
+    );
+  }
+  try {
+    new Cron(schedule, { paused: true }).stop();
+  } catch (error) {
+    throw new ConfigurationError(
+      'CAIRN_EMAIL_POLL_SCHEDULE',
+      `is not a valid NCRONTAB expression: ${error instanceof Error ? error.message : String(error)}`,
+    );
+  }
+  return schedule;
+}
+
+function emailPollFrom(env: Env): EmailPollConfig {
+  const schedule = emailPollScheduleFrom(env);
+  const queueName = read(env, 'CAIRN_EMAIL_WINDOW_QUEUE') ?? DEFAULT_EMAIL_WINDOW_QUEUE;
+  if (!QUEUE_NAME.test(queueName)) {
+    throw new ConfigurationError(
+      'CAIRN_EMAIL_WINDOW_QUEUE',
+      'must be 3-63 lowercase letters, digits or single hyphens, starting and ending with a letter or digit',
+    );
+  }
+  const queueEndpoint = read(env, 'CAIRN_QUEUE_ENDPOINT');
+  if (queueEndpoint === undefined) return { schedule, queueName };
+  parse('CAIRN_QUEUE_ENDPOINT', httpUrl, queueEndpoint);
+  return { schedule, queueName, queueService: storageServiceFrom(env, queueEndpoint) };
 }
 
 function entraFrom(env: Env): EntraConfig | undefined {
@@ -242,6 +326,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
     read(env, 'CAIRN_LOG_LEVEL'),
   );
+  const emailPoll = emailPollFrom(env);
   return {
     backend,
     dataDir,
@@ -250,5 +335,6 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     maxValueBytes,
     storageTimeoutMs,
     logLevel,
+    emailPoll,
   };
 }

@@ -3,6 +3,13 @@ import path from 'node:path';
 
 import { Authenticator } from './auth';
 import { type Config, loadConfig } from './config';
+import { ChatCursorCache } from './coordination/chatCursorCache';
+import {
+  AzureEmailWindowQueue,
+  createQueueServiceClient,
+  type EmailWindowQueue,
+} from './coordination/emailWindowQueue';
+import { EmailPollTenantRegistry } from './coordination/tenantRegistry';
 import { createBlobServiceClient } from './storage/azureClients';
 import { BlobKeyValueStoreFactory } from './storage/blobKeyValueStore';
 import type { KeyValueStoreFactory } from './storage/keyValueStore';
@@ -17,24 +24,43 @@ export interface Services {
   readonly version: string;
   readonly kvStores: KeyValueStoreFactory;
   readonly authenticator: Authenticator;
+  /** The tenants the emailWindowPoll timer serves (kept in the key/value store). */
+  readonly emailPollRegistry: EmailPollTenantRegistry;
+  /** Chat cursor versions this instance knows (a compare-and-swap hint only: see ChatCursorCache). */
+  readonly chatCursorCache: ChatCursorCache;
+  /** The email-window queue; undefined when CAIRN_QUEUE_ENDPOINT is not set. */
+  readonly emailWindowQueue?: EmailWindowQueue;
 }
 
 export function createServices(config: Config): Services {
   const { backend } = config;
+  const blobService =
+    backend.kind === 'blob' ? createBlobServiceClient(backend, config.storageTimeoutMs) : undefined;
   const kvStores =
-    backend.kind === 'blob'
+    backend.kind === 'blob' && blobService !== undefined
       ? new BlobKeyValueStoreFactory(
-          createBlobServiceClient(backend, config.storageTimeoutMs),
+          blobService,
           backend.container,
           config.maxValueBytes,
           config.storageTimeoutMs,
         )
-      : new LocalKeyValueStoreFactory(backend.dataDir, config.maxValueBytes);
+      : new LocalKeyValueStoreFactory(config.dataDir, config.maxValueBytes);
+  const { queueService, queueName } = config.emailPoll;
+  const emailWindowQueue =
+    queueService === undefined
+      ? undefined
+      : new AzureEmailWindowQueue(
+          createQueueServiceClient(queueService, config.storageTimeoutMs).getQueueClient(queueName),
+          config.storageTimeoutMs,
+        );
   return {
     config,
     version: packageVersion(),
     kvStores,
     authenticator: new Authenticator(config.apiKeys, config.entra),
+    emailPollRegistry: new EmailPollTenantRegistry(kvStores),
+    chatCursorCache: new ChatCursorCache(),
+    ...(emailWindowQueue === undefined ? {} : { emailWindowQueue }),
   };
 }
 

@@ -161,6 +161,8 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     AZURE_CLIENT_ID: identityClientId
     CAIRN_BLOB_ENDPOINT: storageAccount.properties.primaryEndpoints.blob
     CAIRN_BLOB_CONTAINER: blobContainerBase
+    // The email-window queue of the emailWindowPoll timer (same account, same identity).
+    CAIRN_QUEUE_ENDPOINT: storageAccount.properties.primaryEndpoints.queue
     // Entra ID bearer tokens are the only credential accepted in Azure.
     CAIRN_AUTH_ISSUER: authIssuer
     CAIRN_AUTH_AUDIENCE: authAudience

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync,promises as fs } from 'node:fs';
+import { mkdtempSync, promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 

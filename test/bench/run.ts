@@ -2,10 +2,12 @@
  * `npm run bench -- <name>...`: runs the named benchmarks (all when none is named) and prints
  * their markdown tables. Each starts its own Azurite and apps; nothing else needs to run.
  */
+import { runCoordinationBench } from './coordination';
 import { runKvBench } from './kv';
 import { runMigrationBench } from './migration';
 
 const benches: Record<string, () => Promise<string>> = {
+  coordination: runCoordinationBench,
   kv: runKvBench,
   migration: runMigrationBench,
 };

@@ -1,0 +1,97 @@
+import { ManagedIdentityCredential } from '@azure/identity';
+import { type QueueClient, QueueServiceClient, StorageSharedKeyCredential } from '@azure/storage-queue';
+
+import type { StorageServiceConfig } from '../config';
+import { isNotFound, translateAzureError } from '../storage/azureErrors';
+
+/**
+ * The queue that receives claimed email windows (CAIRN_EMAIL_WINDOW_QUEUE).
+ *
+ * ## Message format (for consumers)
+ *
+ * The message text is the base64 of the UTF-8 JSON
+ *
+ *     {"tenant":"contoso","from":"2026-11-29T21:15:51.123Z","to":"2026-11-29T21:16:51.123Z","claimId":"9f0c…"}
+ *
+ * (base64 because it is the default `messageEncoding` of the Functions queue trigger, so a queue
+ * triggered function receives the JSON object as is). The window is `from` (exclusive: the previous
+ * window's `to`) to `to` (inclusive), RFC 3339 UTC; windows of one tenant are contiguous and never
+ * overlap. `claimId` identifies the window: a consumer that keeps the claim ids it processed can
+ * drop the one duplicate Cairn cannot rule out (see emailWindowPoll.ts: an enqueue whose outcome
+ * is unknown is repeated once its lease expires). Messages never expire (time-to-live -1).
+ */
+export interface EmailWindowMessage {
+  readonly tenant: string;
+  readonly from: string;
+  readonly to: string;
+  readonly claimId: string;
+}
+
+/** Puts one message on the queue; throws when it may not have (StorageUnavailableError and co.). */
+export interface EmailWindowQueue {
+  send(message: EmailWindowMessage): Promise<void>;
+}
+
+export function encodeEmailWindowMessage(message: EmailWindowMessage): string {
+  const { tenant, from, to, claimId } = message;
+  return Buffer.from(JSON.stringify({ tenant, from, to, claimId }), 'utf8').toString('base64');
+}
+
+export function decodeEmailWindowMessage(text: string): EmailWindowMessage {
+  return JSON.parse(Buffer.from(text, 'base64').toString('utf8')) as EmailWindowMessage;
+}
+
+/**
+ * The queue service client of the process: the account key for Azurite and development, else the
+ * user-assigned managed identity. The SDK does not retry (`maxTries: 1`): a retried send after a
+ * timeout could put a second copy on the queue, while a failed send is retried by the next timer
+ * run through the window's lease, with the same message.
+ */
+export function createQueueServiceClient(
+  service: StorageServiceConfig,
+  timeoutMs: number,
+): QueueServiceClient {
+  const credential =
+    service.accountKey !== undefined
+      ? new StorageSharedKeyCredential(service.accountName, service.accountKey)
+      : new ManagedIdentityCredential({ clientId: service.managedIdentityClientId ?? '' });
+  return new QueueServiceClient(service.endpoint, credential, {
+    retryOptions: { maxTries: 1, tryTimeoutInMs: timeoutMs },
+    userAgentOptions: { userAgentPrefix: 'cairn' },
+  });
+}
+
+/** {@link EmailWindowQueue} on Azure Queue Storage; creates the queue on first use when missing. */
+export class AzureEmailWindowQueue implements EmailWindowQueue {
+  private ready: Promise<void> | undefined;
+
+  constructor(
+    private readonly queue: QueueClient,
+    private readonly timeoutMs: number,
+  ) {}
+
+  async send(message: EmailWindowMessage): Promise<void> {
+    await this.ensureQueue();
+    try {
+      await this.queue.sendMessage(encodeEmailWindowMessage(message), {
+        messageTimeToLive: -1,
+        abortSignal: AbortSignal.timeout(this.timeoutMs),
+      });
+    } catch (error) {
+      // The queue was deleted since: make it again on the next send.
+      if (isNotFound(error)) this.ready = undefined;
+      throw translateAzureError(error);
+    }
+  }
+
+  private ensureQueue(): Promise<void> {
+    this.ready ??= this.queue.createIfNotExists({ abortSignal: AbortSignal.timeout(this.timeoutMs) }).then(
+      () => undefined,
+      (error: unknown) => {
+        this.ready = undefined;
+        throw translateAzureError(error);
+      },
+    );
+    return this.ready;
+  }
+}

@@ -1,0 +1,60 @@
+import { isValidTenantId } from '../config';
+import { InternalError, PreconditionFailedError } from '../errors';
+import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
+import { formatTimestamp } from './timestamps';
+
+/**
+ * The tenants whose email cursor the `emailWindowPoll` timer serves: every tenant that initialised
+ * its cursor (`POST /api/poll/email-cursor/init`).
+ *
+ * The registry lives in the key/value store itself, in a namespace of its own, so that it works the
+ * same on both backends, needs no further service, and lists with the store's paging (every key
+ * exactly once across pages). The namespace is {@link SYSTEM_NAMESPACE}, a name that can never be a
+ * tenant id (tenant ids are `[A-Za-z0-9._-]`), so no caller can read or write it through the API.
+ * Locally it is the folder `<CAIRN_DATA_DIR>/kv/@cairn/`; on Blob, the container of that name's hash.
+ *
+ * One key per tenant, `email-poll-tenants/<tenant>`, holding `{"tenant","registeredAt"}`: adding a
+ * tenant is a create-only write, so registrations never contend with each other and never rewrite.
+ */
+export const SYSTEM_NAMESPACE = '@cairn';
+const PREFIX = 'email-poll-tenants/';
+const PAGE_SIZE = 1000;
+
+export class EmailPollTenantRegistry {
+  private readonly store: KeyValueStore;
+
+  constructor(kvStores: KeyValueStoreFactory) {
+    this.store = kvStores.forTenant(SYSTEM_NAMESPACE);
+  }
+
+  /**
+   * Records `tenant`; idempotent (a tenant already registered is left as it is). Throws the store's
+   * errors (e.g. StorageUnavailableError), so that a caller never goes on believing it registered.
+   */
+  async register(tenant: string, now: Date = new Date()): Promise<void> {
+    if (!isValidTenantId(tenant)) throw new InternalError(`not a tenant id: ${tenant}`);
+    const record = JSON.stringify({ tenant, registeredAt: formatTimestamp(now) }) + '\n';
+    try {
+      await this.store.write(PREFIX + tenant, Buffer.from(record), { ifAbsent: true });
+    } catch (error) {
+      if (!(error instanceof PreconditionFailedError)) throw error;
+    }
+  }
+
+  /** Every registered tenant, ascending, page by page. Throws when a page cannot be listed. */
+  async *tenants(pageSize = PAGE_SIZE): AsyncGenerator<string> {
+    let cursor: string | undefined;
+    do {
+      const page = await this.store.list({
+        prefix: PREFIX,
+        limit: pageSize,
+        ...(cursor === undefined ? {} : { cursor }),
+      });
+      for (const key of page.keys) {
+        const tenant = key.slice(PREFIX.length);
+        if (isValidTenantId(tenant)) yield tenant;
+      }
+      cursor = page.cursor ?? undefined;
+    } while (cursor !== undefined);
+  }
+}
