@@ -8,10 +8,10 @@ import { validateKey } from '../shared/keys';
 import {
   copyFiles,
   emptyReport,
-  listSourcePage,
   mergeReports,
   type MigrationReport,
   type MigrationSource,
+  planSourcePage,
   type SourcePage,
 } from '../shared/migration/migration';
 import { getServices } from '../shared/services';
@@ -47,6 +47,7 @@ export interface MigrationProgress {
 }
 
 interface ListInput {
+  readonly tenant: string;
   readonly source: MigrationSource;
   readonly after: string;
   readonly limit: number;
@@ -87,12 +88,15 @@ export const migrationOrchestrator: OrchestrationHandler = function* (context: O
     let after = '';
     for (;;) {
       const page = (yield context.df.callActivityWithRetry(LIST_SOURCE_PAGE, retry, {
+        tenant: input.tenant,
         source,
         after,
         limit: PAGE_SIZE,
       } satisfies ListInput)) as SourcePage;
       if (!page.exists) break;
-      total += page.files.length;
+      total += page.files.length + page.stored;
+      report.skipped += page.stored;
+      done += page.stored;
       context.df.setCustomStatus({ total, done } satisfies MigrationProgress);
       for (const group of chunk(chunk(page.files, BATCH_SIZE), PARALLEL_BATCHES)) {
         const results = (yield context.df.Task.all(
@@ -118,8 +122,9 @@ export const migrationOrchestrator: OrchestrationHandler = function* (context: O
   return report;
 };
 
+/** Lists a page of a source and takes out what the target already stores. */
 export const listSourcePageActivity: ActivityHandler = (input: ListInput) =>
-  listSourcePage(input.source, input.after, input.limit);
+  planSourcePage(getServices().kvStores.forTenant(input.tenant), input.source, input.after, input.limit);
 
 /** Throws on a storage fault (so the orchestrator's retry applies); per-file problems are in the report. */
 export const copyFilesActivity: ActivityHandler = (input: CopyInput) => {

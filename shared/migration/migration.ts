@@ -70,8 +70,10 @@ export function targetKey(prefix: string, relativePath: string): string {
 export interface SourcePage {
   /** False when the root does not exist (skipped, as in the seed). */
   readonly exists: boolean;
-  /** Relative POSIX paths, in key order, excluded root keys left out. */
+  /** Relative POSIX paths to copy, in key order (excluded root keys and stored keys left out). */
   readonly files: string[];
+  /** How many files of the page are already stored in the target (skipped, never overwritten). */
+  readonly stored: number;
   /** Pass as `after` for the next page; null on the last page. */
   readonly next: string | null;
 }
@@ -91,14 +93,40 @@ export async function listSourcePage(
     if (error.code === 'ENOENT' || error.code === 'ENOTDIR') return null;
     throw error;
   });
-  if (stat === null || !stat.isDirectory()) return { exists: false, files: [], next: null };
+  if (stat === null || !stat.isDirectory()) return { exists: false, files: [], stored: 0, next: null };
   const entries: WalkEntry[] = await walkInKeyOrder(source.root, {
     after,
     limit: limit + 1,
     include: (entry) => !(source.prefix === '' && isExcludedRootKey(entry.key)),
   });
   const page = entries.slice(0, limit).map((entry) => entry.key);
-  return { exists: true, files: page, next: entries.length > limit ? (page[page.length - 1] ?? null) : null };
+  return {
+    exists: true,
+    files: page,
+    stored: 0,
+    next: entries.length > limit ? (page[page.length - 1] ?? null) : null,
+  };
+}
+
+/**
+ * A page of a source with the files already stored in the target taken out (counted in
+ * `stored`): one listing of the target range per page, so that re-running a migration costs a
+ * few listing requests per thousand files, not one request per file.
+ */
+export async function planSourcePage(
+  store: KeyValueStore,
+  source: MigrationSource,
+  after: string,
+  limit: number,
+): Promise<SourcePage> {
+  const page = await listSourcePage(source, after, limit);
+  if (page.files.length === 0) return page;
+  const existing = await existingKeys(
+    store,
+    page.files.map((file) => targetKey(source.prefix, file)),
+  );
+  const files = page.files.filter((file) => !existing.has(targetKey(source.prefix, file)));
+  return { ...page, files, stored: page.files.length - files.length };
 }
 
 /** The longest common prefix of two strings, cut back to whole UTF-16 units. */
@@ -109,10 +137,20 @@ function commonPrefix(a: string, b: string): string {
 }
 
 /**
- * The keys among `keys` (sorted) that exist in `store`: one listing of the range they span, so
- * re-running a migration costs listing pages, not one request per file.
+ * The keys among `keys` (sorted) that exist in `store`: one listing of the range they span. Only an
+ * optimisation: when the listing fails, nothing is known to exist and the create-only writes
+ * decide (a real outage fails those writes too, and the caller retries).
  */
 async function existingKeys(store: KeyValueStore, keys: readonly string[]): Promise<Set<string>> {
+  try {
+    return await listExisting(store, keys);
+  } catch (error) {
+    if (error instanceof StorageUnavailableError) return new Set();
+    throw error;
+  }
+}
+
+async function listExisting(store: KeyValueStore, keys: readonly string[]): Promise<Set<string>> {
   const existing = new Set<string>();
   const first = keys[0];
   const last = keys[keys.length - 1];
@@ -121,7 +159,7 @@ async function existingKeys(store: KeyValueStore, keys: readonly string[]): Prom
   const prefix = commonPrefix(first, last);
   let cursor: string | undefined;
   do {
-    const page = await store.list({ prefix, limit: 5000, ...(cursor === undefined ? {} : { cursor }) });
+    const page = await store.list({ prefix, limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
     for (const key of page.keys) if (wanted.has(key)) existing.add(key);
     const lastListed = page.keys[page.keys.length - 1];
     if (page.cursor === null || (lastListed !== undefined && compareKeys(lastListed, last) > 0)) break;
@@ -149,15 +187,10 @@ export interface CopyOptions {
 export async function copyFiles(store: KeyValueStore, options: CopyOptions): Promise<MigrationReport> {
   const report = emptyReport();
   const keys = options.files.map((file) => targetKey(options.source.prefix, file));
-  const existing = await existingKeys(store, keys);
   let next = 0;
   const copyOne = async (index: number) => {
     const file = options.files[index] as string;
     const key = keys[index] as string;
-    if (existing.has(key)) {
-      report.skipped++;
-      return;
-    }
     try {
       validateKey(key);
       const full = path.join(options.source.root, ...file.split('/'));
@@ -167,6 +200,7 @@ export async function copyFiles(store: KeyValueStore, options: CopyOptions): Pro
       if (stat.size > options.maxValueBytes)
         throw new Error(`larger than the ${options.maxValueBytes}-byte value limit`);
       if (options.dryRun) {
+        // Stored keys were taken out when the page was planned; a dry run writes nothing.
         report.copied++;
         report.bytesCopied += stat.size;
         report.keysCopied.push(key);

@@ -83,7 +83,12 @@ function flatten(actions: Action[]): Action[] {
   return actions.flatMap((action) => (action.compoundActions ? flatten(action.compoundActions) : [action]));
 }
 
-const page = (files: string[], next: string | null = null): SourcePage => ({ exists: true, files, next });
+const page = (files: string[], next: string | null = null, stored = 0): SourcePage => ({
+  exists: true,
+  files,
+  stored,
+  next,
+});
 const result = (copied: string[], skipped = 0): MigrationReport => ({
   copied: copied.length,
   skipped,
@@ -125,10 +130,23 @@ describe('migration orchestrator (replayed histories)', () => {
     const next = await replay(history);
     const lists = flatten(next.actions.flat()).filter((action) => action.functionName === LIST);
     expect(lists.map((action) => action.input.after)).toEqual(['', 'a']);
-    history.push(scheduled(2, LIST), episode(), completed(2, { exists: false, files: [], next: null }));
+    history.push(
+      scheduled(2, LIST),
+      episode(),
+      completed(2, { exists: false, files: [], stored: 0, next: null }),
+    );
     const done = await replay(history);
     expect(done.isDone).toBe(true);
     expect(done.output).toMatchObject({ copied: 1, keysCopied: ['a'] });
+  });
+
+  it('counts files the target already stores as skipped, without copying them', async () => {
+    const history = [...started(), scheduled(0, LIST), episode(), completed(0, page([], null, 40))];
+    const done = await replay(history);
+    expect(done.isDone).toBe(true);
+    expect(flatten(done.actions.flat()).map((action) => action.functionName)).toEqual([LIST]);
+    expect(done.output).toMatchObject({ copied: 0, skipped: 40 });
+    expect(done.customStatus).toEqual({ total: 40, done: 40 });
   });
 
   it('retries a failed activity after its timer and goes on when the retry succeeds', async () => {
