@@ -4,7 +4,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 
 import { stopProcess } from '../support/app';
 
@@ -20,12 +20,19 @@ interface Started {
   url: string;
 }
 
+/** Every start of a test, stopped after it whatever happened (a failed assertion must not leak one). */
+const children: ChildProcess[] = [];
+afterEach(async () => {
+  await Promise.all(children.splice(0).map((child) => stopProcess(child, 'SIGINT')));
+});
+
 function start(cwd: string, env: Record<string, string> = {}): Promise<Started> {
   const child = spawn(process.execPath, [START], {
     cwd,
     env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  children.push(child);
   let output = '';
   child.stdout?.on('data', (data: Buffer) => (output += data.toString()));
   child.stderr?.on('data', (data: Buffer) => (output += data.toString()));
