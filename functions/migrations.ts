@@ -32,8 +32,10 @@ export const COPY_FILES = 'migrationCopyFiles';
 export const PAGE_SIZE = 1000;
 /** Files per copy activity. */
 export const BATCH_SIZE = 100;
-/** Copy activities at once (each copies up to 16 files at once). */
+/** Copy activities at once (each copies up to COPY_CONCURRENCY files at once). */
 export const PARALLEL_BATCHES = 4;
+/** Files one copy activity writes at once: 4 × 8 = 32 writes in flight per migration. */
+export const COPY_CONCURRENCY = 8;
 
 export interface MigrationInput {
   readonly tenant: string;
@@ -66,10 +68,14 @@ function chunk<T>(items: readonly T[], size: number): T[][] {
   return chunks;
 }
 
-/** Transient failures (a storage outage) are retried: 3 attempts, 0.5 s then 1 s apart. */
+/**
+ * Transient failures (a storage outage, an overloaded account) are retried: 5 attempts, 1, 2, 4
+ * and 8 s apart, so that a long migration rides out a minute of trouble instead of failing.
+ */
 function retryOptions(): df.RetryOptions {
-  const options = new df.RetryOptions(500, 3);
+  const options = new df.RetryOptions(1000, 5);
   options.backoffCoefficient = 2;
+  options.maxRetryIntervalInMilliseconds = 10_000;
   return options;
 }
 
@@ -134,6 +140,7 @@ export const copyFilesActivity: ActivityHandler = (input: CopyInput) => {
     files: input.files,
     dryRun: input.dryRun,
     maxValueBytes: services.config.maxValueBytes,
+    concurrency: COPY_CONCURRENCY,
   });
 };
 

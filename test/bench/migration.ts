@@ -32,7 +32,7 @@ async function makeTree(files: number, perFolder = 100): Promise<{ root: string;
   return { root, paths };
 }
 
-export async function runMigrationBench(): Promise<string> {
+export async function runMigrationBench(progress: (line: string) => void = () => {}): Promise<string> {
   const azurite = await startAzurite();
   const ops = newTenant('ops', true);
   const app = await startApp(
@@ -81,8 +81,11 @@ export async function runMigrationBench(): Promise<string> {
   });
   const rawRate = small.paths.length / raw.seconds;
 
+  progress(`raw: ${fixed(raw.seconds, 2)} s`);
   const first = await migrate('bench-a', small.root);
+  progress(`first migration: ${fixed(first.seconds, 2)} s`);
   const second = await migrate('bench-a', small.root);
+  progress(`second migration: ${fixed(second.seconds, 2)} s`);
   if (first.report.copied !== 5000 || second.report.skipped !== 5000) {
     throw new Error(`unexpected reports: ${JSON.stringify([first.report, second.report])}`);
   }
@@ -91,6 +94,7 @@ export async function runMigrationBench(): Promise<string> {
   const rss = watchRss(app.child.pid ?? 0);
   const big = await migrate('bench-b', large.root);
   const peak = rss.stop();
+  progress(`50,000 files: ${fixed(big.seconds, 1)} s, peak RSS ${fixed(peak, 0)} MB`);
 
   await app.stop();
   await azurite.stop();

@@ -6,7 +6,7 @@ import { runCoordinationBench } from './coordination';
 import { runKvBench } from './kv';
 import { runMigrationBench } from './migration';
 
-const benches: Record<string, () => Promise<string>> = {
+const benches: Record<string, (progress: (line: string) => void) => Promise<string>> = {
   coordination: runCoordinationBench,
   kv: runKvBench,
   migration: runMigrationBench,
@@ -20,7 +20,7 @@ async function main(): Promise<void> {
       throw new Error(`unknown benchmark ${name}; known: ${Object.keys(benches).join(', ')}`);
     const started = Date.now();
     console.log(`## ${name} (node ${process.version}, ${new Date().toISOString()})\n`);
-    console.log(await bench());
+    console.log(await bench((line) => console.error(`  ${line}`)));
     console.log(`\n(${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
   }
 }

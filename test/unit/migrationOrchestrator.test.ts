@@ -103,7 +103,7 @@ describe('migration orchestrator (replayed histories)', () => {
     expect(first.isDone).toBe(false);
     const [list] = flatten(first.actions.flat());
     expect(list).toMatchObject({ actionType: 1, functionName: LIST, input: { after: '', limit: 1000 } });
-    expect(list?.retryOptions?.maxNumberOfAttempts).toBe(3);
+    expect(list?.retryOptions?.maxNumberOfAttempts).toBe(5);
 
     const files = Array.from({ length: 250 }, (_, i) => `f${String(i).padStart(3, '0')}`);
     const history = [...started(), scheduled(0, LIST), episode(), completed(0, page(files))];
@@ -172,7 +172,10 @@ describe('migration orchestrator (replayed histories)', () => {
       failed(2),
       ...timer(3),
     ];
-    history.push(failed(4), ...timer(5));
+    history.push(failed(4), ...timer(5), failed(6), ...timer(7));
+    // Four failed attempts: the fifth is still to come.
+    expect((await replay(history)).isDone).toBe(false);
+    history.push(failed(8), ...timer(9));
     const failure = await replay(history).then(
       () => undefined,
       (error: unknown) => error as Error,
