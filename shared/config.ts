@@ -79,6 +79,15 @@ export const SETTINGS = {
     description:
       'NCRONTAB schedule (six fields, seconds first) of the emailWindowPoll timer (default 0 */1 * * * *: every minute).',
   },
+  CAIRN_TABLE_ENDPOINT: {
+    requiredIn: 'blob',
+    description:
+      'Table service URL (e.g. https://<account>.table.core.windows.net) of the session index; credentials as for Blob (CAIRN_STORAGE_ACCOUNT_KEY for Azurite, else AZURE_CLIENT_ID). Unset: the session routes answer 500 naming this setting (npm start sets it to its Azurite).',
+  },
+  CAIRN_SESSION_TABLE: {
+    description:
+      'Name of the table of the session index (default cairnsessions; 3-63 letters and digits, starting with a letter; created when missing).',
+  },
 } as const satisfies Record<string, SettingDoc>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -135,6 +144,31 @@ export interface Config {
   readonly storageTimeoutMs: number;
   readonly logLevel: string;
   readonly emailPoll: EmailPollConfig;
+  readonly sessionIndex: SessionIndexConfig;
+}
+
+/** The session index (Azure Table Storage). */
+export interface SessionIndexConfig {
+  readonly tableName: string;
+  /** Unset: the session routes cannot work and answer 500 naming CAIRN_TABLE_ENDPOINT. */
+  readonly tableService?: StorageServiceConfig;
+}
+
+export const DEFAULT_SESSION_TABLE = 'cairnsessions';
+const TABLE_NAME = /^[A-Za-z][A-Za-z0-9]{2,62}$/;
+
+function sessionIndexFrom(env: Env): SessionIndexConfig {
+  const tableName = read(env, 'CAIRN_SESSION_TABLE') ?? DEFAULT_SESSION_TABLE;
+  if (!TABLE_NAME.test(tableName)) {
+    throw new ConfigurationError(
+      'CAIRN_SESSION_TABLE',
+      'must be 3-63 letters or digits, starting with a letter',
+    );
+  }
+  const endpoint = read(env, 'CAIRN_TABLE_ENDPOINT');
+  if (endpoint === undefined) return { tableName };
+  parse('CAIRN_TABLE_ENDPOINT', httpUrl, endpoint);
+  return { tableName, tableService: storageServiceFrom(env, endpoint) };
 }
 
 type Env = Record<string, string | undefined>;
@@ -327,6 +361,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     read(env, 'CAIRN_LOG_LEVEL'),
   );
   const emailPoll = emailPollFrom(env);
+  const sessionIndex = sessionIndexFrom(env);
   return {
     backend,
     dataDir,
@@ -336,5 +371,6 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     storageTimeoutMs,
     logLevel,
     emailPoll,
+    sessionIndex,
   };
 }

@@ -116,6 +116,24 @@ export class StorageUnavailableError extends CairnError {
   }
 }
 
+/**
+ * A checkpoint references objects that are not stored (or not with the size it needs). `missing`
+ * lists their object keys (the first 1,000; `missingCount` says how many in all).
+ */
+export class MissingObjectsError extends CairnError {
+  readonly code = 'missing_objects';
+  readonly fault = 'caller';
+  constructor(
+    readonly missing: readonly string[],
+    readonly missingCount = missing.length,
+  ) {
+    super(
+      `${missingCount} referenced object(s) are not stored or have the wrong size; upload them, then publish again`,
+      { missing: missing.slice(0, 1000), missingCount },
+    );
+  }
+}
+
 /** Stored bytes failed their hash. */
 export class IntegrityError extends CairnError {
   readonly code = 'integrity_error';

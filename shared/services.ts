@@ -1,6 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { createSessionArchive } from './archive/createSessionArchive';
+import type { SessionArchive } from './archive/sessionArchive';
 import { Authenticator } from './auth';
 import { type Config, loadConfig } from './config';
 import { ChatCursorCache } from './coordination/chatCursorCache';
@@ -30,6 +32,8 @@ export interface Services {
   readonly chatCursorCache: ChatCursorCache;
   /** The email-window queue; undefined when CAIRN_QUEUE_ENDPOINT is not set. */
   readonly emailWindowQueue?: EmailWindowQueue;
+  /** Session archives; undefined when CAIRN_TABLE_ENDPOINT (the session index) is not set. */
+  readonly sessionArchive?: SessionArchive;
 }
 
 export function createServices(config: Config): Services {
@@ -53,6 +57,7 @@ export function createServices(config: Config): Services {
           createQueueServiceClient(queueService, config.storageTimeoutMs).getQueueClient(queueName),
           config.storageTimeoutMs,
         );
+  const sessionArchive = createSessionArchive(config, blobService);
   return {
     config,
     version: packageVersion(),
@@ -61,6 +66,7 @@ export function createServices(config: Config): Services {
     emailPollRegistry: new EmailPollTenantRegistry(kvStores),
     chatCursorCache: new ChatCursorCache(),
     ...(emailWindowQueue === undefined ? {} : { emailWindowQueue }),
+    ...(sessionArchive === undefined ? {} : { sessionArchive }),
   };
 }
 

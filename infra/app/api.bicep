@@ -163,6 +163,8 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     CAIRN_BLOB_CONTAINER: blobContainerBase
     // The email-window queue of the emailWindowPoll timer (same account, same identity).
     CAIRN_QUEUE_ENDPOINT: storageAccount.properties.primaryEndpoints.queue
+    // The session index of the archives (Azure Table Storage; same account, same identity).
+    CAIRN_TABLE_ENDPOINT: storageAccount.properties.primaryEndpoints.table
     // Entra ID bearer tokens are the only credential accepted in Azure.
     CAIRN_AUTH_ISSUER: authIssuer
     CAIRN_AUTH_AUDIENCE: authAudience

@@ -3,11 +3,14 @@
  * The `cairn` command: tools that call a Cairn service over HTTP (CAIRN_URL, CAIRN_KEY).
  *   cairn migrate --tenant <t> --from <dir>[:<prefix>] ... [--dry-run]
  *   cairn persona push|pull --dir <folder> [--prefix claude_memory]
+ *   cairn checkpoint publish <dir> --session <id> | restore --session <id> <dir>   (shared/client/cli.ts)
  */
+import { runCheckpointCommand } from '../client/cli';
 import { runMigrateCommand } from './migrateCommand';
 import { runPersonaCommand } from './personaCommand';
 
 const COMMANDS: Record<string, typeof runMigrateCommand> = {
+  checkpoint: runCheckpointCommand,
   migrate: runMigrateCommand,
   persona: runPersonaCommand,
 };

@@ -90,6 +90,17 @@ async function main(): Promise<void> {
     process.env['CAIRN_STORAGE_ACCOUNT_KEY'] ??= AZURITE_ACCOUNT_KEY;
   }
   handEmailWindowQueue(azurite);
+  // The session index (Azure Table Storage) on this Azurite too, under the queue's credential rule.
+  const tableKey = process.env['CAIRN_STORAGE_ACCOUNT_KEY'];
+  const tableBlobEndpoint = process.env['CAIRN_BLOB_ENDPOINT']?.replace(/\/+$/, '');
+  if (
+    !process.env['CAIRN_TABLE_ENDPOINT'] &&
+    (!tableKey || tableKey === AZURITE_ACCOUNT_KEY) &&
+    (!tableBlobEndpoint || tableBlobEndpoint === azurite.blobEndpoint)
+  ) {
+    process.env['CAIRN_TABLE_ENDPOINT'] = azurite.tableEndpoint;
+    process.env['CAIRN_STORAGE_ACCOUNT_KEY'] = AZURITE_ACCOUNT_KEY;
+  }
 
   let keyText: string | undefined;
   if (!process.env['CAIRN_API_KEYS'] && !process.env['CAIRN_AUTH_ISSUER']) {

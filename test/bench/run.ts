@@ -2,11 +2,13 @@
  * `npm run bench -- <name>...`: runs the named benchmarks (all when none is named) and prints
  * their markdown tables. Each starts its own Azurite and apps; nothing else needs to run.
  */
+import { runArchiveBench } from './archive';
 import { runCoordinationBench } from './coordination';
 import { runKvBench } from './kv';
 import { runMigrationBench } from './migration';
 
 const benches: Record<string, (progress: (line: string) => void) => Promise<string>> = {
+  archive: runArchiveBench,
   coordination: runCoordinationBench,
   kv: runKvBench,
   migration: runMigrationBench,

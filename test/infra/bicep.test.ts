@@ -229,6 +229,7 @@ const PLACEHOLDERS = {
   AZURE_CLIENT_ID: '11111111-2222-3333-4444-555555555555',
   CAIRN_BLOB_ENDPOINT: 'https://stplaceholder.blob.core.windows.net/',
   CAIRN_QUEUE_ENDPOINT: 'https://stplaceholder.queue.core.windows.net/',
+  CAIRN_TABLE_ENDPOINT: 'https://stplaceholder.table.core.windows.net/',
   CAIRN_AUTH_ISSUER: 'https://login.microsoftonline.com/66666666-7777-8888-9999-000000000000/v2.0',
   CAIRN_AUTH_AUDIENCE: 'api://cairn-placeholder',
   CAIRN_AUTH_JWKS_URI:

@@ -1,0 +1,152 @@
+import { z } from 'zod';
+
+import { InvalidArgumentError } from '../errors';
+import { validateKey } from '../keys';
+import { ID_RULE, isValidId, LATEST, MAX_DATA_BYTES, MAX_FILES_PER_CHECKPOINT } from './identifiers';
+
+/**
+ * Checkpoint manifests (API.md §4). A manifest is the commit point of a checkpoint: it is stored
+ * immutably under `checkpoints/<checkpointId>` only after every object it references is stored.
+ */
+
+export interface ManifestFile {
+  readonly path: string;
+  readonly generation: string;
+  readonly size: number;
+  /** Lowercase hex SHA-256 of the whole file. */
+  readonly sha256: string;
+}
+
+/** What a publisher sends. */
+export interface PublishRequest {
+  readonly checkpointId: string;
+  readonly parent: string | null;
+  readonly files: readonly ManifestFile[];
+  readonly data: Record<string, unknown> | null;
+}
+
+/** What is stored and read back. */
+export interface Manifest extends PublishRequest {
+  /** RFC 3339 UTC, set when the manifest was first stored. */
+  readonly createdAt: string;
+}
+
+const id = z.string({ error: ID_RULE }).refine(isValidId, ID_RULE);
+
+const path = z.string({ error: 'must be a key as in API.md §3' }).superRefine((value, context) => {
+  try {
+    validateKey(value, 'path');
+  } catch (error) {
+    context.addIssue({
+      code: 'custom',
+      message: error instanceof InvalidArgumentError ? error.message.replace(/^path: /, '') : 'is invalid',
+    });
+  }
+});
+
+const manifestFile = z.strictObject({
+  path,
+  generation: id,
+  size: z
+    .number({ error: 'must be a whole number of bytes' })
+    .int('must be a whole number of bytes')
+    .min(0, 'must not be negative')
+    .max(Number.MAX_SAFE_INTEGER, 'is too large'),
+  sha256: z
+    .string({ error: 'must be the hex SHA-256 of the whole file' })
+    .regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the whole file (64 hex digits)')
+    .transform((value) => value.toLowerCase()),
+});
+
+/**
+ * The publish body: unknown fields are refused, every problem names its field (`files.3.size`).
+ * Paths and generations are unique within a checkpoint; `data` is a JSON object of at most 16 KiB.
+ */
+export const publishRequestSchema: z.ZodType<PublishRequest> = z
+  .strictObject({
+    checkpointId: id.refine(
+      (value) => value !== LATEST,
+      `must not be "${LATEST}" (it names the latest checkpoint)`,
+    ),
+    parent: id.nullable().default(null),
+    files: z
+      .array(manifestFile, { error: 'must be an array of files' })
+      .max(MAX_FILES_PER_CHECKPOINT, `must hold at most ${MAX_FILES_PER_CHECKPOINT} files`),
+    data: z
+      .record(z.string(), z.unknown(), { error: 'must be a JSON object' })
+      .nullable()
+      .default(null)
+      .refine(
+        (value) => value === null || Buffer.byteLength(JSON.stringify(value), 'utf8') <= MAX_DATA_BYTES,
+        `must be at most ${MAX_DATA_BYTES} bytes of JSON`,
+      ),
+  })
+  .superRefine((request, context) => {
+    const paths = new Set<string>();
+    const generations = new Set<string>();
+    for (const [index, file] of request.files.entries()) {
+      if (paths.has(file.path)) {
+        context.addIssue({ code: 'custom', path: ['files', index, 'path'], message: 'is listed twice' });
+      }
+      if (generations.has(file.generation)) {
+        context.addIssue({
+          code: 'custom',
+          path: ['files', index, 'generation'],
+          message: 'is used by another file of this checkpoint',
+        });
+      }
+      paths.add(file.path);
+      generations.add(file.generation);
+    }
+  });
+
+/** Parses a publish request, throwing InvalidArgumentError that names the first bad field. */
+export function parsePublishRequest(value: unknown): PublishRequest {
+  const result = publishRequestSchema.safeParse(value);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  if (issue?.code === 'unrecognized_keys') {
+    throw new InvalidArgumentError(
+      [...issue.path, issue.keys[0] ?? ''].map(String).join('.'),
+      'is not a known field',
+    );
+  }
+  const field = issue === undefined || issue.path.length === 0 ? 'body' : issue.path.map(String).join('.');
+  throw new InvalidArgumentError(field, issue?.message ?? 'is invalid');
+}
+
+/** Everything but `createdAt`, in a canonical form: equal iff two publishes are the same checkpoint. */
+export function manifestIdentity(request: PublishRequest): string {
+  return stableJson({
+    checkpointId: request.checkpointId,
+    parent: request.parent,
+    files: request.files.map(({ path: filePath, generation, size, sha256 }) => ({
+      path: filePath,
+      generation,
+      size,
+      sha256: sha256.toLowerCase(),
+    })),
+    data: request.data,
+  });
+}
+
+/** JSON with object keys sorted, so that key order never makes two equal values differ. */
+function stableJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, inner]) => inner !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([key, inner]) => `${JSON.stringify(key)}:${stableJson(inner)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+export function serializeManifest(manifest: Manifest): Buffer {
+  const { checkpointId, parent, createdAt, files, data } = manifest;
+  return Buffer.from(JSON.stringify({ checkpointId, parent, createdAt, files, data }), 'utf8');
+}
+
+export function deserializeManifest(bytes: Buffer): Manifest {
+  return JSON.parse(bytes.toString('utf8')) as Manifest;
+}

@@ -1,0 +1,400 @@
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+
+import {
+  ConflictError,
+  ForbiddenError,
+  IntegrityError,
+  InternalError,
+  MissingObjectsError,
+  NotFoundError,
+} from '../errors';
+import { validateKey } from '../keys';
+import type { ImmutableObjectStore, ObjectInfo } from '../storage/immutableObjectStore';
+import type { SessionIndex, SessionPage, SessionRecord } from '../storage/sessionIndex';
+import {
+  BLOCK_BYTES,
+  blockKey,
+  checkObjectSize,
+  LATEST,
+  parseObjectKey,
+  tailKey,
+  validateId,
+} from './identifiers';
+import {
+  deserializeManifest,
+  type Manifest,
+  type ManifestFile,
+  manifestIdentity,
+  type PublishRequest,
+  serializeManifest,
+} from './manifest';
+
+/**
+ * Session archives (brain's `persistence.Archive`): objects, checkpoint manifests, the `latest`
+ * pointer and the session index, for one tenant at a time.
+ *
+ * Store layout, per session `<sid>`: `<sid>/blocks/<generation>/<index>`, `<sid>/tails/<checkpointId>/<generation>`,
+ * `<sid>/checkpoints/<checkpointId>` (the manifest), `<sid>/latest` (the pointer).
+ *
+ * Promises:
+ * - Tenancy: a session belongs to the tenant that first writes to it (decided by the index before
+ *   any byte is written); another tenant's write is ForbiddenError `tenant mismatch`, its read is
+ *   NotFoundError, exactly as for a session that does not exist.
+ * - Publish order: objects (uploaded by the client beforehand) → the immutable manifest (only when
+ *   every referenced object is stored with the right size) → `latest`, moved only from `parent` →
+ *   the session index. A failure at any step leaves the previous checkpoint readable and complete;
+ *   publishing the same request again completes the checkpoint (every step is idempotent).
+ * - Restore streams a file block by block (a bounded read-ahead, never the whole file) and checks
+ *   the size of every object and the SHA-256 of the whole file; a mismatch is IntegrityError,
+ *   raised before the last bytes are released.
+ * - Absent is NotFoundError, a storage fault StorageUnavailableError: never confused.
+ */
+export class SessionArchive {
+  constructor(
+    private readonly objects: ImmutableObjectStore,
+    private readonly index: SessionIndex,
+    private readonly options: { readAhead?: number; checkConcurrency?: number } = {},
+  ) {}
+
+  /** Stores one block or tail. Idempotent: the same bytes again are `created: false`. */
+  async putObject(
+    tenant: string,
+    sessionId: string,
+    objectKey: string,
+    bytes: Buffer,
+  ): Promise<{ created: boolean }> {
+    validateId(sessionId, 'sessionId');
+    checkObjectSize(parseObjectKey(objectKey), bytes.length);
+    await this.claimForWrite(tenant, sessionId);
+    return this.objects.put(`${sessionId}/${objectKey}`, bytes);
+  }
+
+  async getObject(tenant: string, sessionId: string, objectKey: string): Promise<Buffer> {
+    validateId(sessionId, 'sessionId');
+    parseObjectKey(objectKey);
+    await this.checkReadable(tenant, sessionId);
+    const bytes = await this.objects.get(`${sessionId}/${objectKey}`);
+    if (bytes === null) throw new NotFoundError(`no object ${objectKey} in session ${sessionId}`);
+    return bytes;
+  }
+
+  /**
+   * Publishes a checkpoint (see the class comment for the order). Returns the new `latest`.
+   * A stale publisher (`latest` is not `parent`) gets ConflictError with `latest` in its details.
+   */
+  async publishCheckpoint(
+    tenant: string,
+    sessionId: string,
+    request: PublishRequest,
+  ): Promise<{ checkpointId: string; latest: string }> {
+    validateId(sessionId, 'sessionId');
+    const { checkpointId, parent } = request;
+    if ((await this.index.ownerOf(sessionId)) === null) {
+      // Nobody has written to the session, so no object of it is stored (objects are written only
+      // once the session is owned): refuse a checkpoint that needs any before claiming anything,
+      // so that this failed request writes nothing.
+      const missing = referencedObjects(checkpointId, request.files);
+      if (missing.count > 0) throw new MissingObjectsError(missing.keys, missing.count);
+    }
+    await this.claimForWrite(tenant, sessionId);
+    const manifestKey = `${sessionId}/checkpoints/${checkpointId}`;
+    const latestKey = `${sessionId}/latest`;
+
+    // Independent reads, at once: a retry's manifest, the current latest, the parent's manifest.
+    const [stored, latest, parentManifest] = await Promise.all([
+      this.storedManifest(manifestKey, request),
+      this.objects.readPointer(latestKey),
+      parent === null ? null : this.objects.get(`${sessionId}/checkpoints/${parent}`),
+    ]);
+    let manifest = stored;
+    if (manifest === null) {
+      // Tell a stale publisher early, before it leaves a manifest nobody will point to.
+      if (latest !== parent && latest !== checkpointId) throw staleParent(latest);
+      const verified = parentManifest === null ? new Map<string, number>() : verifiedBlocks(parentManifest);
+      const missing = await this.findMissingObjects(sessionId, checkpointId, request.files, verified);
+      if (missing.count > 0) throw new MissingObjectsError(missing.keys, missing.count);
+      const fresh: Manifest = { ...request, createdAt: new Date().toISOString() };
+      const { created } = await this.objects
+        .put(manifestKey, serializeManifest(fresh))
+        .catch(async (error: unknown) => {
+          // A concurrent publisher of the same checkpoint id stored its manifest first.
+          if ((await this.storedManifest(manifestKey, request)) !== null) return { created: false };
+          throw error;
+        });
+      manifest = created ? fresh : await this.storedManifest(manifestKey, request);
+      if (manifest === null) throw new InternalError('the stored manifest disappeared');
+    }
+
+    const swap = await this.objects.swapPointer(latestKey, parent, checkpointId);
+    // Already moved to this checkpoint: a retry of a publish that got this far.
+    if (!swap.swapped && swap.current !== checkpointId) throw staleParent(swap.current);
+
+    await this.recordInIndex(tenant, sessionId, manifest);
+    return { checkpointId, latest: checkpointId };
+  }
+
+  /** The manifest of `checkpointId`, or of the latest checkpoint for `latest`. */
+  async readManifest(tenant: string, sessionId: string, checkpointId: string): Promise<Manifest> {
+    validateId(sessionId, 'sessionId');
+    if (checkpointId !== LATEST) validateId(checkpointId, 'checkpointId');
+    await this.checkReadable(tenant, sessionId);
+    let id = checkpointId;
+    if (checkpointId === LATEST) {
+      const latest = await this.objects.readPointer(`${sessionId}/latest`);
+      if (latest === null) throw new NotFoundError(`session ${sessionId} has no checkpoint yet`);
+      id = latest;
+    }
+    const bytes = await this.objects.get(`${sessionId}/checkpoints/${id}`);
+    if (bytes === null) {
+      // `latest` only ever points at a stored manifest (publish order): its absence is a fault.
+      if (checkpointId === LATEST)
+        throw new IntegrityError(`latest names checkpoint ${id}, which is not stored`);
+      throw new NotFoundError(`no checkpoint ${id} in session ${sessionId}`);
+    }
+    return deserializeManifest(bytes);
+  }
+
+  /**
+   * One file of a checkpoint as a stream of its bytes. Missing or wrongly sized objects are found
+   * before the stream starts (IntegrityError, one list per generation); a hash mismatch fails the
+   * stream before its last chunk.
+   */
+  async restoreFile(
+    tenant: string,
+    sessionId: string,
+    checkpointId: string,
+    path: string,
+  ): Promise<{ manifest: Manifest; file: ManifestFile; stream: Readable }> {
+    validateKey(path, 'path');
+    const manifest = await this.readManifest(tenant, sessionId, checkpointId);
+    const file = manifest.files.find((candidate) => candidate.path === path);
+    if (file === undefined) throw new NotFoundError(`no file ${path} in checkpoint ${manifest.checkpointId}`);
+    const missing = await this.findMissingObjects(sessionId, manifest.checkpointId, [file], new Map());
+    if (missing.count > 0) {
+      throw new IntegrityError(`stored objects of ${path} are missing or damaged`, {
+        missing: missing.keys.slice(0, 100),
+        missingCount: missing.count,
+      });
+    }
+    const stream = Readable.from(this.fileBytes(sessionId, manifest.checkpointId, file), {
+      objectMode: false,
+    });
+    return { manifest, file, stream };
+  }
+
+  async getSession(tenant: string, sessionId: string): Promise<SessionRecord> {
+    validateId(sessionId, 'sessionId');
+    const record = await this.index.get(tenant, sessionId);
+    if (record === null) throw new NotFoundError(`no session ${sessionId} in the index`);
+    return record;
+  }
+
+  async listSessions(tenant: string, options: { after?: string; limit: number }): Promise<SessionPage> {
+    return this.index.list(tenant, options);
+  }
+
+  /** The caller must own the session, or become its owner now (first writer wins). */
+  private async claimForWrite(tenant: string, sessionId: string): Promise<void> {
+    const owner = await this.index.claim(sessionId, tenant);
+    if (owner !== tenant) throw new ForbiddenError('tenant mismatch');
+  }
+
+  /** Another tenant's session answers exactly as an absent one. */
+  private async checkReadable(tenant: string, sessionId: string): Promise<void> {
+    const owner = await this.index.ownerOf(sessionId);
+    if (owner !== tenant) throw new NotFoundError(`no session ${sessionId}`);
+  }
+
+  /** The stored manifest when it is this very request (a retry); null when none; 409 when another. */
+  private async storedManifest(manifestKey: string, request: PublishRequest): Promise<Manifest | null> {
+    const bytes = await this.objects.get(manifestKey);
+    if (bytes === null) return null;
+    const stored = deserializeManifest(bytes);
+    if (manifestIdentity(stored) !== manifestIdentity(request)) {
+      throw new ConflictError(
+        `a different manifest is stored under checkpoint ${request.checkpointId}; publish under a new checkpoint id`,
+      );
+    }
+    return stored;
+  }
+
+  /**
+   * The object keys a set of files needs that are absent or of the wrong size. Blocks `0 … n-1` of
+   * a generation in `verified` were checked when an earlier checkpoint was published (objects are
+   * immutable and never deleted), so only later blocks are checked: a few by one probe each, more
+   * by one listing of the generation (2,000 blocks cost one or two list requests, not 2,000
+   * probes). The checkpoint's tails are checked by one listing.
+   */
+  private async findMissingObjects(
+    sessionId: string,
+    checkpointId: string,
+    files: readonly ManifestFile[],
+    verified: ReadonlyMap<string, number>,
+  ): Promise<MissingKeys> {
+    const missing = new MissingKeys();
+    const concurrency = this.options.checkConcurrency ?? 8;
+    const toCheck = files
+      .map((file) => {
+        const blocks = Math.floor(file.size / BLOCK_BYTES);
+        return { file, from: Math.min(verified.get(file.generation) ?? 0, blocks), blocks };
+      })
+      .filter(({ from, blocks }) => from < blocks);
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: Math.min(concurrency, toCheck.length) }, async () => {
+        while (next < toCheck.length) {
+          const check = toCheck[next++];
+          if (check === undefined) break;
+          const { file, from, blocks } = check;
+          const prefix = `${sessionId}/blocks/${file.generation}/`;
+          let sizes: Map<string, number>;
+          if (blocks - from <= PROBE_AT_MOST) {
+            const probes = Array.from({ length: blocks - from }, (_, offset) => from + offset);
+            const found = await Promise.all(probes.map((index) => this.objects.head(`${prefix}${index}`)));
+            sizes = new Map(probes.map((index, position) => [String(index), found[position]?.size ?? -1]));
+          } else {
+            sizes = await sizesByName(this.objects.list(prefix), prefix);
+          }
+          // Bounded by what is stored plus the keys reported, whatever size the manifest claims.
+          let present = 0;
+          for (const [name, size] of sizes) {
+            const index = Number(name);
+            if (size === BLOCK_BYTES && String(index) === name && index >= from && index < blocks) present++;
+          }
+          missing.count += blocks - from - present;
+          for (let index = from; index < blocks && missing.keys.length < MissingKeys.LISTED; index++) {
+            if (sizes.get(String(index)) !== BLOCK_BYTES) missing.keys.push(blockKey(file.generation, index));
+          }
+        }
+      }),
+    );
+    const withTails = files.filter((file) => file.size % BLOCK_BYTES > 0);
+    if (withTails.length > 0) {
+      const prefix = `${sessionId}/tails/${checkpointId}/`;
+      const sizes = await sizesByName(this.objects.list(prefix), prefix);
+      for (const file of withTails) {
+        if (sizes.get(file.generation) !== file.size % BLOCK_BYTES)
+          missing.add(tailKey(checkpointId, file.generation));
+      }
+    }
+    missing.keys.sort();
+    return missing;
+  }
+
+  /**
+   * Records the checkpoint in the index if it is still the latest when the record is written (a
+   * compare-and-swap on the record, re-checking `latest` after each read): concurrent publishers
+   * converge on the true latest, whichever finishes last.
+   */
+  private async recordInIndex(tenant: string, sessionId: string, manifest: Manifest): Promise<void> {
+    await this.index.update(tenant, sessionId, async (current) => {
+      if (current?.checkpointId === manifest.checkpointId) return null;
+      const latest = await this.objects.readPointer(`${sessionId}/latest`);
+      if (latest !== manifest.checkpointId) return null;
+      return {
+        id: sessionId,
+        checkpointId: manifest.checkpointId,
+        updatedAt: new Date().toISOString(),
+        data: manifest.data,
+      };
+    });
+  }
+
+  /** The bytes of one file, read ahead a bounded number of objects, verified as they pass. */
+  private async *fileBytes(
+    sessionId: string,
+    checkpointId: string,
+    file: ManifestFile,
+  ): AsyncGenerator<Buffer> {
+    const blocks = Math.floor(file.size / BLOCK_BYTES);
+    const tailBytes = file.size % BLOCK_BYTES;
+    const keys = Array.from({ length: blocks }, (_, index) => blockKey(file.generation, index));
+    if (tailBytes > 0) keys.push(tailKey(checkpointId, file.generation));
+    const readAhead = this.options.readAhead ?? 16;
+    const pending: Promise<Buffer | null>[] = [];
+    let launched = 0;
+    const hash = createHash('sha256');
+    for (let position = 0; position < keys.length; position++) {
+      while (launched < keys.length && pending.length < readAhead) {
+        const read = this.objects.get(`${sessionId}/${keys[launched++] ?? ''}`);
+        // Awaited in order below; the no-op handler keeps a failure of a later read from being
+        // reported as unhandled while an earlier one is awaited.
+        read.catch(() => undefined);
+        pending.push(read);
+      }
+      const key = keys[position] ?? '';
+      const bytes = await pending.shift();
+      const expected = position < blocks ? BLOCK_BYTES : tailBytes;
+      if (bytes === null || bytes === undefined || bytes.length !== expected) {
+        throw new IntegrityError(`object ${key} of ${file.path} is missing or has the wrong size`);
+      }
+      hash.update(bytes);
+      if (position === keys.length - 1) checkDigest(hash.digest('hex'), file);
+      yield bytes;
+    }
+    if (keys.length === 0) checkDigest(hash.digest('hex'), file);
+  }
+}
+
+/** Missing object keys: how many in all, and the first {@link MissingKeys.LISTED} of them. */
+class MissingKeys {
+  static readonly LISTED = 1000;
+  readonly keys: string[] = [];
+  count = 0;
+
+  add(key: string): void {
+    this.count++;
+    if (this.keys.length < MissingKeys.LISTED) this.keys.push(key);
+  }
+}
+
+/** Every object key the files of a checkpoint reference (the first 1,000, sorted; all counted). */
+function referencedObjects(checkpointId: string, files: readonly ManifestFile[]): MissingKeys {
+  const missing = new MissingKeys();
+  for (const file of files) {
+    const blocks = Math.floor(file.size / BLOCK_BYTES);
+    missing.count += blocks;
+    for (let index = 0; index < blocks && missing.keys.length < MissingKeys.LISTED; index++) {
+      missing.keys.push(blockKey(file.generation, index));
+    }
+    if (file.size % BLOCK_BYTES > 0) missing.add(tailKey(checkpointId, file.generation));
+  }
+  missing.keys.sort();
+  return missing;
+}
+
+/** New blocks up to this many are probed one by one; more are checked by listing the generation. */
+const PROBE_AT_MOST = 4;
+
+/** Generation → number of full blocks a stored (hence verified) manifest references. */
+function verifiedBlocks(manifestBytes: Buffer): Map<string, number> {
+  const verified = new Map<string, number>();
+  for (const file of deserializeManifest(manifestBytes).files) {
+    verified.set(file.generation, Math.floor(file.size / BLOCK_BYTES));
+  }
+  return verified;
+}
+
+function checkDigest(actual: string, file: ManifestFile): void {
+  if (actual !== file.sha256) {
+    throw new IntegrityError(
+      `the bytes of ${file.path} do not match its SHA-256; the stored archive is damaged`,
+    );
+  }
+}
+
+function staleParent(latest: string | null): ConflictError {
+  return new ConflictError(
+    latest === null
+      ? 'the session has no checkpoint yet: publish with parent null'
+      : `the latest checkpoint is ${latest}, not the parent given: rebase on it and publish again`,
+    { latest },
+  );
+}
+
+async function sizesByName(items: AsyncIterable<ObjectInfo>, prefix: string): Promise<Map<string, number>> {
+  const sizes = new Map<string, number>();
+  for await (const item of items) sizes.set(item.key.slice(prefix.length), item.size);
+  return sizes;
+}

@@ -1,0 +1,183 @@
+import type { BlockBlobClient, ContainerClient } from '@azure/storage-blob';
+
+import { validateKey } from '../keys';
+import { isConditionFailure, isNotFound, translateAzureError } from './azureErrors';
+import {
+  checkObject,
+  checkPointerValue,
+  checkPrefix,
+  type ImmutableObjectStore,
+  ObjectExistsError,
+  type ObjectInfo,
+  type PutResult,
+  type SwapResult,
+} from './immutableObjectStore';
+
+const OCTET_STREAM = { blobContentType: 'application/octet-stream' };
+/** Azure's largest list page: 2,000 blocks are checked with one request. */
+const LIST_PAGE_SIZE = 5000;
+
+/**
+ * The Azure Blob implementation: key `k` is the blob `<namePrefix>k` in one container (CAIRN_BLOB_CONTAINER
+ * itself, names under `sessions/`), created on the first write.
+ *
+ * - `put` is one create-only upload (`If-None-Match: *`). Azure answers 409 BlobAlreadyExists (or
+ *   412) when the blob exists; then the stored bytes are read and compared, so that a retry of the
+ *   same bytes succeeds and different bytes are refused.
+ * - A pointer moves by If-Match on the ETag of the version whose value was compared (never
+ *   `If-Match: *`, which Azurite ignores on an absent blob); its first value is create-only.
+ * - Every operation has the CAIRN_STORAGE_TIMEOUT_MS deadline and Azure errors are translated once:
+ *   404 is absent, timeouts and 5xx are StorageUnavailableError (503), never absent.
+ */
+export class BlobImmutableObjectStore implements ImmutableObjectStore {
+  constructor(
+    private readonly container: ContainerClient,
+    private readonly namePrefix: string,
+    private readonly timeoutMs: number,
+    /** Tests make it small to prove that listing follows continuations. */
+    private readonly listPageSize = LIST_PAGE_SIZE,
+  ) {}
+
+  async put(key: string, bytes: Buffer): Promise<PutResult> {
+    checkObject(key, bytes);
+    const blob = this.blob(key);
+    return this.call(async (abortSignal) => {
+      if (await this.create(blob, bytes, abortSignal)) return { created: true };
+      const stored = await this.download(blob, abortSignal);
+      if (stored === null || !stored.value.equals(bytes)) throw new ObjectExistsError(key);
+      return { created: false };
+    });
+  }
+
+  async get(key: string): Promise<Buffer | null> {
+    const blob = this.blob(key);
+    return this.call(async (abortSignal) => (await this.download(blob, abortSignal))?.value ?? null);
+  }
+
+  async head(key: string): Promise<ObjectInfo | null> {
+    const blob = this.blob(key);
+    return this.call(async (abortSignal) => {
+      try {
+        const properties = await blob.getProperties({ abortSignal });
+        return { key, size: properties.contentLength ?? 0 };
+      } catch (error) {
+        if (isNotFound(error)) return null;
+        throw error;
+      }
+    });
+  }
+
+  async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    checkPrefix(prefix);
+    let continuationToken: string | undefined;
+    do {
+      const page = await this.call(async (abortSignal) => {
+        try {
+          const pages = this.container
+            .listBlobsFlat({ prefix: this.namePrefix + prefix, abortSignal })
+            .byPage({
+              maxPageSize: this.listPageSize,
+              ...(continuationToken === undefined ? {} : { continuationToken }),
+            });
+          const next = await pages.next();
+          return next.done === true ? null : next.value;
+        } catch (error) {
+          if (isNotFound(error)) return null;
+          throw error;
+        }
+      });
+      if (page === null) return;
+      for (const item of page.segment.blobItems) {
+        yield { key: item.name.slice(this.namePrefix.length), size: item.properties.contentLength ?? 0 };
+      }
+      continuationToken = page.continuationToken === '' ? undefined : page.continuationToken;
+    } while (continuationToken !== undefined);
+  }
+
+  async readPointer(key: string): Promise<string | null> {
+    const blob = this.blob(key);
+    return this.call(
+      async (abortSignal) => (await this.download(blob, abortSignal))?.value.toString('utf8') ?? null,
+    );
+  }
+
+  async swapPointer(key: string, expected: string | null, next: string): Promise<SwapResult> {
+    checkPointerValue(next);
+    const blob = this.blob(key);
+    const bytes = Buffer.from(next, 'utf8');
+    return this.call(async (abortSignal) => {
+      const current = await this.download(blob, abortSignal);
+      const currentValue = current?.value.toString('utf8') ?? null;
+      if (currentValue !== expected) return { swapped: false, current: currentValue };
+      if (current === null) {
+        if (await this.create(blob, bytes, abortSignal)) return { swapped: true };
+      } else {
+        try {
+          await blob.upload(bytes, bytes.length, {
+            conditions: { ifMatch: current.etag },
+            blobHTTPHeaders: OCTET_STREAM,
+            abortSignal,
+          });
+          return { swapped: true };
+        } catch (error) {
+          if (!isConditionFailure(error) && !isNotFound(error)) throw error;
+        }
+      }
+      // Another writer moved it between our read and our write: tell the caller where it is now.
+      const now = await this.download(blob, abortSignal);
+      return { swapped: false, current: now?.value.toString('utf8') ?? null };
+    });
+  }
+
+  private blob(key: string): BlockBlobClient {
+    validateKey(key);
+    return this.container.getBlockBlobClient(this.namePrefix + key);
+  }
+
+  /** Runs one operation under the deadline and translates every Azure error once. */
+  private async call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
+    try {
+      return await operation(AbortSignal.timeout(this.timeoutMs));
+    } catch (error) {
+      throw translateAzureError(error);
+    }
+  }
+
+  /** Create-only upload; false when the blob exists. Makes the container on its first write. */
+  private async create(blob: BlockBlobClient, bytes: Buffer, abortSignal: AbortSignal): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await blob.upload(bytes, bytes.length, {
+          conditions: { ifNoneMatch: '*' },
+          blobHTTPHeaders: OCTET_STREAM,
+          abortSignal,
+        });
+        return true;
+      } catch (error) {
+        if (isConditionFailure(error)) return false;
+        if (isNotFound(error) && attempt === 0) {
+          await this.container.createIfNotExists({ abortSignal });
+          continue;
+        }
+        throw error;
+      }
+    }
+  }
+
+  private async download(
+    blob: BlockBlobClient,
+    abortSignal: AbortSignal,
+  ): Promise<{ value: Buffer; etag: string } | null> {
+    try {
+      const response = await blob.download(0, undefined, { abortSignal });
+      const chunks: Buffer[] = [];
+      for await (const chunk of response.readableStreamBody ?? []) {
+        chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+      }
+      return { value: Buffer.concat(chunks), etag: response.etag ?? '' };
+    } catch (error) {
+      if (isNotFound(error)) return null;
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,83 @@
+import { ConflictError, InvalidArgumentError, PayloadTooLargeError } from '../errors';
+import { validateKey } from '../keys';
+
+/**
+ * The storage contract of session archives (brain's `persistence.Objects`, done strictly): write-once
+ * objects (blocks, tails, manifests) plus one kind of mutable value, the pointer (`latest`), moved
+ * only by compare-and-swap. Keys are global to the store (session archives are not tenant-scoped
+ * in storage: the session index decides who owns a session, before any byte is written).
+ *
+ * Every implementation MUST:
+ * - validate the key (`validateKey`) and refuse an object over {@link MAX_OBJECT_BYTES} with
+ *   {@link PayloadTooLargeError}, both before any I/O;
+ * - never overwrite an object: `put` of a key that exists with the same bytes succeeds with
+ *   `created: false` (an idempotent retry), with other bytes it throws {@link ObjectExistsError}
+ *   and the stored bytes stay; of N concurrent puts of one absent key exactly one creates it;
+ * - never expose a partial object, also after a crash (readers see all of it or nothing);
+ * - return `null` for an absent key and throw StorageUnavailableError for a fault: absent and
+ *   failed are never confused;
+ * - list by plain string prefix, ascending by key, with each object's size, every object exactly
+ *   once (pages are the implementation's business: the iterator never stops early);
+ * - move a pointer only from the expected value (`null`: only if absent), atomically; the loser is
+ *   told the current value.
+ */
+
+/** The largest object, in bytes (brain's `MaxObjectBytes = 2 << 20`). */
+export const MAX_OBJECT_BYTES = 2 * 1024 * 1024;
+
+export interface ObjectInfo {
+  readonly key: string;
+  readonly size: number;
+}
+
+export interface PutResult {
+  /** False when the same bytes were already stored under the key. */
+  readonly created: boolean;
+}
+
+export type SwapResult =
+  { readonly swapped: true } | { readonly swapped: false; readonly current: string | null };
+
+export interface ImmutableObjectStore {
+  /** Stores `bytes` under `key` unless something is stored there already (see the contract). */
+  put(key: string, bytes: Buffer): Promise<PutResult>;
+  /** The object's bytes, or null when absent. */
+  get(key: string): Promise<Buffer | null>;
+  /** The object's size, or null when absent. */
+  head(key: string): Promise<ObjectInfo | null>;
+  /** Every object whose key starts with `prefix`, ascending by key. */
+  list(prefix: string): AsyncIterable<ObjectInfo>;
+  /** The pointer's value, or null when it was never set. */
+  readPointer(key: string): Promise<string | null>;
+  /** Sets the pointer to `next` only if it currently is `expected` (null: absent). */
+  swapPointer(key: string, expected: string | null, next: string): Promise<SwapResult>;
+}
+
+/** Different bytes are stored under the key (put never overwrites): a 409 at the API. */
+export class ObjectExistsError extends ConflictError {
+  constructor(readonly key: string) {
+    super(`different bytes are already stored under ${key}; they stay`);
+  }
+}
+
+/** Validates an object key and size; both checks come before any I/O. */
+export function checkObject(key: string, bytes: Buffer): void {
+  validateKey(key);
+  if (bytes.length > MAX_OBJECT_BYTES) throw new PayloadTooLargeError(MAX_OBJECT_BYTES, 'the object');
+}
+
+/**
+ * Validates a list prefix: empty, or the beginning of a valid key (so that `..` or `\` never
+ * reaches a filesystem or a service).
+ */
+export function checkPrefix(prefix: string): void {
+  if (prefix === '') return;
+  validateKey(prefix.endsWith('/') ? `${prefix}x` : prefix, 'prefix');
+}
+
+/** Pointer values are short identifiers (checkpoint ids). */
+export function checkPointerValue(value: string): void {
+  if (value.length === 0 || value.length > 1024 || /[\r\n]/.test(value)) {
+    throw new InvalidArgumentError('pointer', 'must be 1-1024 characters on one line');
+  }
+}

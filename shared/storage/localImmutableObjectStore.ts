@@ -1,0 +1,237 @@
+import { randomUUID } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+
+import { CairnError, ConflictError, InvalidArgumentError, StorageUnavailableError } from '../errors';
+import { validateKey } from '../keys';
+import {
+  checkObject,
+  checkPointerValue,
+  checkPrefix,
+  type ImmutableObjectStore,
+  ObjectExistsError,
+  type ObjectInfo,
+  type PutResult,
+  type SwapResult,
+} from './immutableObjectStore';
+import { KeyedMutex } from './keyedMutex';
+
+/**
+ * The local filesystem implementation: each key is the file of the same path under `root`
+ * (`<dataDir>/sessions`), so an archive can be read with ordinary tools.
+ *
+ * - An object is written whole to a temp file under `tmpDir` (same filesystem, fsynced), then
+ *   hard-linked to its key. `link` fails when the key exists, so a put never overwrites, also
+ *   against another process, and a reader sees the whole object or nothing.
+ * - A pointer is replaced the same way (temp file, then `rename`), under a per-key lock of this
+ *   process; its first value is linked, so two first writers cannot both win. As for the key/value
+ *   store, one process serves one data folder (instances that share state use the Blob backend).
+ */
+export class LocalImmutableObjectStore implements ImmutableObjectStore {
+  constructor(
+    private readonly root: string,
+    private readonly tmpDir: string,
+  ) {}
+
+  async put(key: string, bytes: Buffer): Promise<PutResult> {
+    checkObject(key, bytes);
+    const file = this.pathOf(key);
+    return guarded(async () => {
+      const temp = await this.writeTemp(bytes);
+      try {
+        if (await this.placeNew(temp, file)) return { created: true };
+      } finally {
+        await fs.rm(temp, { force: true });
+      }
+      const stored = await readIfFile(file);
+      if (stored === null)
+        throw new ConflictError(`${key} is a folder of other objects; nothing was written`);
+      if (!stored.equals(bytes)) throw new ObjectExistsError(key);
+      return { created: false };
+    });
+  }
+
+  async get(key: string): Promise<Buffer | null> {
+    const file = this.pathOf(key);
+    return guarded(() => readIfFile(file));
+  }
+
+  async head(key: string): Promise<ObjectInfo | null> {
+    const file = this.pathOf(key);
+    return guarded(async () => {
+      const size = await sizeIfFile(file);
+      return size === null ? null : { key, size };
+    });
+  }
+
+  async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    checkPrefix(prefix);
+    // Start at the deepest folder the prefix names: listing one generation's blocks reads one folder.
+    const folderKey = prefix.slice(0, prefix.lastIndexOf('/') + 1);
+    const folder = path.join(this.root, ...folderKey.split('/').filter((segment) => segment !== ''));
+    yield* this.walk(folder, folderKey, prefix);
+  }
+
+  async readPointer(key: string): Promise<string | null> {
+    const file = this.pathOf(key);
+    return guarded(async () => (await readIfFile(file))?.toString('utf8') ?? null);
+  }
+
+  async swapPointer(key: string, expected: string | null, next: string): Promise<SwapResult> {
+    checkPointerValue(next);
+    const file = this.pathOf(key);
+    return guarded(() =>
+      pointerLocks.run(file, async () => {
+        const current = (await readIfFile(file))?.toString('utf8') ?? null;
+        if (current !== expected) return { swapped: false, current };
+        const temp = await this.writeTemp(Buffer.from(next, 'utf8'));
+        try {
+          if (expected === null) {
+            if (!(await this.placeNew(temp, file))) {
+              return { swapped: false, current: (await readIfFile(file))?.toString('utf8') ?? null };
+            }
+          } else {
+            await fs.rename(temp, file);
+          }
+          return { swapped: true };
+        } finally {
+          await fs.rm(temp, { force: true });
+        }
+      }),
+    );
+  }
+
+  private pathOf(key: string): string {
+    validateKey(key);
+    const segments = key.split('/');
+    if (segments.some((segment) => Buffer.byteLength(segment, 'utf8') > 255)) {
+      throw new InvalidArgumentError('key', 'segments must be at most 255 bytes on the local backend');
+    }
+    return path.join(this.root, ...segments);
+  }
+
+  /** Links `temp` to `file`; false when `file` exists. Makes missing parent folders. */
+  private async placeNew(temp: string, file: string): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await fs.link(temp, file);
+        return true;
+      } catch (error) {
+        const code = errnoOf(error);
+        if (code === 'EEXIST') return false;
+        if (code === 'ENOENT' && attempt < 3) {
+          await fs.mkdir(path.dirname(file), { recursive: true }).catch((mkdirError: unknown) => {
+            if (errnoOf(mkdirError) === 'EEXIST' || errnoOf(mkdirError) === 'ENOTDIR') throw folderConflict();
+            throw mkdirError;
+          });
+          continue;
+        }
+        if (code === 'ENOTDIR' || code === 'EISDIR') throw folderConflict();
+        throw error;
+      }
+    }
+  }
+
+  /** A new, durable temp file holding `bytes`. */
+  private async writeTemp(bytes: Buffer): Promise<string> {
+    if (!readyTmpDirs.has(this.tmpDir)) {
+      await fs.mkdir(this.tmpDir, { recursive: true });
+      readyTmpDirs.add(this.tmpDir);
+    }
+    const temp = path.join(this.tmpDir, randomUUID());
+    const handle = await fs.open(temp, 'wx');
+    try {
+      await handle.writeFile(bytes);
+      await handle.datasync();
+      return temp;
+    } catch (error) {
+      await fs.rm(temp, { force: true });
+      throw error;
+    } finally {
+      await handle.close();
+    }
+  }
+
+  /** Depth-first in key order: folders sort as `name/`, which is the byte order of whole keys. */
+  private async *walk(folder: string, folderKey: string, prefix: string): AsyncIterable<ObjectInfo> {
+    const children = await guarded(async () => {
+      let entries;
+      try {
+        entries = await fs.readdir(folder, { withFileTypes: true });
+      } catch (error) {
+        if (isAbsence(error)) return [];
+        throw error;
+      }
+      const named = entries
+        .filter((entry) => entry.isFile() || entry.isDirectory())
+        .map((entry) => ({
+          name: entry.name,
+          folder: entry.isDirectory(),
+          key: folderKey + entry.name + (entry.isDirectory() ? '/' : ''),
+        }))
+        .filter((child) =>
+          child.folder
+            ? child.key.startsWith(prefix) || prefix.startsWith(child.key)
+            : child.key.startsWith(prefix),
+        )
+        .sort((a, b) => Buffer.compare(Buffer.from(a.key), Buffer.from(b.key)));
+      return Promise.all(
+        named.map(async (child) => ({
+          ...child,
+          size: child.folder ? 0 : ((await sizeIfFile(path.join(folder, child.name))) ?? -1),
+        })),
+      );
+    });
+    for (const child of children) {
+      if (child.folder) yield* this.walk(path.join(folder, child.name), child.key, prefix);
+      else if (child.size >= 0) yield { key: child.key, size: child.size };
+    }
+  }
+}
+
+const pointerLocks = new KeyedMutex();
+const readyTmpDirs = new Set<string>();
+
+function errnoOf(error: unknown): string | undefined {
+  return (error as NodeJS.ErrnoException | undefined)?.code;
+}
+
+function isAbsence(error: unknown): boolean {
+  const code = errnoOf(error);
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}
+
+function folderConflict(): ConflictError {
+  return new ConflictError(
+    'on the local backend a key cannot also be the folder of another key; nothing was written',
+  );
+}
+
+/** Turns unexpected filesystem errors into StorageUnavailableError; Cairn's own pass through. */
+async function guarded<T>(operation: () => Promise<T>): Promise<T> {
+  try {
+    return await operation();
+  } catch (error) {
+    if (error instanceof CairnError) throw error;
+    throw new StorageUnavailableError('the local store failed; retry later', { cause: error });
+  }
+}
+
+async function readIfFile(file: string): Promise<Buffer | null> {
+  try {
+    return await fs.readFile(file);
+  } catch (error) {
+    if (isAbsence(error) || errnoOf(error) === 'EISDIR') return null;
+    throw error;
+  }
+}
+
+async function sizeIfFile(file: string): Promise<number | null> {
+  try {
+    const stat = await fs.stat(file);
+    return stat.isFile() ? stat.size : null;
+  } catch (error) {
+    if (isAbsence(error)) return null;
+    throw error;
+  }
+}

@@ -1,0 +1,232 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { AzureNamedKeyCredential, odata, TableClient, type TableEntityResult } from '@azure/data-tables';
+import { ManagedIdentityCredential } from '@azure/identity';
+
+import type { StorageServiceConfig } from '../config';
+import { StorageUnavailableError } from '../errors';
+import { isAzureError, isNotFound, translateAzureError } from './azureErrors';
+import type { SessionIndex, SessionPage, SessionRecord } from './sessionIndex';
+
+/**
+ * The session index on Azure Table Storage (Azurite locally), in one table with two kinds of rows:
+ *
+ * - ownership: PartitionKey `s:<session id>`, RowKey `owner`, `{tenant, createdAt}`: one partition
+ *   per session, written once by a create-only insert (`createEntity`), so the first writer wins
+ *   atomically and no partition is shared by tenants;
+ * - the index record: PartitionKey `t:<tenant>`, RowKey `<session id>`, `{checkpointId, updatedAt,
+ *   data}`: one partition per tenant, so a tenant's listing is one ordered range query (RowKeys sort
+ *   ascending) and tenants never share a hot partition.
+ *
+ * Updates are conditional: `createEntity` when absent, `updateEntity(..., 'Replace', {etag})` on
+ * the version read (the SDK's default etag is `*`, unconditional: never relied on). The table is
+ * created on first use. Owners never change, so owners seen are remembered (bounded).
+ */
+export class TableSessionIndex implements SessionIndex {
+  private readonly owners = new Map<string, string>();
+  private tableReady: Promise<void> | undefined;
+
+  constructor(
+    private readonly table: TableClient,
+    private readonly timeoutMs: number,
+  ) {}
+
+  async ownerOf(sessionId: string): Promise<string | null> {
+    const known = this.owners.get(sessionId);
+    if (known !== undefined) return known;
+    const owner = await this.call(async (abortSignal) => {
+      const entity = await this.getEntity(ownerPartition(sessionId), OWNER_ROW, abortSignal);
+      return entity === null ? null : String(entity['tenant']);
+    });
+    if (owner !== null) this.remember(sessionId, owner);
+    return owner;
+  }
+
+  async claim(sessionId: string, tenant: string): Promise<string> {
+    const known = await this.ownerOf(sessionId);
+    if (known !== null) return known;
+    const owner = await this.call(async (abortSignal) => {
+      const created = await this.createEntity(
+        {
+          partitionKey: ownerPartition(sessionId),
+          rowKey: OWNER_ROW,
+          tenant,
+          createdAt: new Date().toISOString(),
+        },
+        abortSignal,
+      );
+      if (created) return tenant;
+      const entity = await this.getEntity(ownerPartition(sessionId), OWNER_ROW, abortSignal);
+      if (entity === null)
+        throw new StorageUnavailableError('the session owner could not be read back; retry');
+      return String(entity['tenant']);
+    });
+    this.remember(sessionId, owner);
+    return owner;
+  }
+
+  async get(tenant: string, sessionId: string): Promise<SessionRecord | null> {
+    return this.call(async (abortSignal) => {
+      const entity = await this.getEntity(tenantPartition(tenant), sessionId, abortSignal);
+      return entity === null ? null : recordOf(entity);
+    });
+  }
+
+  async list(tenant: string, options: { after?: string; limit: number }): Promise<SessionPage> {
+    const { limit } = options;
+    return this.call(async (abortSignal) => {
+      const filter =
+        options.after === undefined || options.after === ''
+          ? odata`PartitionKey eq ${tenantPartition(tenant)}`
+          : odata`PartitionKey eq ${tenantPartition(tenant)} and RowKey gt ${options.after}`;
+      const sessions: SessionRecord[] = [];
+      try {
+        // One more than asked tells whether another page exists; the iterator follows the
+        // service's continuations (a page may hold fewer entities than asked).
+        const entities = this.table.listEntities({ queryOptions: { filter }, abortSignal });
+        for await (const page of entities.byPage({ maxPageSize: Math.min(1000, limit + 1) })) {
+          for (const entity of page) sessions.push(recordOf(entity));
+          if (sessions.length > limit) break;
+        }
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
+      }
+      if (sessions.length <= limit) return { sessions, next: null };
+      sessions.length = limit;
+      return { sessions, next: sessions[limit - 1]?.id ?? null };
+    });
+  }
+
+  async update(
+    tenant: string,
+    sessionId: string,
+    decide: (current: SessionRecord | null) => Promise<SessionRecord | null>,
+  ): Promise<void> {
+    const partitionKey = tenantPartition(tenant);
+    for (let attempt = 0; attempt < UPDATE_ATTEMPTS; attempt++) {
+      // Jittered backoff after a lost race, so that contenders spread out instead of colliding again.
+      if (attempt > 0) await sleep(Math.random() * Math.min(250, 10 * 2 ** attempt));
+      const done = await this.call(async (abortSignal) => {
+        const entity = await this.getEntity(partitionKey, sessionId, abortSignal);
+        const next = await decide(entity === null ? null : recordOf(entity));
+        if (next === null) return true;
+        const row = {
+          partitionKey,
+          rowKey: sessionId,
+          checkpointId: next.checkpointId,
+          updatedAt: next.updatedAt,
+          ...(next.data === null ? {} : { data: JSON.stringify(next.data) }),
+        };
+        if (entity === null) return this.createEntity(row, abortSignal);
+        try {
+          await this.table.updateEntity(row, 'Replace', { etag: entity.etag, abortSignal });
+          return true;
+        } catch (error) {
+          if (isAzureError(error, 412) || isNotFound(error)) return false;
+          throw error;
+        }
+      });
+      if (done) return;
+    }
+    throw new StorageUnavailableError('the session index is changing too fast to update; retry');
+  }
+
+  /** Runs one operation under the deadline and translates every Azure error once. */
+  private async call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
+    try {
+      return await operation(AbortSignal.timeout(this.timeoutMs));
+    } catch (error) {
+      throw translateAzureError(error);
+    }
+  }
+
+  private async getEntity(
+    partitionKey: string,
+    rowKey: string,
+    abortSignal: AbortSignal,
+  ): Promise<TableEntityResult<Record<string, unknown>> | null> {
+    try {
+      return await this.table.getEntity<Record<string, unknown>>(partitionKey, rowKey, { abortSignal });
+    } catch (error) {
+      // 404 is an absent entity, and also an absent table (nothing was ever written).
+      if (isNotFound(error)) return null;
+      throw error;
+    }
+  }
+
+  /** Create-only insert; false when the entity exists. Makes the table on first use. */
+  private async createEntity(
+    entity: { partitionKey: string; rowKey: string } & Record<string, unknown>,
+    abortSignal: AbortSignal,
+  ): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.table.createEntity(entity, { abortSignal });
+        return true;
+      } catch (error) {
+        if (isAzureError(error, 409, 'EntityAlreadyExists')) return false;
+        if (isAzureError(error, 404) && attempt === 0) {
+          this.tableReady ??= this.table.createTable({ abortSignal }).finally(() => {
+            this.tableReady = undefined;
+          });
+          await this.tableReady;
+          continue;
+        }
+        throw error;
+      }
+    }
+  }
+
+  private remember(sessionId: string, owner: string): void {
+    if (this.owners.size >= OWNER_CACHE_SIZE) this.owners.delete(this.owners.keys().next().value ?? '');
+    this.owners.set(sessionId, owner);
+  }
+}
+
+const OWNER_ROW = 'owner';
+const OWNER_CACHE_SIZE = 10_000;
+const UPDATE_ATTEMPTS = 16;
+
+/** Session ids and tenant ids use `[A-Za-z0-9._-]`, all legal in table keys. */
+function ownerPartition(sessionId: string): string {
+  return `s:${sessionId}`;
+}
+
+function tenantPartition(tenant: string): string {
+  return `t:${tenant}`;
+}
+
+function recordOf(entity: Record<string, unknown>): SessionRecord {
+  const data = entity['data'];
+  return {
+    id: String(entity['rowKey']),
+    checkpointId: String(entity['checkpointId']),
+    updatedAt: String(entity['updatedAt']),
+    data: typeof data === 'string' ? (JSON.parse(data) as Record<string, unknown>) : null,
+  };
+}
+
+/**
+ * The table client of the process for the session index: the account key for Azurite and
+ * development, else the user-assigned managed identity. Plain `http://` is allowed for Azurite.
+ */
+export function createSessionTableClient(service: StorageServiceConfig, tableName: string): TableClient {
+  const options = {
+    allowInsecureConnection: service.endpoint.startsWith('http://'),
+    retryOptions: { maxRetries: 3, retryDelayInMs: 100, maxRetryDelayInMs: 1000 },
+    userAgentOptions: { userAgentPrefix: 'cairn' },
+  };
+  return service.accountKey !== undefined
+    ? new TableClient(
+        service.endpoint,
+        tableName,
+        new AzureNamedKeyCredential(service.accountName, service.accountKey),
+        options,
+      )
+    : new TableClient(
+        service.endpoint,
+        tableName,
+        new ManagedIdentityCredential({ clientId: service.managedIdentityClientId ?? '' }),
+        options,
+      );
+}

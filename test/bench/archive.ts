@@ -1,0 +1,254 @@
+import { spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { appendFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+
+import { BlobServiceClient, type ContainerClient, StorageSharedKeyCredential } from '@azure/storage-blob';
+
+import { BLOCK_BYTES } from '../../shared/archive/identifiers';
+import { ArchiveClient } from '../../shared/client/archiveClient';
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, startAzurite } from '../../shared/runtime/azurite';
+import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
+import { sessionIndexSettings } from '../support/tables';
+import { fixed, measure, rssMb, table, watchRss } from './measure';
+
+/**
+ * `npm run bench -- archive`: in one process against one Azurite, a 64 MiB `events.jsonl` published
+ * through the archive client and the HTTP API (Blob backend) against raw parallel SDK uploads of the
+ * same 64 KiB blocks, restore against raw parallel downloads, the incremental publish after a 1 KiB
+ * append, and the peak RSS of the client (the `cairn` CLI as a child process) and of the local
+ * runtime. Raw and API runs alternate (two rounds each) so that drift hits both alike; both use
+ * the same number of requests in flight.
+ */
+
+const FILE_BYTES = 64 * 1024 * 1024;
+const BLOCKS = FILE_BYTES / BLOCK_BYTES;
+const CONCURRENCY = 32;
+const ROUNDS = 2;
+const MB = 1024 * 1024;
+
+export async function runArchiveBench(): Promise<string> {
+  const azurite = await startAzurite();
+  const tenant = newTenant('bench');
+  const app = await startApp(
+    {
+      CAIRN_API_KEYS: apiKeysSetting([tenant]),
+      ...backendSettings('blob', azurite.blobEndpoint),
+      ...sessionIndexSettings(azurite.tableEndpoint),
+      CAIRN_LOG_LEVEL: 'warn',
+    },
+    undefined,
+    { keepOutput: false },
+  );
+  const runtimeRss = watchRss(app.child.pid ?? 0);
+  const work = await mkdtemp(path.join(os.tmpdir(), 'cairn-archive-bench-'));
+  try {
+    const events = randomBytes(FILE_BYTES);
+    const service = new BlobServiceClient(
+      azurite.blobEndpoint,
+      new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
+    );
+    const client = new ArchiveClient({ baseUrl: app.url, token: tenant.key, concurrency: CONCURRENCY });
+
+    // CPU per block (ms) of each process, to tell where a ratio comes from on a small machine.
+    const cpu = { rawClient: 0, rawStorage: 0, apiClient: 0, apiRuntime: 0, apiStorage: 0 };
+    const appPid = app.child.pid ?? 0;
+    const rawUpload: number[] = [];
+    const apiPublish: number[] = [];
+    const rawDownload: number[] = [];
+    const apiRestore: number[] = [];
+    let lastSession = { dir: '', id: '' };
+    for (let round = 0; round < ROUNDS; round++) {
+      const container = service.getContainerClient(`raw${randomUUID().replaceAll('-', '').slice(0, 16)}`);
+      await container.create();
+      let before = cpuSnapshot([azurite.pid]);
+      rawUpload.push(await seconds(() => uploadRaw(container, events)));
+      let used = cpuSince(before);
+      cpu.rawClient += used.self / (BLOCKS * ROUNDS);
+      cpu.rawStorage += (used.others[0] ?? 0) / (BLOCKS * ROUNDS);
+
+      const dir = await mkdtemp(path.join(work, 'session-'));
+      await writeFile(path.join(dir, 'events.jsonl'), events);
+      const id = `bench-${round}-${randomBytes(4).toString('hex')}`;
+      before = cpuSnapshot([appPid, azurite.pid]);
+      apiPublish.push(await seconds(() => client.publishCheckpoint(dir, id)));
+      used = cpuSince(before);
+      cpu.apiClient += used.self / (BLOCKS * ROUNDS);
+      cpu.apiRuntime += (used.others[0] ?? 0) / (BLOCKS * ROUNDS);
+      cpu.apiStorage += (used.others[1] ?? 0) / (BLOCKS * ROUNDS);
+      lastSession = { dir, id };
+
+      rawDownload.push(await seconds(() => downloadRaw(container)));
+      const target = path.join(work, `restored-${round}`);
+      apiRestore.push(await seconds(() => client.restoreCheckpoint(id, target)));
+      if (!(await readFile(path.join(target, 'events.jsonl'))).equals(events)) {
+        throw new Error('the restored file differs from the published one');
+      }
+      await rm(target, { recursive: true, force: true });
+      await container.delete();
+    }
+
+    // The incremental publish: 1 KiB appended to the last published session.
+    await appendFile(path.join(lastSession.dir, 'events.jsonl'), Buffer.alloc(1024, 0x61));
+    let incremental = { objectsUploaded: 0, requests: 0 };
+    const incrementalSeconds = await seconds(async () => {
+      incremental = await client.publishCheckpoint(lastSession.dir, lastSession.id);
+    });
+
+    // The client's memory: the CLI as its own process, publishing and restoring a fresh 64 MiB.
+    const cliDir = await mkdtemp(path.join(work, 'cli-'));
+    await writeFile(path.join(cliDir, 'events.jsonl'), events);
+    const env = { PATH: process.env['PATH'] ?? '', CAIRN_URL: app.url, CAIRN_KEY: tenant.key };
+    const cliSession = `bench-cli-${randomBytes(4).toString('hex')}`;
+    const publishRss = await runCliRss(['checkpoint', 'publish', cliDir, '--session', cliSession], env);
+    const restoreRss = await runCliRss(
+      ['checkpoint', 'restore', '--session', cliSession, path.join(work, 'cli-restored')],
+      env,
+    );
+    const peakRuntime = runtimeRss.stop();
+
+    const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
+    const rate = (secondsTaken: number) => FILE_BYTES / MB / secondsTaken;
+    const publishRatio = rate(mean(apiPublish)) / rate(mean(rawUpload));
+    const restoreRatio = rate(mean(apiRestore)) / rate(mean(rawDownload));
+    const incrementalShare = (incrementalSeconds / mean(apiPublish)) * 100;
+    const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
+
+    return [
+      `64 MiB \`events.jsonl\` (${BLOCKS} blocks of 64 KiB), ${CONCURRENCY} requests in flight on both sides, mean of ${ROUNDS} alternating rounds; Blob backend on Azurite, same run.`,
+      '',
+      table(
+        ['measurement', 'raw SDK', 'Cairn client + HTTP API', 'API/raw', 'target'],
+        [
+          [
+            'first publish of 64 MiB',
+            `${fixed(rate(mean(rawUpload)))} MB/s (${fixed(mean(rawUpload), 2)} s)`,
+            `${fixed(rate(mean(apiPublish)))} MB/s (${fixed(mean(apiPublish), 2)} s)`,
+            `**${fixed(publishRatio, 2)}×**`,
+            `≥ 0.6×: ${verdict(publishRatio >= 0.6)}`,
+          ],
+          [
+            'CPU per 64 KiB block, publish (ms)',
+            `${fixed(cpu.rawClient + cpu.rawStorage, 2)} = SDK ${fixed(cpu.rawClient, 2)} + Azurite ${fixed(cpu.rawStorage, 2)}`,
+            `${fixed(cpu.apiClient + cpu.apiRuntime + cpu.apiStorage, 2)} = client ${fixed(cpu.apiClient, 2)} + runtime ${fixed(cpu.apiRuntime, 2)} + Azurite ${fixed(cpu.apiStorage, 2)}`,
+            fixed((cpu.rawClient + cpu.rawStorage) / (cpu.apiClient + cpu.apiRuntime + cpu.apiStorage), 2),
+            '',
+          ],
+          [
+            'restore of 64 MiB',
+            `${fixed(rate(mean(rawDownload)))} MB/s (${fixed(mean(rawDownload), 2)} s)`,
+            `${fixed(rate(mean(apiRestore)))} MB/s (${fixed(mean(apiRestore), 2)} s)`,
+            `**${fixed(restoreRatio, 2)}×**`,
+            `≥ 0.6×: ${verdict(restoreRatio >= 0.6)}`,
+          ],
+        ],
+      ),
+      '',
+      table(
+        ['incremental publish after a 1 KiB append', 'value', 'target'],
+        [
+          [
+            'objects uploaded (plus the manifest)',
+            String(incremental.objectsUploaded),
+            `≤ 2: ${verdict(incremental.objectsUploaded <= 2)}`,
+          ],
+          ['HTTP requests in all', String(incremental.requests), ''],
+          [
+            'time',
+            `${fixed(incrementalSeconds * 1000, 0)} ms = **${fixed(incrementalShare, 1)} %** of the first publish`,
+            `≤ 5 %: ${verdict(incrementalShare <= 5)}`,
+          ],
+        ],
+      ),
+      '',
+      table(
+        ['peak RSS', 'MB', 'target'],
+        [
+          [
+            'client (`cairn checkpoint publish`, 64 MiB)',
+            fixed(publishRss, 0),
+            `< 256: ${verdict(publishRss < 256)}`,
+          ],
+          [
+            'client (`cairn checkpoint restore`, 64 MiB)',
+            fixed(restoreRss, 0),
+            `< 256: ${verdict(restoreRss < 256)}`,
+          ],
+          ['local runtime (whole benchmark)', fixed(peakRuntime, 0), `< 256: ${verdict(peakRuntime < 256)}`],
+        ],
+      ),
+    ].join('\n');
+  } finally {
+    runtimeRss.stop();
+    await rm(work, { recursive: true, force: true });
+    await app.stop();
+    await azurite.stop();
+  }
+}
+
+/** CPU time (ms) of this process and of `pids` (from /proc), to subtract later. */
+function cpuSnapshot(pids: number[]): { self: number; others: number[]; pids: number[] } {
+  const usage = process.cpuUsage();
+  return { self: (usage.user + usage.system) / 1000, others: pids.map(processCpuMs), pids };
+}
+
+function cpuSince(before: { self: number; others: number[]; pids: number[] }): {
+  self: number;
+  others: number[];
+} {
+  const now = cpuSnapshot(before.pids);
+  return { self: now.self - before.self, others: now.others.map((ms, i) => ms - (before.others[i] ?? 0)) };
+}
+
+function processCpuMs(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    // utime and stime, in clock ticks (100 per second on Linux).
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return NaN;
+  }
+}
+
+async function seconds(operation: () => Promise<unknown>): Promise<number> {
+  const started = performance.now();
+  await operation();
+  return (performance.now() - started) / 1000;
+}
+
+async function uploadRaw(container: ContainerClient, events: Buffer): Promise<void> {
+  await measure(BLOCKS, CONCURRENCY, async (_worker, index) => {
+    const block = events.subarray(index * BLOCK_BYTES, (index + 1) * BLOCK_BYTES);
+    await container.getBlockBlobClient(`blocks/${index}`).upload(block, block.length, {
+      conditions: { ifNoneMatch: '*' },
+    });
+  });
+}
+
+async function downloadRaw(container: ContainerClient): Promise<void> {
+  await measure(BLOCKS, CONCURRENCY, async (_worker, index) => {
+    const response = await container.getBlockBlobClient(`blocks/${index}`).download();
+    for await (const chunk of response.readableStreamBody ?? []) void chunk;
+  });
+}
+
+/** Runs the `cairn` CLI and returns its peak RSS in MB; throws when it fails. */
+async function runCliRss(args: string[], env: Record<string, string>): Promise<number> {
+  const child = spawn(process.execPath, [path.resolve('dist/shared/cli/main.js'), ...args], { env });
+  // Sampled while it runs (once it has exited there is nothing left to read).
+  let peak = 0;
+  const sample = () => {
+    const mb = rssMb(child.pid ?? 0);
+    if (Number.isFinite(mb)) peak = Math.max(peak, mb);
+  };
+  const timer = setInterval(sample, 50);
+  let stderr = '';
+  child.stderr.on('data', (data: Buffer) => (stderr += data.toString()));
+  child.stdout.resume();
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  clearInterval(timer);
+  if (code !== 0) throw new Error(`cairn ${args.join(' ')} failed (${code}): ${stderr}`);
+  return peak;
+}

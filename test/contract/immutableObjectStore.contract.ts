@@ -1,0 +1,181 @@
+import { randomBytes } from 'node:crypto';
+
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+
+import { ConflictError, InvalidArgumentError, PayloadTooLargeError } from '../../shared/errors';
+import {
+  type ImmutableObjectStore,
+  MAX_OBJECT_BYTES,
+  ObjectExistsError,
+  type ObjectInfo,
+} from '../../shared/storage/immutableObjectStore';
+
+/**
+ * The immutable object contract (archive blocks, tails, manifests and the `latest` pointer), as
+ * obligations every implementation must meet. Run against each implementation with a fixture that
+ * makes a fresh, uniquely named store per test.
+ */
+export interface ImmutableObjectStoreFixture {
+  readonly name: string;
+  /** A fresh, empty store whose list pages hold at most 3 objects (continuations are exercised). */
+  create(): Promise<{ store: ImmutableObjectStore; destroy: () => Promise<void> }>;
+}
+
+export async function listAll(store: ImmutableObjectStore, prefix: string): Promise<ObjectInfo[]> {
+  const items: ObjectInfo[] = [];
+  for await (const item of store.list(prefix)) items.push(item);
+  return items;
+}
+
+const byteOrder = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+
+export function describeImmutableObjectStoreContract(fixture: ImmutableObjectStoreFixture): void {
+  describe(`ImmutableObjectStore contract: ${fixture.name}`, () => {
+    let store: ImmutableObjectStore;
+    let destroy: () => Promise<void>;
+
+    beforeEach(async () => {
+      ({ store, destroy } = await fixture.create());
+    });
+    afterEach(async () => destroy());
+
+    it('reports absent objects and pointers as null and an empty listing, never as an error', async () => {
+      expect(await store.get('s1/blocks/g1/0')).toBeNull();
+      expect(await store.head('s1/blocks/g1/0')).toBeNull();
+      expect(await store.readPointer('s1/latest')).toBeNull();
+      expect(await listAll(store, 's1/')).toEqual([]);
+    });
+
+    it.each([0, 1, 65_535, 65_536, 65_537, MAX_OBJECT_BYTES])(
+      'stores and reads back %i bytes exactly, with its size in head and list',
+      async (size) => {
+        const bytes = randomBytes(size);
+        const key = `sizes/${size}`;
+        expect(await store.put(key, bytes)).toEqual({ created: true });
+        expect((await store.get(key))?.equals(bytes)).toBe(true);
+        expect(await store.head(key)).toEqual({ key, size });
+        expect(await listAll(store, 'sizes/')).toEqual([{ key, size }]);
+      },
+    );
+
+    it('refuses an object of 2,097,153 bytes before writing anything', async () => {
+      const error = await store.put('sizes/big', Buffer.alloc(MAX_OBJECT_BYTES + 1)).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PayloadTooLargeError);
+      expect(await store.get('sizes/big')).toBeNull();
+      expect(await listAll(store, '')).toEqual([]);
+    });
+
+    it('never overwrites: the same bytes again succeed as a retry, other bytes are refused and stay', async () => {
+      const first = Buffer.from('first bytes');
+      expect(await store.put('s1/checkpoints/c1', first)).toEqual({ created: true });
+      expect(await store.put('s1/checkpoints/c1', Buffer.from(first))).toEqual({ created: false });
+      const error = await store.put('s1/checkpoints/c1', Buffer.from('other bytes')).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ObjectExistsError);
+      expect(error).toBeInstanceOf(ConflictError);
+      expect((await store.get('s1/checkpoints/c1'))?.equals(first)).toBe(true);
+      // An empty object is an object too: other bytes do not replace it.
+      await store.put('s1/empty', Buffer.alloc(0));
+      await expect(store.put('s1/empty', Buffer.from('x'))).rejects.toBeInstanceOf(ObjectExistsError);
+      expect((await store.get('s1/empty'))?.length).toBe(0);
+    });
+
+    it('10 concurrent writers of the same bytes all succeed and one object is stored', async () => {
+      const bytes = randomBytes(65_536);
+      const results = await Promise.all(Array.from({ length: 10 }, () => store.put('s1/blocks/g/0', bytes)));
+      expect(results.filter((result) => result.created)).toHaveLength(1);
+      expect((await store.get('s1/blocks/g/0'))?.equals(bytes)).toBe(true);
+      expect(await listAll(store, 's1/blocks/')).toEqual([{ key: 's1/blocks/g/0', size: 65_536 }]);
+    });
+
+    it('10 concurrent writers of different bytes: exactly one wins, the others are told', async () => {
+      const candidates = Array.from({ length: 10 }, () => randomBytes(65_536));
+      const outcomes = await Promise.allSettled(candidates.map((bytes) => store.put('s1/blocks/g/1', bytes)));
+      const winners = outcomes.flatMap((outcome, index) => (outcome.status === 'fulfilled' ? [index] : []));
+      expect(winners).toHaveLength(1);
+      for (const outcome of outcomes) {
+        if (outcome.status === 'rejected') expect(outcome.reason).toBeInstanceOf(ObjectExistsError);
+      }
+      const stored = await store.get('s1/blocks/g/1');
+      expect(stored?.equals(candidates[winners[0] ?? -1] ?? Buffer.alloc(0))).toBe(true);
+    });
+
+    it('validates keys and prefixes before any I/O', async () => {
+      for (const key of [
+        '',
+        '/a',
+        'a/',
+        'a//b',
+        '../x',
+        'a/../b',
+        'a/./b',
+        'a\\b',
+        'a\u0000b',
+        'x'.repeat(1025),
+      ]) {
+        await expect(store.put(key, Buffer.from('x')), JSON.stringify(key)).rejects.toBeInstanceOf(
+          InvalidArgumentError,
+        );
+        await expect(store.get(key), JSON.stringify(key)).rejects.toBeInstanceOf(InvalidArgumentError);
+      }
+      await expect(listAll(store, '../')).rejects.toBeInstanceOf(InvalidArgumentError);
+      await expect(store.swapPointer('../latest', null, 'c1')).rejects.toBeInstanceOf(InvalidArgumentError);
+      expect(await listAll(store, '')).toEqual([]);
+    });
+
+    it('lists by plain prefix, ascending by key, with sizes, across pages', async () => {
+      // No key is another's folder: the local backend refuses that (the archive layout never needs it).
+      const keys = ['a/b/c', 'a/bc', 'a/b-c', 'a/a/z', 'b/1', 'a/b/d/e', 'ab', 'a/b/d-'];
+      for (const [index, key] of keys.entries()) await store.put(key, Buffer.alloc(index));
+      const sizeOf = (key: string) => keys.indexOf(key);
+      const expected = (prefix: string) =>
+        keys
+          .filter((key) => key.startsWith(prefix))
+          .sort(byteOrder)
+          .map((key) => ({ key, size: sizeOf(key) }));
+      for (const prefix of ['', 'a', 'a/', 'a/b', 'a/b/', 'a/b/d/', 'b/', 'c/']) {
+        expect(await listAll(store, prefix), prefix).toEqual(expected(prefix));
+      }
+    });
+
+    it('lists 300 objects of one folder completely, page after page', async () => {
+      const keys = Array.from({ length: 300 }, (_, index) => `s1/blocks/g1/${index}`);
+      for (let start = 0; start < keys.length; start += 50) {
+        await Promise.all(keys.slice(start, start + 50).map((key) => store.put(key, Buffer.from(key))));
+      }
+      const listed = await listAll(store, 's1/blocks/g1/');
+      expect(listed.map((item) => item.key)).toEqual([...keys].sort(byteOrder));
+      expect(listed.every((item) => item.size === Buffer.byteLength(item.key))).toBe(true);
+    });
+
+    it('moves a pointer only from the expected value and tells the loser where it is', async () => {
+      expect(await store.swapPointer('s1/latest', 'c0', 'c1')).toEqual({ swapped: false, current: null });
+      expect(await store.swapPointer('s1/latest', null, 'c1')).toEqual({ swapped: true });
+      expect(await store.swapPointer('s1/latest', null, 'c2')).toEqual({ swapped: false, current: 'c1' });
+      expect(await store.swapPointer('s1/latest', 'c1', 'c2')).toEqual({ swapped: true });
+      expect(await store.swapPointer('s1/latest', 'c1', 'c3')).toEqual({ swapped: false, current: 'c2' });
+      expect(await store.readPointer('s1/latest')).toBe('c2');
+      await expect(store.swapPointer('s1/latest', 'c2', 'two\nlines')).rejects.toBeInstanceOf(
+        InvalidArgumentError,
+      );
+      expect(await store.readPointer('s1/latest')).toBe('c2');
+    });
+
+    it('of 10 concurrent moves from the same value exactly one wins, also for the first value', async () => {
+      for (const [expected, pointer] of [
+        [null, 's2/latest'],
+        ['c1', 's1/latest'],
+      ] as const) {
+        if (expected !== null) await store.swapPointer(pointer, null, expected);
+        const results = await Promise.all(
+          Array.from({ length: 10 }, (_, index) => store.swapPointer(pointer, expected, `n${index}`)),
+        );
+        const winners = results.flatMap((result, index) => (result.swapped ? [`n${index}`] : []));
+        expect(winners, pointer).toHaveLength(1);
+        for (const result of results) {
+          if (!result.swapped) expect(result.current).toBe(winners[0]);
+        }
+        expect(await store.readPointer(pointer)).toBe(winners[0]);
+      }
+    });
+  });
+}

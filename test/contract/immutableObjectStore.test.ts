@@ -1,0 +1,40 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+
+import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
+
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../shared/runtime/azurite';
+import { BlobImmutableObjectStore } from '../../shared/storage/blobImmutableObjectStore';
+import { LocalImmutableObjectStore } from '../../shared/storage/localImmutableObjectStore';
+import { azurite } from '../support/azurite';
+import { describeImmutableObjectStoreContract } from './immutableObjectStore.contract';
+
+describeImmutableObjectStoreContract({
+  name: 'local filesystem',
+  async create() {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-objects-'));
+    return {
+      store: new LocalImmutableObjectStore(path.join(dir, 'sessions'), path.join(dir, 'tmp')),
+      destroy: () => rm(dir, { recursive: true, force: true }),
+    };
+  },
+});
+
+describeImmutableObjectStoreContract({
+  name: 'Azure Blob (Azurite)',
+  async create() {
+    const service = new BlobServiceClient(
+      azurite().blobEndpoint,
+      new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
+    );
+    const container = service.getContainerClient(`o${randomUUID().replaceAll('-', '').slice(0, 20)}`);
+    return {
+      store: new BlobImmutableObjectStore(container, 'sessions/', 10_000, 3),
+      destroy: async () => {
+        await container.deleteIfExists();
+      },
+    };
+  },
+});
