@@ -36,7 +36,13 @@ export async function runMigrationBench(progress: (line: string) => void = () =>
   const azurite = await startAzurite();
   const ops = newTenant('ops', true);
   const app = await startApp(
-    { CAIRN_API_KEYS: apiKeysSetting([ops]), ...backendSettings('blob', azurite.blobEndpoint) },
+    {
+      CAIRN_API_KEYS: apiKeysSetting([ops]),
+      // Azurite keeps blobs in memory and slows down past tens of thousands of them; a longer
+      // storage deadline keeps the 50,000-file run measuring memory, not the emulator's stalls.
+      CAIRN_STORAGE_TIMEOUT_MS: '30000',
+      ...backendSettings('blob', azurite.blobEndpoint),
+    },
     undefined,
     { keepOutput: false },
   );
