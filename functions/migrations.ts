@@ -6,13 +6,15 @@ import { isValidTenantId } from '../shared/config';
 import { ConflictError, ForbiddenError, NotFoundError } from '../shared/errors';
 import { validateKey } from '../shared/keys';
 import {
+  type CopyBatch,
   copyFiles,
   emptyReport,
+  listBatch,
   mergeReports,
   type MigrationReport,
   type MigrationSource,
   planSourcePage,
-  type SourcePage,
+  type SourcePlan,
 } from '../shared/migration/migration';
 import { getServices } from '../shared/services';
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
@@ -28,7 +30,7 @@ export const MIGRATION_ORCHESTRATION = 'migrateLocalToBlob';
 export const LIST_SOURCE_PAGE = 'migrationListSourcePage';
 export const COPY_FILES = 'migrationCopyFiles';
 
-/** Files per listing page; the page's names pass through the history once, never a whole tree. */
+/** Files per listing page. The history holds key ranges and counts, never file names. */
 export const PAGE_SIZE = 1000;
 /** Files per copy activity. */
 export const BATCH_SIZE = 100;
@@ -58,7 +60,7 @@ interface ListInput {
 interface CopyInput {
   readonly tenant: string;
   readonly source: MigrationSource;
-  readonly files: string[];
+  readonly batch: CopyBatch;
   readonly dryRun: boolean;
 }
 
@@ -93,51 +95,57 @@ export const migrationOrchestrator: OrchestrationHandler = function* (context: O
   for (const source of input.sources) {
     let after = '';
     for (;;) {
-      const page = (yield context.df.callActivityWithRetry(LIST_SOURCE_PAGE, retry, {
+      const plan = (yield context.df.callActivityWithRetry(LIST_SOURCE_PAGE, retry, {
         tenant: input.tenant,
         source,
         after,
         limit: PAGE_SIZE,
-      } satisfies ListInput)) as SourcePage;
-      if (!page.exists) break;
-      total += page.files.length + page.stored;
-      report.skipped += page.stored;
-      done += page.stored;
+      } satisfies ListInput)) as SourcePlan;
+      if (!plan.exists) break;
+      total += plan.stored + plan.batches.reduce((sum, batch) => sum + batch.count, 0);
+      report.skipped += plan.stored;
+      done += plan.stored;
       context.df.setCustomStatus({ total, done } satisfies MigrationProgress);
-      for (const group of chunk(chunk(page.files, BATCH_SIZE), PARALLEL_BATCHES)) {
+      for (const group of chunk(plan.batches, PARALLEL_BATCHES)) {
         const results = (yield context.df.Task.all(
-          group.map((files) =>
+          group.map((batch) =>
             context.df.callActivityWithRetry(COPY_FILES, retry, {
               tenant: input.tenant,
               source,
-              files,
+              batch,
               dryRun: input.dryRun,
             } satisfies CopyInput),
           ),
         )) as MigrationReport[];
         for (const [index, result] of results.entries()) {
           mergeReports(report, result);
-          done += group[index]?.length ?? 0;
+          done += group[index]?.count ?? 0;
         }
         context.df.setCustomStatus({ total, done } satisfies MigrationProgress);
       }
-      if (page.next === null) break;
-      after = page.next;
+      if (plan.next === null) break;
+      after = plan.next;
     }
   }
   return report;
 };
 
-/** Lists a page of a source and takes out what the target already stores. */
+/** Plans a page of a source: what the target stores is skipped, the rest cut into batches. */
 export const listSourcePageActivity: ActivityHandler = (input: ListInput) =>
-  planSourcePage(getServices().kvStores.forTenant(input.tenant), input.source, input.after, input.limit);
+  planSourcePage(
+    getServices().kvStores.forTenant(input.tenant),
+    input.source,
+    input.after,
+    input.limit,
+    BATCH_SIZE,
+  );
 
 /** Throws on a storage fault (so the orchestrator's retry applies); per-file problems are in the report. */
-export const copyFilesActivity: ActivityHandler = (input: CopyInput) => {
+export const copyFilesActivity: ActivityHandler = async (input: CopyInput) => {
   const services = getServices();
   return copyFiles(services.kvStores.forTenant(input.tenant), {
     source: input.source,
-    files: input.files,
+    files: await listBatch(input.source, input.batch),
     dryRun: input.dryRun,
     maxValueBytes: services.config.maxValueBytes,
     concurrency: COPY_CONCURRENCY,

@@ -108,25 +108,77 @@ export async function listSourcePage(
   };
 }
 
+/** A run of consecutive files of a source to copy: the keys in `(after, through]`, `count` of them. */
+export interface CopyBatch {
+  readonly after: string;
+  readonly through: string;
+  readonly count: number;
+}
+
+/** What to do with one page of a source: only key ranges and counts, never the file names. */
+export interface SourcePlan {
+  /** False when the root does not exist (skipped, as in the seed). */
+  readonly exists: boolean;
+  /** Files of the page already stored in the target: skipped, never overwritten. */
+  readonly stored: number;
+  readonly batches: CopyBatch[];
+  /** Pass as `after` for the next page; null on the last page. */
+  readonly next: string | null;
+}
+
 /**
- * A page of a source with the files already stored in the target taken out (counted in
- * `stored`): one listing of the target range per page, so that re-running a migration costs a
- * few listing requests per thousand files, not one request per file.
+ * Plans one page of a source: lists it, lists the target range it maps to once (so a re-run costs
+ * a few listing requests per thousand files, not one request per file), and cuts the files still
+ * to copy into runs of at most `batchSize` consecutive keys. A plan holds ranges, not names, so an
+ * orchestration's history stays small however many files there are.
  */
 export async function planSourcePage(
   store: KeyValueStore,
   source: MigrationSource,
   after: string,
   limit: number,
-): Promise<SourcePage> {
+  batchSize: number,
+): Promise<SourcePlan> {
   const page = await listSourcePage(source, after, limit);
-  if (page.files.length === 0) return page;
-  const existing = await existingKeys(
-    store,
-    page.files.map((file) => targetKey(source.prefix, file)),
-  );
-  const files = page.files.filter((file) => !existing.has(targetKey(source.prefix, file)));
-  return { ...page, files, stored: page.files.length - files.length };
+  if (!page.exists) return { exists: false, stored: 0, batches: [], next: null };
+  const existing =
+    page.files.length === 0
+      ? new Set<string>()
+      : await existingKeys(
+          store,
+          page.files.map((file) => targetKey(source.prefix, file)),
+        );
+  const batches: { after: string; through: string; count: number }[] = [];
+  let previous = after;
+  let current: { after: string; through: string; count: number } | undefined;
+  for (const file of page.files) {
+    if (existing.has(targetKey(source.prefix, file))) {
+      current = undefined;
+    } else {
+      if (current === undefined || current.count >= batchSize) {
+        current = { after: previous, through: file, count: 0 };
+        batches.push(current);
+      }
+      current.through = file;
+      current.count++;
+    }
+    previous = file;
+  }
+  const toCopy = batches.reduce((sum, batch) => sum + batch.count, 0);
+  return { exists: true, stored: page.files.length - toCopy, batches, next: page.next };
+}
+
+/**
+ * The files of a planned batch, listed again: at most `count` keys in `(after, through]`. A file
+ * created in the range since the plan may wait for the next run; one deleted is simply not there.
+ */
+export async function listBatch(source: MigrationSource, batch: CopyBatch): Promise<string[]> {
+  const entries = await walkInKeyOrder(source.root, {
+    after: batch.after,
+    limit: batch.count,
+    include: (entry) => !(source.prefix === '' && isExcludedRootKey(entry.key)),
+  });
+  return entries.map((entry) => entry.key).filter((key) => compareKeys(key, batch.through) <= 0);
 }
 
 /** The longest common prefix of two strings, cut back to whole UTF-16 units. */

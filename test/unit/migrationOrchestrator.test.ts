@@ -2,7 +2,7 @@ import path from 'node:path';
 
 import { beforeAll, describe, expect, it } from 'vitest';
 
-import type { MigrationReport, SourcePage } from '../../shared/migration/migration';
+import type { CopyBatch, MigrationReport, SourcePlan } from '../../shared/migration/migration';
 import { loadRegistrations, type Registration } from '../../shared/runtime/registrations';
 
 /**
@@ -16,7 +16,7 @@ const LIST = 'migrationListSourcePage';
 interface Action {
   actionType: number;
   functionName: string;
-  input: { files?: string[]; after?: string };
+  input: { batch?: CopyBatch; after?: string };
   retryOptions?: { maxNumberOfAttempts: number };
   compoundActions?: Action[];
 }
@@ -83,12 +83,19 @@ function flatten(actions: Action[]): Action[] {
   return actions.flatMap((action) => (action.compoundActions ? flatten(action.compoundActions) : [action]));
 }
 
-const page = (files: string[], next: string | null = null, stored = 0): SourcePage => ({
-  exists: true,
-  files,
-  stored,
-  next,
-});
+/** A plan for `files` (names only in the test: the plan itself holds ranges and counts). */
+const page = (files: string[], next: string | null = null, stored = 0): SourcePlan => {
+  const batches: CopyBatch[] = [];
+  for (let index = 0; index < files.length; index += 100) {
+    const slice = files.slice(index, index + 100);
+    batches.push({
+      after: index === 0 ? '' : files[index - 1]!,
+      through: slice[slice.length - 1]!,
+      count: slice.length,
+    });
+  }
+  return { exists: true, stored, batches, next };
+};
 const result = (copied: string[], skipped = 0): MigrationReport => ({
   copied: copied.length,
   skipped,
@@ -109,7 +116,8 @@ describe('migration orchestrator (replayed histories)', () => {
     const history = [...started(), scheduled(0, LIST), episode(), completed(0, page(files))];
     const second = await replay(history);
     const copies = flatten(second.actions.flat()).filter((action) => action.functionName === COPY);
-    expect(copies.map((copy) => copy.input.files?.length)).toEqual([100, 100, 50]);
+    expect(copies.map((copy) => copy.input.batch?.count)).toEqual([100, 100, 50]);
+    expect(copies.map((copy) => copy.input.batch?.through)).toEqual(['f099', 'f199', 'f249']);
     expect(second.customStatus).toEqual({ total: 250, done: 0 });
 
     history.push(scheduled(1, COPY), scheduled(2, COPY), scheduled(3, COPY), episode());
@@ -133,7 +141,7 @@ describe('migration orchestrator (replayed histories)', () => {
     history.push(
       scheduled(2, LIST),
       episode(),
-      completed(2, { exists: false, files: [], stored: 0, next: null }),
+      completed(2, { exists: false, stored: 0, batches: [], next: null }),
     );
     const done = await replay(history);
     expect(done.isDone).toBe(true);
