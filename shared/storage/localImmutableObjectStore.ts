@@ -1,9 +1,9 @@
-import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
 import { CairnError, ConflictError, InvalidArgumentError, StorageUnavailableError } from '../errors';
 import { validateKey } from '../keys';
+import { writeDurableTempFile } from './durableTempFile';
 import {
   checkObject,
   checkPointerValue,
@@ -134,22 +134,7 @@ export class LocalImmutableObjectStore implements ImmutableObjectStore {
 
   /** A new, durable temp file holding `bytes`. */
   private async writeTemp(bytes: Buffer): Promise<string> {
-    if (!readyTmpDirs.has(this.tmpDir)) {
-      await fs.mkdir(this.tmpDir, { recursive: true });
-      readyTmpDirs.add(this.tmpDir);
-    }
-    const temp = path.join(this.tmpDir, randomUUID());
-    const handle = await fs.open(temp, 'wx');
-    try {
-      await handle.writeFile(bytes);
-      await handle.datasync();
-      return temp;
-    } catch (error) {
-      await fs.rm(temp, { force: true });
-      throw error;
-    } finally {
-      await handle.close();
-    }
+    return (await writeDurableTempFile(this.tmpDir, bytes)).temp;
   }
 
   /** Depth-first in key order: folders sort as `name/`, which is the byte order of whole keys. */
@@ -190,7 +175,6 @@ export class LocalImmutableObjectStore implements ImmutableObjectStore {
 }
 
 const pointerLocks = new KeyedMutex();
-const readyTmpDirs = new Set<string>();
 
 function errnoOf(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | undefined)?.code;

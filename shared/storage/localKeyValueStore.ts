@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 
@@ -12,6 +11,7 @@ import {
 } from '../errors';
 import { validateKey } from '../keys';
 import { checkConditions } from './conditions';
+import { writeDurableTempFile } from './durableTempFile';
 import { KeyedMutex } from './keyedMutex';
 import { walkInKeyOrder } from './keyOrderWalk';
 import type {
@@ -61,7 +61,6 @@ export class LocalKeyValueStoreFactory implements KeyValueStoreFactory {
 const MAX_SEGMENT_BYTES = 255;
 /** One lock table per process: two store objects on the same folder must not race each other. */
 const locks = new KeyedMutex();
-const readyTmpDirs = new Set<string>();
 let lastStampMicros = 0;
 
 /** A modification time (seconds) unique within this process and increasing. */
@@ -230,24 +229,12 @@ class LocalKeyValueStore implements KeyValueStore {
 
   /** Writes `value` to a new temp file, durable and stamped; its ETag survives the rename or link. */
   private async writeTemp(value: Buffer): Promise<{ temp: string; etag: string }> {
-    if (!readyTmpDirs.has(this.tmpDir)) {
-      await fs.mkdir(this.tmpDir, { recursive: true });
-      readyTmpDirs.add(this.tmpDir);
-    }
-    const temp = path.join(this.tmpDir, randomUUID());
-    const handle = await fs.open(temp, 'wx');
-    try {
-      await handle.writeFile(value);
+    const { temp, extra: etag } = await writeDurableTempFile(this.tmpDir, value, async (handle) => {
       const stamp = nextStamp();
       await handle.utimes(stamp, stamp);
-      await handle.datasync();
-      return { temp, etag: etagOf(await handle.stat({ bigint: true })) };
-    } catch (error) {
-      await fs.rm(temp, { force: true });
-      throw error;
-    } finally {
-      await handle.close();
-    }
+      return etagOf(await handle.stat({ bigint: true }));
+    });
+    return { temp, etag };
   }
 
   private async makeParentFolders(file: string): Promise<void> {

@@ -1,0 +1,34 @@
+import { randomUUID } from 'node:crypto';
+import { type FileHandle, mkdir, open, rm } from 'node:fs/promises';
+import path from 'node:path';
+
+const readyTmpDirs = new Set<string>();
+
+/**
+ * Writes `bytes` to a new file in `tmpDir`, synced to disk, ready to be renamed or linked into place
+ * (the local stores' atomic write). `finish` runs on the open file before the sync (e.g. to stamp
+ * it) and its result is returned. On failure the temp file is removed.
+ */
+export async function writeDurableTempFile<T = undefined>(
+  tmpDir: string,
+  bytes: Buffer,
+  finish?: (handle: FileHandle) => Promise<T>,
+): Promise<{ temp: string; extra: T }> {
+  if (!readyTmpDirs.has(tmpDir)) {
+    await mkdir(tmpDir, { recursive: true });
+    readyTmpDirs.add(tmpDir);
+  }
+  const temp = path.join(tmpDir, randomUUID());
+  const handle = await open(temp, 'wx');
+  try {
+    await handle.writeFile(bytes);
+    const extra = (finish === undefined ? undefined : await finish(handle)) as T;
+    await handle.datasync();
+    return { temp, extra };
+  } catch (error) {
+    await rm(temp, { force: true });
+    throw error;
+  } finally {
+    await handle.close();
+  }
+}
