@@ -86,7 +86,6 @@ interface Instance {
   runtimeStatus: RuntimeStatus;
   output: unknown;
   customStatus: unknown;
-  done: Promise<void>;
 }
 
 /** A finished attempt of an activity, or a fired retry timer, waiting to be written to the history. */
@@ -150,10 +149,9 @@ export class LocalDurableHost {
       runtimeStatus: 'Pending',
       output: null,
       customStatus: null,
-      done: Promise.resolve(),
     };
     this.instances.set(instanceId, instance);
-    instance.done = this.run(instance, registration).catch((error: unknown) => {
+    void this.run(instance, registration).catch((error: unknown) => {
       this.finish(instance, 'Failed', error instanceof Error ? error.message : String(error));
     });
     return instanceId;
@@ -161,22 +159,7 @@ export class LocalDurableHost {
 
   status(instanceId: string): InstanceStatus | undefined {
     const instance = this.instances.get(instanceId);
-    if (instance === undefined) return undefined;
-    return {
-      name: instance.name,
-      instanceId: instance.instanceId,
-      createdTime: instance.createdTime,
-      lastUpdatedTime: instance.lastUpdatedTime,
-      input: instance.input,
-      output: instance.output,
-      runtimeStatus: instance.runtimeStatus,
-      customStatus: instance.customStatus,
-    };
-  }
-
-  /** Resolves when every instance has finished (for a clean shutdown). */
-  async idle(): Promise<void> {
-    await Promise.allSettled([...this.instances.values()].map((instance) => instance.done));
+    return instance && { ...instance };
   }
 
   private finish(instance: Instance, status: RuntimeStatus, output: unknown): void {
