@@ -1,7 +1,7 @@
-import { ManagedIdentityCredential } from '@azure/identity';
 import { type QueueClient, QueueServiceClient, StorageSharedKeyCredential } from '@azure/storage-queue';
 
 import type { StorageServiceConfig } from '../config';
+import { managedIdentityCredential } from '../storage/azureClients';
 import { isNotFound, translateAzureError } from '../storage/azureErrors';
 
 /**
@@ -54,7 +54,7 @@ export function createQueueServiceClient(
   const credential =
     service.accountKey !== undefined
       ? new StorageSharedKeyCredential(service.accountName, service.accountKey)
-      : new ManagedIdentityCredential({ clientId: service.managedIdentityClientId ?? '' });
+      : managedIdentityCredential(service.managedIdentityClientId);
   return new QueueServiceClient(service.endpoint, credential, {
     retryOptions: { maxTries: 1, tryTimeoutInMs: timeoutMs },
     userAgentOptions: { userAgentPrefix: 'cairn' },

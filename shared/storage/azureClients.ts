@@ -5,6 +5,22 @@ import type { BackendConfig } from '../config';
 
 type BlobBackendConfig = Extract<BackendConfig, { kind: 'blob' }>;
 
+const identities = new Map<string, ManagedIdentityCredential>();
+
+/**
+ * The process's one credential for the user-assigned managed identity (Blob, Queue and Table
+ * clients share it, and with it its token cache).
+ */
+export function managedIdentityCredential(clientId: string | undefined): ManagedIdentityCredential {
+  const key = clientId ?? '';
+  let credential = identities.get(key);
+  if (credential === undefined) {
+    credential = new ManagedIdentityCredential({ clientId: key });
+    identities.set(key, credential);
+  }
+  return credential;
+}
+
 /**
  * The one Blob service client of the process. In Azure it authenticates with the user-assigned
  * managed identity; an account key is accepted for Azurite and development only. Retries are the
@@ -15,7 +31,7 @@ export function createBlobServiceClient(backend: BlobBackendConfig, timeoutMs: n
   const credential =
     backend.accountKey !== undefined
       ? new StorageSharedKeyCredential(backend.accountName, backend.accountKey)
-      : new ManagedIdentityCredential({ clientId: backend.managedIdentityClientId ?? '' });
+      : managedIdentityCredential(backend.managedIdentityClientId);
   return new BlobServiceClient(backend.endpoint, credential, {
     retryOptions: {
       maxTries: 4,

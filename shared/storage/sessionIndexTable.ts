@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { AzureNamedKeyCredential, odata, TableClient, type TableEntityResult } from '@azure/data-tables';
-import { ManagedIdentityCredential } from '@azure/identity';
 
 import type { StorageServiceConfig } from '../config';
 import { StorageUnavailableError } from '../errors';
+import { managedIdentityCredential } from './azureClients';
 import { isAzureError, isNotFound, translateAzureError } from './azureErrors';
 import type { SessionIndex, SessionPage, SessionRecord } from './sessionIndex';
 
@@ -226,7 +226,7 @@ export function createSessionTableClient(service: StorageServiceConfig, tableNam
     : new TableClient(
         service.endpoint,
         tableName,
-        new ManagedIdentityCredential({ clientId: service.managedIdentityClientId ?? '' }),
+        managedIdentityCredential(service.managedIdentityClientId),
         options,
       );
 }
