@@ -1,3 +1,4 @@
+import { LruMap } from '../lruMap';
 import type { ChatCursor } from './chatCursors';
 
 /**
@@ -25,36 +26,19 @@ export interface TenantChatCursorCache {
 }
 
 export class ChatCursorCache {
-  private readonly entries = new Map<string, CachedChatCursor>();
+  private readonly entries: LruMap<string, CachedChatCursor>;
 
-  constructor(private readonly capacity = 4096) {}
+  constructor(capacity = 4096) {
+    this.entries = new LruMap(capacity);
+  }
 
   forTenant(tenant: string): TenantChatCursorCache {
     // Tenant ids cannot contain "/", so the pair is unambiguous.
     const keyOf = (chatId: string) => `${tenant}/${chatId}`;
     return {
-      get: (chatId) => {
-        const key = keyOf(chatId);
-        const entry = this.entries.get(key);
-        if (entry !== undefined) {
-          // Most recently used last.
-          this.entries.delete(key);
-          this.entries.set(key, entry);
-        }
-        return entry;
-      },
-      set: (chatId, entry) => {
-        const key = keyOf(chatId);
-        this.entries.delete(key);
-        this.entries.set(key, entry);
-        if (this.entries.size > this.capacity) {
-          const oldest = this.entries.keys().next();
-          if (oldest.done !== true) this.entries.delete(oldest.value);
-        }
-      },
-      delete: (chatId) => {
-        this.entries.delete(keyOf(chatId));
-      },
+      get: (chatId) => this.entries.get(keyOf(chatId)),
+      set: (chatId, entry) => this.entries.set(keyOf(chatId), entry),
+      delete: (chatId) => this.entries.delete(keyOf(chatId)),
     };
   }
 

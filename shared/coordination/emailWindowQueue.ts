@@ -2,7 +2,7 @@ import { type QueueClient, QueueServiceClient, StorageSharedKeyCredential } from
 
 import type { StorageServiceConfig } from '../config';
 import { managedIdentityCredential } from '../storage/azureClients';
-import { isNotFound, translateAzureError } from '../storage/azureErrors';
+import { isNotFound, storageCall } from '../storage/azureErrors';
 
 /**
  * The queue that receives claimed email windows (CAIRN_EMAIL_WINDOW_QUEUE).
@@ -72,26 +72,27 @@ export class AzureEmailWindowQueue implements EmailWindowQueue {
 
   async send(message: EmailWindowMessage): Promise<void> {
     await this.ensureQueue();
-    try {
-      await this.queue.sendMessage(encodeEmailWindowMessage(message), {
-        messageTimeToLive: -1,
-        abortSignal: AbortSignal.timeout(this.timeoutMs),
-      });
-    } catch (error) {
-      // The queue was deleted since: make it again on the next send.
-      if (isNotFound(error)) this.ready = undefined;
-      throw translateAzureError(error);
-    }
+    await storageCall(this.timeoutMs, async (abortSignal) => {
+      try {
+        await this.queue.sendMessage(encodeEmailWindowMessage(message), {
+          messageTimeToLive: -1,
+          abortSignal,
+        });
+      } catch (error) {
+        // The queue was deleted since: make it again on the next send.
+        if (isNotFound(error)) this.ready = undefined;
+        throw error;
+      }
+    });
   }
 
   private ensureQueue(): Promise<void> {
-    this.ready ??= this.queue.createIfNotExists({ abortSignal: AbortSignal.timeout(this.timeoutMs) }).then(
-      () => undefined,
-      (error: unknown) => {
-        this.ready = undefined;
-        throw translateAzureError(error);
-      },
-    );
+    this.ready ??= storageCall(this.timeoutMs, async (abortSignal) => {
+      await this.queue.createIfNotExists({ abortSignal });
+    }).catch((error: unknown) => {
+      this.ready = undefined;
+      throw error;
+    });
     return this.ready;
   }
 }

@@ -70,3 +70,27 @@ export function translateAzureError(error: unknown): CairnError {
     },
   );
 }
+
+/**
+ * Runs one storage operation under a deadline of `timeoutMs` (its signal aborts every request of
+ * the operation, retries included) and translates every Azure error once. The timer goes as soon
+ * as the operation settles: `AbortSignal.timeout` keeps one timer alive per call for the whole
+ * deadline, thousands of them under load.
+ */
+export async function storageCall<T>(
+  timeoutMs: number,
+  operation: (abortSignal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const controller = new AbortController();
+  const timer = setTimeout(
+    () => controller.abort(new DOMException('the storage did not answer in time', 'TimeoutError')),
+    timeoutMs,
+  );
+  try {
+    return await operation(controller.signal);
+  } catch (error) {
+    throw translateAzureError(error);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,7 +1,7 @@
 import type { BlockBlobClient, ContainerClient } from '@azure/storage-blob';
 
 import { validateKey } from '../keys';
-import { isConditionFailure, isNotFound, translateAzureError } from './azureErrors';
+import { isConditionFailure, isNotFound, storageCall } from './azureErrors';
 import {
   checkObject,
   checkPointerValue,
@@ -134,13 +134,8 @@ export class BlobImmutableObjectStore implements ImmutableObjectStore {
     return this.container.getBlockBlobClient(this.namePrefix + key);
   }
 
-  /** Runs one operation under the deadline and translates every Azure error once. */
-  private async call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
-    try {
-      return await operation(AbortSignal.timeout(this.timeoutMs));
-    } catch (error) {
-      throw translateAzureError(error);
-    }
+  private call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
+    return storageCall(this.timeoutMs, operation);
   }
 
   /** Create-only upload; false when the blob exists. Makes the container on its first write. */

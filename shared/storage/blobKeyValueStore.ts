@@ -5,7 +5,8 @@ import type { BlobServiceClient, BlockBlobClient, ContainerClient } from '@azure
 
 import { PayloadTooLargeError, PreconditionFailedError, StorageUnavailableError } from '../errors';
 import { validateKey } from '../keys';
-import { isConditionFailure, isNotFound, translateAzureError } from './azureErrors';
+import { LruMap } from '../lruMap';
+import { isConditionFailure, isNotFound, storageCall } from './azureErrors';
 import { checkConditions, checkConditionShape } from './conditions';
 import { KeyedMutex } from './keyedMutex';
 import type {
@@ -35,8 +36,13 @@ import { decodeCursor, encodeCursor } from './listCursor';
  */
 export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
   readonly kind = 'blob';
-  private readonly versionHints = new VersionHints(10_000);
-  private readonly stores = new Map<string, KeyValueStore>();
+  private readonly versionHints: VersionHints = new LruMap(10_000);
+  /**
+   * Clients are stateless and cheap to keep; building one per request is not (each parses its URL
+   * and builds its own service client): one per tenant, and one per recently used blob.
+   */
+  private readonly stores = new LruMap<string, KeyValueStore>(1000);
+  private readonly blobClients: BlobClients = new LruMap(4096);
 
   constructor(
     private readonly service: BlobServiceClient,
@@ -46,15 +52,18 @@ export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
   ) {}
 
   forTenant(tenant: string): KeyValueStore {
-    let store = this.stores.get(tenant);
-    if (store === undefined) {
-      const container = this.service.getContainerClient(tenantContainerName(this.baseContainer, tenant));
-      store = new BlobKeyValueStore(container, tenant, this.maxValueBytes, this.timeoutMs, this.versionHints);
-      // Clients are stateless and cheap to keep; building one per request is not (URL parsing).
-      if (this.stores.size >= 1000) this.stores.delete(this.stores.keys().next().value ?? '');
-      this.stores.set(tenant, store);
-    }
-    return store;
+    return this.stores.getOrCreate(
+      tenant,
+      () =>
+        new BlobKeyValueStore(
+          this.service.getContainerClient(tenantContainerName(this.baseContainer, tenant)),
+          tenant,
+          this.maxValueBytes,
+          this.timeoutMs,
+          this.versionHints,
+          this.blobClients,
+        ),
+    );
   }
 }
 
@@ -63,33 +72,16 @@ export function tenantContainerName(baseContainer: string, tenant: string): stri
 }
 
 /**
- * The last ETag this process saw per blob, a hint only (bounded, least recently used dropped).
+ * The last ETag this process saw per blob URL, a hint only (bounded, least recently used dropped).
  * Azure does not tell whether an unconditional upload created or replaced a blob, and the API must
  * answer 201 or 200; with a hint, a replace is one conditional upload on that version (the usual
  * case: an agent rewriting its own state), and a stale hint only costs the two-request path.
  * Correctness never depends on it: the hint is only ever sent as an If-Match.
  */
-class VersionHints {
-  private readonly etags = new Map<string, string>();
+type VersionHints = LruMap<string, string>;
 
-  constructor(private readonly capacity: number) {}
-
-  get(url: string): string | undefined {
-    const etag = this.etags.get(url);
-    if (etag !== undefined) {
-      this.etags.delete(url);
-      this.etags.set(url, etag);
-    }
-    return etag;
-  }
-
-  set(url: string, etag: string | undefined): void {
-    this.etags.delete(url);
-    if (etag === undefined || etag === '') return;
-    this.etags.set(url, etag);
-    if (this.etags.size > this.capacity) this.etags.delete(this.etags.keys().next().value ?? '');
-  }
-}
+/** Blob clients by container and blob name. */
+type BlobClients = LruMap<string, BlockBlobClient>;
 
 const APPEND_MAX_ATTEMPTS = 12;
 const appendLocks = new KeyedMutex();
@@ -109,6 +101,7 @@ class BlobKeyValueStore implements KeyValueStore {
     private readonly maxValueBytes: number,
     private readonly timeoutMs: number,
     private readonly hints: VersionHints,
+    private readonly clients: BlobClients,
   ) {}
 
   async read(key: string): Promise<StoredValue | null> {
@@ -177,11 +170,11 @@ class BlobKeyValueStore implements KeyValueStore {
           abortSignal,
           ...(conditions.ifMatch === undefined ? {} : { conditions: { ifMatch: conditions.ifMatch } }),
         });
-        this.hints.set(blob.url, undefined);
+        this.remember(blob, undefined);
         return true;
       } catch (error) {
         if (isNotFound(error)) {
-          this.hints.set(blob.url, undefined);
+          this.remember(blob, undefined);
           if (conditions.ifMatch !== undefined) throw new PreconditionFailedError('the key does not exist');
           return false;
         }
@@ -221,27 +214,30 @@ class BlobKeyValueStore implements KeyValueStore {
 
   private blob(key: string): BlockBlobClient {
     validateKey(key);
-    return this.container.getBlockBlobClient(key);
+    // Container names cannot contain "/", so the pair is unambiguous.
+    return this.clients.getOrCreate(`${this.container.containerName}/${key}`, () =>
+      this.container.getBlockBlobClient(key),
+    );
   }
 
-  /** Runs one operation under the deadline and translates every Azure error once. */
-  private async call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
-    try {
-      return await operation(AbortSignal.timeout(this.timeoutMs));
-    } catch (error) {
-      throw translateAzureError(error);
-    }
+  private remember(blob: BlockBlobClient, etag: string | undefined): void {
+    if (etag === undefined || etag === '') this.hints.delete(blob.url);
+    else this.hints.set(blob.url, etag);
+  }
+
+  private call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
+    return storageCall(this.timeoutMs, operation);
   }
 
   private async download(blob: BlockBlobClient, abortSignal: AbortSignal): Promise<StoredValue | null> {
     try {
       const response = await blob.download(0, undefined, { abortSignal });
       const value = await readStream(response.readableStreamBody);
-      this.hints.set(blob.url, response.etag);
+      this.remember(blob, response.etag);
       return { value, etag: response.etag ?? '' };
     } catch (error) {
       if (!isNotFound(error)) throw error;
-      this.hints.set(blob.url, undefined);
+      this.remember(blob, undefined);
       return null;
     }
   }
@@ -249,11 +245,11 @@ class BlobKeyValueStore implements KeyValueStore {
   private async properties(blob: BlockBlobClient, abortSignal: AbortSignal): Promise<StoredItem | null> {
     try {
       const properties = await blob.getProperties({ abortSignal });
-      this.hints.set(blob.url, properties.etag);
+      this.remember(blob, properties.etag);
       return { etag: properties.etag ?? '', size: properties.contentLength ?? 0 };
     } catch (error) {
       if (!isNotFound(error)) throw error;
-      this.hints.set(blob.url, undefined);
+      this.remember(blob, undefined);
       return null;
     }
   }
@@ -296,7 +292,7 @@ class BlobKeyValueStore implements KeyValueStore {
       if (!(error instanceof PreconditionFailedError)) throw error;
     }
     const response = await blob.upload(value, value.length, { blobHTTPHeaders: OCTET_STREAM, abortSignal });
-    this.hints.set(blob.url, response.etag);
+    this.remember(blob, response.etag);
     return { etag: response.etag ?? '', size: value.length, created: false };
   }
 
@@ -309,7 +305,7 @@ class BlobKeyValueStore implements KeyValueStore {
           blobHTTPHeaders: OCTET_STREAM,
           abortSignal,
         });
-        this.hints.set(blob.url, response.etag);
+        this.remember(blob, response.etag);
         return { etag: response.etag ?? '', size: value.length, created: true };
       } catch (error) {
         if (isConditionFailure(error)) throw new PreconditionFailedError('the key exists');
@@ -357,7 +353,7 @@ class BlobKeyValueStore implements KeyValueStore {
         blobHTTPHeaders: OCTET_STREAM,
         abortSignal,
       });
-      this.hints.set(blob.url, response.etag);
+      this.remember(blob, response.etag);
       return { etag: response.etag ?? '', size: value.length, created: false };
     } catch (error) {
       // 404: the blob (or the tenant's container) does not exist, so no version matches.

@@ -4,8 +4,9 @@ import { AzureNamedKeyCredential, odata, TableClient, type TableEntityResult } f
 
 import type { StorageServiceConfig } from '../config';
 import { StorageUnavailableError } from '../errors';
+import { LruMap } from '../lruMap';
 import { managedIdentityCredential } from './azureClients';
-import { isAzureError, isNotFound, translateAzureError } from './azureErrors';
+import { isAzureError, isNotFound, storageCall } from './azureErrors';
 import type { SessionIndex, SessionPage, SessionRecord } from './sessionIndex';
 
 /**
@@ -23,7 +24,7 @@ import type { SessionIndex, SessionPage, SessionRecord } from './sessionIndex';
  * created on first use. Owners never change, so owners seen are remembered (bounded).
  */
 export class TableSessionIndex implements SessionIndex {
-  private readonly owners = new Map<string, string>();
+  private readonly owners = new LruMap<string, string>(10_000);
   private tableReady: Promise<void> | undefined;
 
   constructor(
@@ -131,13 +132,8 @@ export class TableSessionIndex implements SessionIndex {
     throw new StorageUnavailableError('the session index is changing too fast to update; retry');
   }
 
-  /** Runs one operation under the deadline and translates every Azure error once. */
-  private async call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
-    try {
-      return await operation(AbortSignal.timeout(this.timeoutMs));
-    } catch (error) {
-      throw translateAzureError(error);
-    }
+  private call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
+    return storageCall(this.timeoutMs, operation);
   }
 
   private async getEntity(
@@ -178,13 +174,11 @@ export class TableSessionIndex implements SessionIndex {
   }
 
   private remember(sessionId: string, owner: string): void {
-    if (this.owners.size >= OWNER_CACHE_SIZE) this.owners.delete(this.owners.keys().next().value ?? '');
     this.owners.set(sessionId, owner);
   }
 }
 
 const OWNER_ROW = 'owner';
-const OWNER_CACHE_SIZE = 10_000;
 const UPDATE_ATTEMPTS = 16;
 
 /** Session ids and tenant ids use `[A-Za-z0-9._-]`, all legal in table keys. */
