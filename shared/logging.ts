@@ -1,5 +1,3 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
-
 import pino, { type Logger } from 'pino';
 
 export type { Logger } from 'pino';
@@ -28,27 +26,36 @@ const REDACTED_PATHS = [
   '*.body',
 ];
 
-const invocationSink = new AsyncLocalStorage<LogSink>();
+const invocationSinks = new Map<string, LogSink>();
 const routedLoggers = new Map<string, Logger>();
+const INVOCATION_ID = /"invocationId":"([^"]*)"/;
 
 /**
- * Runs `fn` with its log lines going to `sink` (the invocation's context in the Functions host, so
- * every line carries the invocation id there too).
+ * Runs `fn` with the lines that carry `invocationId` going to `sink` (the invocation's context in
+ * the Functions host) until it settles. Routing by the id each line carries (rather than by async
+ * context) keeps async hooks off the hot path; a line that names no running invocation goes to
+ * stdout.
  */
-export function withLogSink<T>(sink: LogSink, fn: () => T): T {
-  return invocationSink.run(sink, fn);
+export async function withLogSink<T>(invocationId: string, sink: LogSink, fn: () => Promise<T>): Promise<T> {
+  invocationSinks.set(invocationId, sink);
+  try {
+    return await fn();
+  } finally {
+    invocationSinks.delete(invocationId);
+  }
 }
 
 /**
  * The process's logger at `level`, built once (a pino instance costs far more than a child): its
- * lines go to the sink of the invocation they are written in ({@link withLogSink}), else stdout.
- * Per invocation, use `.child({ invocationId, function, tenant })`.
+ * lines go to the sink of the invocation they name ({@link withLogSink}), else stdout. Per
+ * invocation, use `.child({ invocationId, function, tenant })`.
  */
 export function processLogger(level: string): Logger {
   let logger = routedLoggers.get(level);
   if (logger === undefined) {
     logger = createLogger(level, (line, lineLevel) => {
-      const sink = invocationSink.getStore();
+      const invocationId = INVOCATION_ID.exec(line)?.[1];
+      const sink = invocationId === undefined ? undefined : invocationSinks.get(invocationId);
       if (sink === undefined) process.stdout.write(line + '\n');
       else sink(line, lineLevel);
     });

@@ -69,41 +69,55 @@ export function httpHandler(
     const offered = request.headers.get('x-request-id');
     const requestId = offered !== null && REQUEST_ID.test(offered) ? offered : randomUUID();
     const services = getServices();
-    let log = processLogger(services.config.logLevel).child({
+    const root = processLogger(services.config.logLevel);
+    const bindings: Record<string, string> = {
       invocationId: context.invocationId,
       function: name,
       requestId,
-    });
+    };
+    // The invocation's logger is made on first use (most requests only write the line at the end).
+    let child: Logger | undefined;
+    const log = () => (child ??= root.child({ ...bindings }));
+    const call = {
+      requestId,
+      services,
+      context,
+      get log() {
+        return log();
+      },
+    };
     let response: HttpResponseInit;
     try {
       const route = (handlers as RouteHandlers<AuthenticatedCall>)[request.method as HttpMethod];
       if (route === undefined) throw new MethodNotAllowedError(request.method, allowed);
       if (options.anonymous === true) {
-        response = await (route as (r: HttpRequest, c: Call) => Promise<HttpResponseInit>)(request, {
-          requestId,
-          log,
-          services,
-          context,
-        });
+        response = await (route as (r: HttpRequest, c: Call) => Promise<HttpResponseInit>)(request, call);
       } else {
         const principal = await services.authenticator.authenticate(request.headers.get('authorization'));
-        log = log.child({ tenant: principal.tenant });
-        response = await route(request, { requestId, log, services, context, principal });
+        bindings['tenant'] = principal.tenant;
+        child = child?.child({ tenant: principal.tenant });
+        response = await route(request, Object.assign(call, { principal }));
       }
     } catch (error) {
-      response = errorResponse(error, log);
+      response = errorResponse(error, log());
     }
     response.headers = {
       ...(response.headers as Record<string, string> | undefined),
       'x-request-id': requestId,
     };
-    log.info(
-      { method: request.method, status: response.status ?? 200, ms: Math.round(performance.now() - started) },
+    root.info(
+      {
+        ...bindings,
+        method: request.method,
+        status: response.status ?? 200,
+        ms: Math.round(performance.now() - started),
+      },
       'request',
     );
     return response;
   };
-  return (request, context) => withLogSink(logSinkOf(context), () => handle(request, context));
+  return (request, context) =>
+    withLogSink(context.invocationId, logSinkOf(context), () => handle(request, context));
 }
 
 /**

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { writeSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
@@ -60,7 +61,7 @@ type HttpFunction = (request: HttpRequest, context: InvocationContext) => Promis
 type TimerFunction = (timer: unknown, context: InvocationContext) => Promise<unknown>;
 
 export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<LocalRuntime> {
-  const write = options.write ?? ((line: string) => process.stdout.write(line + '\n'));
+  const write = options.write ?? stdoutLines();
   const log = createLogger('info', (line) => write(line), { component: 'local-runtime' });
   const registrations = loadRegistrations(options.entry);
 
@@ -315,10 +316,10 @@ function writeSimpleResponse(result: unknown, res: http.ServerResponse, method: 
   const init = (result ?? {}) as HttpResponseInit;
   if (init.cookies !== undefined) return false;
   let body: string | Uint8Array | undefined;
-  const headers = new Headers(init.headers);
+  const headers = headerRecord(init.headers);
   if (init.jsonBody !== undefined) {
     body = JSON.stringify(init.jsonBody);
-    if (!headers.has('content-type')) headers.set('content-type', 'application/json');
+    headers['content-type'] ??= 'application/json';
   } else if (init.body === undefined || init.body === null) {
     body = undefined;
   } else if (typeof init.body === 'string' || init.body instanceof Uint8Array) {
@@ -326,12 +327,43 @@ function writeSimpleResponse(result: unknown, res: http.ServerResponse, method: 
   } else {
     return false;
   }
-  if (body !== undefined && !headers.has('content-length') && method !== 'HEAD') {
-    headers.set('content-length', String(typeof body === 'string' ? Buffer.byteLength(body) : body.length));
+  if (body !== undefined && method !== 'HEAD') {
+    headers['content-length'] ??= String(typeof body === 'string' ? Buffer.byteLength(body) : body.length);
   }
-  res.writeHead(init.status ?? 200, Object.fromEntries(headers.entries()));
+  res.writeHead(init.status ?? 200, headers);
   res.end(method === 'HEAD' ? undefined : body);
   return true;
+}
+
+/** Response headers as one record with lower-case names (a plain object is read directly). */
+function headerRecord(init: HttpResponseInit['headers']): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (init === undefined) return headers;
+  const entries =
+    init instanceof Headers || Array.isArray(init) ? new Headers(init).entries() : Object.entries(init);
+  for (const [name, value] of entries) headers[name.toLowerCase()] = String(value);
+  return headers;
+}
+
+/**
+ * Lines to stdout, written together once per turn of the event loop rather than one write per
+ * line (a busy runtime logs a line per request); what is still pending is written when the
+ * process exits.
+ */
+function stdoutLines(): (line: string) => void {
+  let pending: string[] = [];
+  const flush = () => {
+    const text = pending.join('');
+    pending = [];
+    process.stdout.write(text);
+  };
+  process.once('exit', () => {
+    if (pending.length > 0) writeSync(process.stdout.fd, pending.join(''));
+  });
+  return (line) => {
+    if (pending.length === 0) setImmediate(flush);
+    pending.push(line + '\n');
+  };
 }
 
 async function readAll(req: http.IncomingMessage): Promise<Buffer> {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { createLogger, errorSummary } from '../../shared/logging';
+import { createLogger, errorSummary, processLogger, withLogSink } from '../../shared/logging';
 
 describe('logging', () => {
   it('writes JSON lines with the bound fields and redacts secrets passed by mistake', () => {
@@ -46,5 +46,36 @@ describe('logging', () => {
       cause: { type: 'Error', message: 'socket hang up', code: 'ECONNRESET' },
     });
     expect(JSON.stringify(summary)).not.toContain('signature');
+  });
+
+  it('routes the lines of a running invocation to its sink, and only while it runs', async () => {
+    const log = processLogger('info');
+    const mine: string[] = [];
+    const other: string[] = [];
+    let release = () => {};
+    const running = withLogSink(
+      'inv-a',
+      (line) => mine.push(line),
+      async () => {
+        log.child({ invocationId: 'inv-a' }).info('first');
+        await new Promise<void>((resolve) => (release = resolve));
+        log.child({ invocationId: 'inv-a', tenant: 't' }).warn('second');
+      },
+    );
+    // Another invocation running at the same time keeps its own lines.
+    await withLogSink(
+      'inv-b',
+      (line) => other.push(line),
+      async () => {
+        log.child({ invocationId: 'inv-b' }).info('theirs');
+        release();
+        await running;
+      },
+    );
+    expect(mine.map((line) => (JSON.parse(line) as { msg: string }).msg)).toEqual(['first', 'second']);
+    expect(other.map((line) => (JSON.parse(line) as { msg: string }).msg)).toEqual(['theirs']);
+    // Once it has settled, its id routes nowhere (the line goes to stdout).
+    log.child({ invocationId: 'inv-a' }).info('late');
+    expect(mine).toHaveLength(2);
   });
 });
