@@ -19,7 +19,7 @@ export async function readBody(request: HttpRequest, limit: number): Promise<Buf
     if (size > limit) throw new PayloadTooLargeError(limit);
     chunks.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length));
   }
-  return Buffer.concat(chunks);
+  return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
 }
 
 // eslint-disable-next-line no-control-regex

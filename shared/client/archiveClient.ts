@@ -144,7 +144,10 @@ export class ArchiveClient {
       );
     }
     const state = await readUploadState(dir, sessionId);
-    const parent = options.parent !== undefined ? options.parent : await this.latestCheckpointId(sessionId);
+    // The parent only goes into the manifest: ask for it while the files are read and uploaded.
+    const parentRead =
+      options.parent !== undefined ? Promise.resolve(options.parent) : this.latestCheckpointId(sessionId);
+    parentRead.catch(() => {}); // awaited below; a failure surfaces there, not as unhandled
     const checkpointId = options.checkpointId ?? newId('c');
     validateId(checkpointId, 'checkpointId');
     const totals = { objects: 0, bytes: 0 };
@@ -152,6 +155,7 @@ export class ArchiveClient {
     let previous: Readonly<Record<string, UploadedFile>> = state?.files ?? {};
     for (let attempt = 0; ; attempt++) {
       const uploads = await this.uploadFiles(sessionId, checkpointId, files, previous, totals);
+      const parent = await parentRead;
       const body = JSON.stringify({
         checkpointId,
         parent,
@@ -394,10 +398,24 @@ async function uploadFile(
       const skip = reuse && previous !== undefined ? previous.blocks : 0;
       const hash = new BoundaryHash(blocks * BLOCK_BYTES);
       const uploads: Promise<number>[] = [];
-      // The blocks uploaded before are only hashed (for the file's SHA-256): read them in large chunks.
-      for (let index = 0; index < skip; index += PREFIX_READ_BLOCKS) {
-        const count = Math.min(PREFIX_READ_BLOCKS, skip - index);
-        hash.update(await readExactly(handle, index * BLOCK_BYTES, count * BLOCK_BYTES, file.path));
+      // The blocks uploaded before are only hashed (for the file's SHA-256): read them in large
+      // chunks into two buffers in turn, the next chunk read while this one is hashed.
+      const buffers =
+        skip > 0 ? [Buffer.allocUnsafe(PREFIX_READ_BYTES), Buffer.allocUnsafe(PREFIX_READ_BYTES)] : [];
+      const readPrefix = (index: number) =>
+        readExactly(
+          handle,
+          index * BLOCK_BYTES,
+          Math.min(PREFIX_READ_BYTES / BLOCK_BYTES, skip - index) * BLOCK_BYTES,
+          file.path,
+          buffers[(index / (PREFIX_READ_BYTES / BLOCK_BYTES)) % 2],
+        );
+      let reading = skip > 0 ? readPrefix(0) : undefined;
+      for (let index = 0; reading !== undefined; index += PREFIX_READ_BYTES / BLOCK_BYTES) {
+        const chunk = await reading;
+        const next = index + PREFIX_READ_BYTES / BLOCK_BYTES;
+        reading = next < skip ? readPrefix(next) : undefined;
+        hash.update(chunk);
       }
       if (skip > 0 && hash.digestSoFar() !== previous?.prefixSha256) {
         reuse = false;
@@ -425,16 +443,18 @@ async function uploadFile(
   }
 }
 
-/** 1 MiB reads for the part of a file that is hashed, not uploaded. */
-const PREFIX_READ_BLOCKS = 16;
+/** Read size for the part of a file that is hashed, not uploaded (a multiple of BLOCK_BYTES). */
+const PREFIX_READ_BYTES = 4 * 1024 * 1024;
 
+/** Reads `length` bytes at `position` into `into` (a new buffer by default); returns them. */
 async function readExactly(
   handle: fs.FileHandle,
   position: number,
   length: number,
   name: string,
+  into?: Buffer,
 ): Promise<Buffer> {
-  const buffer = Buffer.allocUnsafe(length);
+  const buffer = into === undefined ? Buffer.allocUnsafe(length) : into.subarray(0, length);
   let filled = 0;
   while (filled < length) {
     const { bytesRead } = await handle.read(buffer, filled, length - filled, position + filled);

@@ -245,9 +245,12 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
     // library's own `nativeRequest` path, which keeps large bodies out of memory.
     const url = `http://${req.headers.host ?? '127.0.0.1'}${req.url ?? '/'}`;
     const declared = Number(req.headers['content-length'] ?? NaN);
-    let body: Buffer | ReadableStream | undefined;
+    let body: ReadableStream | undefined;
     if (hasBody) {
-      body = declared <= BUFFERED_BODY_LIMIT ? await readAll(req) : (Readable.toWeb(req) as ReadableStream);
+      body =
+        declared <= BUFFERED_BODY_LIMIT
+          ? bytesStream(await readAll(req))
+          : (Readable.toWeb(req) as ReadableStream);
     }
     const nativeRequest = new Request(url, {
       method,
@@ -366,10 +369,23 @@ function stdoutLines(): (line: string) => void {
   };
 }
 
-async function readAll(req: http.IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
+function readAll(req: http.IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.once('end', () => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks)));
+    req.once('error', reject);
+  });
+}
+
+/** `bytes` as a one-chunk stream (a Buffer given to `Request` would be copied first). */
+function bytesStream(bytes: Buffer): ReadableStream<Uint8Array> {
+  return new ReadableStream({
+    start(controller) {
+      if (bytes.length > 0) controller.enqueue(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length));
+      controller.close();
+    },
+  });
 }
 
 /** Reads and drops what is left of a request body, up to 64 MiB; past that, drops the connection. */

@@ -14,7 +14,7 @@ import { combine, fixed, measure, type Measurement, summarise, table, watchRss }
 /**
  * `npm run bench -- kv`: in one process against one Azurite, the same operations as raw
  * `@azure/storage-blob` calls and through Cairn's HTTP API (Blob backend), and the local backend
- * through HTTP against direct calls of the same store class. Raw and API runs alternate (two
+ * through HTTP against direct calls of the same store class. Raw and API runs alternate (three
  * rounds each) so that drift on a noisy machine hits both alike.
  */
 
@@ -197,19 +197,21 @@ export async function runKvBench(): Promise<string> {
     append: 'append (POST)',
     list: 'list page of 100',
   };
+  // Enough operations per figure that one scheduling hiccup of the machine does not decide it.
   const counts = (operation: Measured, concurrency: number) =>
-    (operation === 'list' ? 60 : 240) * (concurrency === 1 ? 1 : 2);
+    (operation === 'list' ? 60 : 240) * (concurrency === 1 ? 1 : 4);
+  const ROUNDS = 3;
 
-  /** Alternates the two targets for two rounds each (after a warm-up) and combines the rounds. */
+  /** Alternates the two targets for ROUNDS rounds each (after a warm-up) and combines the rounds. */
   async function compare(a: Target, b: Target, operation: Measured, concurrency: number) {
     const count = counts(operation, concurrency);
     await measure(20, concurrency, a[operation]);
     await measure(20, concurrency, b[operation]);
     const runsA: Measurement[] = [];
     const runsB: Measurement[] = [];
-    for (let round = 0; round < 2; round++) {
-      runsA.push(await measure(count / 2, concurrency, a[operation]));
-      runsB.push(await measure(count / 2, concurrency, b[operation]));
+    for (let round = 0; round < ROUNDS; round++) {
+      runsA.push(await measure(Math.round(count / ROUNDS), concurrency, a[operation]));
+      runsB.push(await measure(Math.round(count / ROUNDS), concurrency, b[operation]));
     }
     return [summarise(combine(runsA)), summarise(combine(runsB))] as const;
   }
