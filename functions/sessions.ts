@@ -6,6 +6,7 @@ import { parsePublishRequest } from '../shared/archive/manifest';
 import type { SessionArchive } from '../shared/archive/sessionArchive';
 import { InternalError, InvalidArgumentError } from '../shared/errors';
 import { MAX_OBJECT_BYTES } from '../shared/storage/immutableObjectStore';
+import { readAllBytes } from '../shared/streams';
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, readBody } from './http/request';
 
@@ -127,10 +128,8 @@ export const sessionFile = httpHandler('sessionFile', {
       'repr-digest': `sha-256=:${Buffer.from(file.sha256, 'hex').toString('base64')}:`,
     };
     if (file.size > VERIFY_BEFORE_SENDING_BYTES) return { status: 200, body: stream, headers };
-    const chunks: Buffer[] = [];
-    for await (const chunk of stream) chunks.push(chunk as Buffer);
     // Read whole (the stream verifies the hash before its end): a failure is still a clean 500.
-    return { status: 200, body: Buffer.concat(chunks), headers };
+    return { status: 200, body: await readAllBytes(stream), headers };
   },
 });
 

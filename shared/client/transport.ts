@@ -2,6 +2,8 @@ import http from 'node:http';
 import https from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import { readAllBytes } from '../streams';
+
 /**
  * The client's HTTP transport: one base URL and token, bounded retries with exponential backoff and
  * jitter for what is worth retrying (network errors, 429, 502-504 and 503 storage_unavailable),
@@ -78,11 +80,7 @@ export function nodeHttpSender(maxSockets = 64): HttpSender {
           timeout: IDLE_TIMEOUT_MS,
         },
         (response) => {
-          const readAll = async () => {
-            const chunks: Buffer[] = [];
-            for await (const chunk of response) chunks.push(chunk as Buffer);
-            return Buffer.concat(chunks);
-          };
+          const readAll = () => readAllBytes(response);
           resolve({
             status: response.statusCode ?? 0,
             header: (name) => {

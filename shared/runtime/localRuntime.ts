@@ -17,6 +17,7 @@ import {
 import { Cron } from 'croner';
 
 import { createLogger, errorSummary } from '../logging';
+import { readAllBytes } from '../streams';
 import { LocalDurableHost } from './durableHost';
 import { loadRegistrations, type Registration } from './registrations';
 import { compareRanks, compileRoute, type RouteTemplate } from './routeTemplate';
@@ -203,7 +204,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
   ): Promise<void> {
     const start = /^orchestrators\/([^/]+)(?:\/([^/]+))?$/.exec(path);
     if (start !== null && method === 'POST') {
-      const body = (await readAll(req)).toString('utf8');
+      const body = (await readAllBytes(req)).toString('utf8');
       const input: unknown = body === '' ? undefined : JSON.parse(body);
       const id = durable.start(
         decodeURIComponent(start[1] ?? ''),
@@ -249,7 +250,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
     if (hasBody) {
       body =
         declared <= BUFFERED_BODY_LIMIT
-          ? bytesStream(await readAll(req))
+          ? bytesStream(await readAllBytes(req))
           : (Readable.toWeb(req) as ReadableStream);
     }
     const nativeRequest = new Request(url, {
@@ -367,15 +368,6 @@ function stdoutLines(): (line: string) => void {
     if (pending.length === 0) setImmediate(flush);
     pending.push(line + '\n');
   };
-}
-
-function readAll(req: http.IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.once('end', () => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks)));
-    req.once('error', reject);
-  });
 }
 
 /** `bytes` as a one-chunk stream (a Buffer given to `Request` would be copied first). */

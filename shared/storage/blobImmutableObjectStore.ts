@@ -1,6 +1,7 @@
 import type { BlockBlobClient, ContainerClient } from '@azure/storage-blob';
 
 import { validateKey } from '../keys';
+import { readAllBytes } from '../streams';
 import { isConditionFailure, isNotFound, storageCall } from './azureErrors';
 import {
   checkObject,
@@ -165,11 +166,7 @@ export class BlobImmutableObjectStore implements ImmutableObjectStore {
   ): Promise<{ value: Buffer; etag: string } | null> {
     try {
       const response = await blob.download(0, undefined, { abortSignal });
-      const chunks: Buffer[] = [];
-      for await (const chunk of response.readableStreamBody ?? []) {
-        chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
-      }
-      return { value: Buffer.concat(chunks), etag: response.etag ?? '' };
+      return { value: await readAllBytes(response.readableStreamBody), etag: response.etag ?? '' };
     } catch (error) {
       if (isNotFound(error)) return null;
       throw error;

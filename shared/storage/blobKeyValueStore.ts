@@ -6,6 +6,7 @@ import type { BlobServiceClient, BlockBlobClient, ContainerClient } from '@azure
 import { PayloadTooLargeError, PreconditionFailedError, StorageUnavailableError } from '../errors';
 import { validateKey } from '../keys';
 import { LruMap } from '../lruMap';
+import { readAllBytes } from '../streams';
 import { isConditionFailure, isNotFound, storageCall } from './azureErrors';
 import { checkConditions, checkConditionShape } from './conditions';
 import { KeyedMutex } from './keyedMutex';
@@ -86,13 +87,6 @@ type BlobClients = LruMap<string, BlockBlobClient>;
 const APPEND_MAX_ATTEMPTS = 12;
 const appendLocks = new KeyedMutex();
 const OCTET_STREAM = { blobContentType: 'application/octet-stream' };
-
-async function readStream(stream: NodeJS.ReadableStream | undefined): Promise<Buffer> {
-  if (stream === undefined) return Buffer.alloc(0);
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
-  return Buffer.concat(chunks);
-}
 
 class BlobKeyValueStore implements KeyValueStore {
   constructor(
@@ -232,7 +226,7 @@ class BlobKeyValueStore implements KeyValueStore {
   private async download(blob: BlockBlobClient, abortSignal: AbortSignal): Promise<StoredValue | null> {
     try {
       const response = await blob.download(0, undefined, { abortSignal });
-      const value = await readStream(response.readableStreamBody);
+      const value = await readAllBytes(response.readableStreamBody);
       this.remember(blob, response.etag);
       return { value, etag: response.etag ?? '' };
     } catch (error) {
