@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 
 import { createLogger, errorSummary, processLogger, withLogSink } from '../../shared/logging';
 
@@ -74,8 +74,16 @@ describe('logging', () => {
     );
     expect(mine.map((line) => (JSON.parse(line) as { msg: string }).msg)).toEqual(['first', 'second']);
     expect(other.map((line) => (JSON.parse(line) as { msg: string }).msg)).toEqual(['theirs']);
-    // Once it has settled, its id routes nowhere (the line goes to stdout).
-    log.child({ invocationId: 'inv-a' }).info('late');
+    // Once it has settled, its id routes nowhere: the line goes to stdout.
+    const stdout = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+    let written: string[];
+    try {
+      log.child({ invocationId: 'inv-a' }).info('late');
+      written = stdout.mock.calls.map(([line]) => String(line));
+    } finally {
+      stdout.mockRestore();
+    }
     expect(mine).toHaveLength(2);
+    expect(written.filter((line) => line.includes('"late"'))).toHaveLength(1);
   });
 });
