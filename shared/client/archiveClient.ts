@@ -398,25 +398,8 @@ async function uploadFile(
       const skip = reuse && previous !== undefined ? previous.blocks : 0;
       const hash = new BoundaryHash(blocks * BLOCK_BYTES);
       const uploads: Promise<number>[] = [];
-      // The blocks uploaded before are only hashed (for the file's SHA-256): read them in large
-      // chunks into two buffers in turn, the next chunk read while this one is hashed.
-      const buffers =
-        skip > 0 ? [Buffer.allocUnsafe(PREFIX_READ_BYTES), Buffer.allocUnsafe(PREFIX_READ_BYTES)] : [];
-      const readPrefix = (index: number) =>
-        readExactly(
-          handle,
-          index * BLOCK_BYTES,
-          Math.min(PREFIX_READ_BYTES / BLOCK_BYTES, skip - index) * BLOCK_BYTES,
-          file.path,
-          buffers[(index / (PREFIX_READ_BYTES / BLOCK_BYTES)) % 2],
-        );
-      let reading = skip > 0 ? readPrefix(0) : undefined;
-      for (let index = 0; reading !== undefined; index += PREFIX_READ_BYTES / BLOCK_BYTES) {
-        const chunk = await reading;
-        const next = index + PREFIX_READ_BYTES / BLOCK_BYTES;
-        reading = next < skip ? readPrefix(next) : undefined;
-        hash.update(chunk);
-      }
+      // The blocks uploaded before are only hashed (for the file's SHA-256).
+      await hashPrefix(handle, skip * BLOCK_BYTES, hash, file.path);
       if (skip > 0 && hash.digestSoFar() !== previous?.prefixSha256) {
         reuse = false;
         continue;
@@ -443,8 +426,31 @@ async function uploadFile(
   }
 }
 
-/** Read size for the part of a file that is hashed, not uploaded (a multiple of BLOCK_BYTES). */
+/** Read size for the part of a file that is hashed, not uploaded. */
 const PREFIX_READ_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Feeds bytes `0 … length-1` of the file to `hash`, in large chunks read into two buffers in turn:
+ * the next chunk is read while this one is hashed.
+ */
+async function hashPrefix(
+  handle: fs.FileHandle,
+  length: number,
+  hash: BoundaryHash,
+  name: string,
+): Promise<void> {
+  if (length === 0) return;
+  const buffers = [Buffer.allocUnsafe(PREFIX_READ_BYTES), Buffer.allocUnsafe(PREFIX_READ_BYTES)];
+  const read = (position: number, turn: number) =>
+    readExactly(handle, position, Math.min(PREFIX_READ_BYTES, length - position), name, buffers[turn % 2]);
+  let reading: Promise<Buffer> | undefined = read(0, 0);
+  for (let position = 0, turn = 1; reading !== undefined; turn++) {
+    const chunk = await reading;
+    position += chunk.length;
+    reading = position < length ? read(position, turn) : undefined;
+    hash.update(chunk);
+  }
+}
 
 /** Reads `length` bytes at `position` into `into` (a new buffer by default); returns them. */
 async function readExactly(

@@ -30,17 +30,11 @@ export interface NewInteraction {
   readonly metadata?: Record<string, unknown>;
 }
 
-export interface InteractionEntry {
+/** A stored entry: the interaction with its id and time (`direction` as stored, unchecked on read). */
+export interface InteractionEntry extends Omit<NewInteraction, 'direction'> {
   readonly id: string;
   readonly ts: string;
-  readonly channel: string;
   readonly direction: string;
-  readonly sender: string;
-  readonly summary: string;
-  readonly recipient?: string;
-  readonly action?: string;
-  readonly contentRef?: string;
-  readonly metadata?: Record<string, unknown>;
 }
 
 export function interactionLogKey(day: string): string {

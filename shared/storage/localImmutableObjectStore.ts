@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
-import { CairnError, ConflictError, InvalidArgumentError, StorageUnavailableError } from '../errors';
+import { ConflictError, InvalidArgumentError } from '../errors';
 import { validateKey } from '../keys';
 import { writeDurableTempFile } from './durableTempFile';
 import {
@@ -15,6 +15,7 @@ import {
   type SwapResult,
 } from './immutableObjectStore';
 import { KeyedMutex } from './keyedMutex';
+import { errnoOf, folderConflict, guarded, isAbsence } from './localFiles';
 
 /**
  * The local filesystem implementation: each key is the file of the same path under `root`
@@ -175,31 +176,6 @@ export class LocalImmutableObjectStore implements ImmutableObjectStore {
 }
 
 const pointerLocks = new KeyedMutex();
-
-function errnoOf(error: unknown): string | undefined {
-  return (error as NodeJS.ErrnoException | undefined)?.code;
-}
-
-function isAbsence(error: unknown): boolean {
-  const code = errnoOf(error);
-  return code === 'ENOENT' || code === 'ENOTDIR';
-}
-
-function folderConflict(): ConflictError {
-  return new ConflictError(
-    'on the local backend a key cannot also be the folder of another key; nothing was written',
-  );
-}
-
-/** Turns unexpected filesystem errors into StorageUnavailableError; Cairn's own pass through. */
-async function guarded<T>(operation: () => Promise<T>): Promise<T> {
-  try {
-    return await operation();
-  } catch (error) {
-    if (error instanceof CairnError) throw error;
-    throw new StorageUnavailableError('the local store failed; retry later', { cause: error });
-  }
-}
 
 async function readIfFile(file: string): Promise<Buffer | null> {
   try {

@@ -1,14 +1,7 @@
 import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 
-import {
-  CairnError,
-  ConflictError,
-  InvalidArgumentError,
-  PayloadTooLargeError,
-  PreconditionFailedError,
-  StorageUnavailableError,
-} from '../errors';
+import { InvalidArgumentError, PayloadTooLargeError, PreconditionFailedError } from '../errors';
 import { validateKey } from '../keys';
 import { checkConditions } from './conditions';
 import { writeDurableTempFile } from './durableTempFile';
@@ -25,6 +18,7 @@ import type {
   WriteResult,
 } from './keyValueStore';
 import { decodeCursor, encodeCursor } from './listCursor';
+import { errnoOf, folderConflict, guarded, isAbsence } from './localFiles';
 
 /**
  * The local filesystem implementation: each key is the file of the same path under
@@ -69,22 +63,8 @@ function nextStamp(): number {
   return lastStampMicros / 1e6;
 }
 
-function errnoOf(error: unknown): string | undefined {
-  return (error as NodeJS.ErrnoException | undefined)?.code;
-}
-
 function etagOf(stat: { ino: bigint; mtimeNs: bigint }): string {
   return `"${stat.ino.toString(36)}-${stat.mtimeNs.toString(36)}"`;
-}
-
-/** Turns unexpected filesystem errors into StorageUnavailableError; ours pass through. */
-async function guarded<T>(operation: () => Promise<T>): Promise<T> {
-  try {
-    return await operation();
-  } catch (error) {
-    if (error instanceof CairnError) throw error;
-    throw new StorageUnavailableError('the local store failed; retry later', { cause: error });
-  }
 }
 
 class LocalKeyValueStore implements KeyValueStore {
@@ -258,17 +238,6 @@ class LocalKeyValueStore implements KeyValueStore {
       }
     }
   }
-}
-
-function isAbsence(error: unknown): boolean {
-  const code = errnoOf(error);
-  return code === 'ENOENT' || code === 'ENOTDIR';
-}
-
-function folderConflict(): ConflictError {
-  return new ConflictError(
-    'on the local backend a key cannot also be the folder of another key (e.g. "a" and "a/b"); nothing was written',
-  );
 }
 
 async function statItem(file: string): Promise<StoredItem | null> {

@@ -7,7 +7,7 @@ import { claimDelivery } from '../../shared/coordination/chatCursors';
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, startAzurite } from '../../shared/runtime/azurite';
 import { BlobKeyValueStoreFactory } from '../../shared/storage/blobKeyValueStore';
 import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
-import { combine, fixed, measure, type Measurement, summarise, table } from './measure';
+import { alternate, ratioCells, table } from './measure';
 
 /**
  * `npm run bench -- coordination`: in one process against one Azurite it starts itself,
@@ -132,24 +132,12 @@ export async function runCoordinationBench(): Promise<string> {
 
     const rows: string[][] = [];
     for (const concurrency of [1, WORKERS]) {
-      await measure(40, concurrency, (worker) => rawWrite(worker));
-      await measure(40, concurrency, (worker) => apiClaim(worker));
-      const raw: Measurement[] = [];
-      const api: Measurement[] = [];
-      for (let round = 0; round < 2; round++) {
-        raw.push(await measure(CLAIMS_PER_ROUND / 2, concurrency, (worker) => rawWrite(worker)));
-        api.push(await measure(CLAIMS_PER_ROUND / 2, concurrency, (worker) => apiClaim(worker)));
-      }
-      const rawSummary = summarise(combine(raw));
-      const apiSummary = summarise(combine(api));
-      rows.push([
-        String(concurrency),
-        fixed(rawSummary.opsPerSecond, 0),
-        `${fixed(rawSummary.p50Ms)} / ${fixed(rawSummary.p99Ms)}`,
-        fixed(apiSummary.opsPerSecond, 0),
-        `${fixed(apiSummary.p50Ms)} / ${fixed(apiSummary.p99Ms)}`,
-        `**${fixed(apiSummary.opsPerSecond / rawSummary.opsPerSecond, 2)}×**`,
-      ]);
+      const [rawSummary, apiSummary] = await alternate(
+        (worker) => rawWrite(worker),
+        (worker) => apiClaim(worker),
+        { count: CLAIMS_PER_ROUND, concurrency, rounds: 2, warmUp: 40 },
+      );
+      rows.push([String(concurrency), ...ratioCells(rawSummary, apiSummary)]);
     }
 
     // 16-way contention, two ways: the issue's case (16 claimers, the same 40 ids, an absent cursor:

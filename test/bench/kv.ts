@@ -9,7 +9,7 @@ import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-bl
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, startAzurite } from '../../shared/runtime/azurite';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/localKeyValueStore';
 import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
-import { combine, fixed, measure, type Measurement, summarise, table, watchRss } from './measure';
+import { alternate, fixed, measure, ratioCells, table, watchRss } from './measure';
 
 /**
  * `npm run bench -- kv`: in one process against one Azurite, the same operations as raw
@@ -202,34 +202,20 @@ export async function runKvBench(): Promise<string> {
     (operation === 'list' ? 60 : 240) * (concurrency === 1 ? 1 : 4);
   const ROUNDS = 3;
 
-  /** Alternates the two targets for ROUNDS rounds each (after a warm-up) and combines the rounds. */
-  async function compare(a: Target, b: Target, operation: Measured, concurrency: number) {
-    const count = counts(operation, concurrency);
-    await measure(20, concurrency, a[operation]);
-    await measure(20, concurrency, b[operation]);
-    const runsA: Measurement[] = [];
-    const runsB: Measurement[] = [];
-    for (let round = 0; round < ROUNDS; round++) {
-      runsA.push(await measure(Math.round(count / ROUNDS), concurrency, a[operation]));
-      runsB.push(await measure(Math.round(count / ROUNDS), concurrency, b[operation]));
-    }
-    return [summarise(combine(runsA)), summarise(combine(runsB))] as const;
-  }
+  const compare = (a: Target, b: Target, operation: Measured, concurrency: number) =>
+    alternate(a[operation], b[operation], {
+      count: counts(operation, concurrency),
+      concurrency,
+      rounds: ROUNDS,
+      warmUp: 20,
+    });
 
   const blobRows: string[][] = [];
   const localRows: string[][] = [];
   for (const operation of operations) {
     for (const concurrency of [1, 8]) {
       const [rawSummary, apiSummary] = await compare(raw, apiBlob, operation, concurrency);
-      blobRows.push([
-        labels[operation],
-        String(concurrency),
-        fixed(rawSummary.opsPerSecond, 0),
-        `${fixed(rawSummary.p50Ms)} / ${fixed(rawSummary.p99Ms)}`,
-        fixed(apiSummary.opsPerSecond, 0),
-        `${fixed(apiSummary.p50Ms)} / ${fixed(apiSummary.p99Ms)}`,
-        `**${fixed(apiSummary.opsPerSecond / rawSummary.opsPerSecond, 2)}×**`,
-      ]);
+      blobRows.push([labels[operation], String(concurrency), ...ratioCells(rawSummary, apiSummary)]);
       const [directSummary, httpSummary] = await compare(direct, apiLocal, operation, concurrency);
       localRows.push([
         labels[operation],

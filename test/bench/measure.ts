@@ -93,3 +93,36 @@ export function table(header: readonly string[], rows: readonly (readonly string
 }
 
 export const fixed = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a');
+
+/**
+ * Runs `a` and `b` in turn, `rounds` rounds of `count / rounds` operations each after a warm-up of
+ * `warmUp` operations each, so that drift on a noisy machine hits both alike; returns the summary
+ * of each over all its rounds.
+ */
+export async function alternate(
+  a: (worker: number, index: number) => Promise<unknown>,
+  b: (worker: number, index: number) => Promise<unknown>,
+  options: { count: number; concurrency: number; rounds: number; warmUp: number },
+): Promise<readonly [Summary, Summary]> {
+  const { count, concurrency, rounds, warmUp } = options;
+  await measure(warmUp, concurrency, a);
+  await measure(warmUp, concurrency, b);
+  const runsA: Measurement[] = [];
+  const runsB: Measurement[] = [];
+  for (let round = 0; round < rounds; round++) {
+    runsA.push(await measure(Math.round(count / rounds), concurrency, a));
+    runsB.push(await measure(Math.round(count / rounds), concurrency, b));
+  }
+  return [summarise(combine(runsA)), summarise(combine(runsB))];
+}
+
+/** Table cells of a raw-against-API comparison: ops/s and p50 / p99 of each, then the ratio. */
+export function ratioCells(raw: Summary, api: Summary): string[] {
+  return [
+    fixed(raw.opsPerSecond, 0),
+    `${fixed(raw.p50Ms)} / ${fixed(raw.p99Ms)}`,
+    fixed(api.opsPerSecond, 0),
+    `${fixed(api.p50Ms)} / ${fixed(api.p99Ms)}`,
+    `**${fixed(api.opsPerSecond / raw.opsPerSecond, 2)}×**`,
+  ];
+}

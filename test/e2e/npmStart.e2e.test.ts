@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -7,50 +7,13 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { stopProcess } from '../support/app';
+import { startNpmStart, stopNpmStarts } from '../support/npmStart';
 
 /**
  * `npm start` (dist/shared/runtime/start.js) on embedded defaults, in a fresh folder: Azurite from
  * node_modules, a development key printed once, the printed curl example works, Ctrl-C stops all.
  */
-const START = path.resolve('dist/shared/runtime/start.js');
-
-interface Started {
-  child: ChildProcess;
-  output: () => string;
-  url: string;
-}
-
-/** Every start of a test, stopped after it whatever happened (a failed assertion must not leak one). */
-const children: ChildProcess[] = [];
-afterEach(async () => {
-  await Promise.all(children.splice(0).map((child) => stopProcess(child, 'SIGINT')));
-});
-
-function start(cwd: string, env: Record<string, string> = {}): Promise<Started> {
-  const child = spawn(process.execPath, [START], {
-    cwd,
-    env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', PORT: '0', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(child);
-  let output = '';
-  child.stdout?.on('data', (data: Buffer) => (output += data.toString()));
-  child.stderr?.on('data', (data: Buffer) => (output += data.toString()));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`npm start did not answer in 30 s:\n${output}`)), 30_000);
-    child.stdout?.on('data', () => {
-      const match = /Cairn is listening on (http:\/\/127\.0\.0\.1:\d+)\/api/.exec(output);
-      if (match?.[1] !== undefined) {
-        clearTimeout(timer);
-        resolve({ child, output: () => output, url: match[1] });
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(Object.assign(new Error(`npm start exited (${code}):\n${output}`), { output, code }));
-    });
-  });
-}
+afterEach(stopNpmStarts);
 
 function portOpen(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -70,7 +33,7 @@ function azuriteBlobPort(output: string): number {
 describe('npm start', () => {
   it('serves on embedded defaults, prints a working example once, and stops everything on Ctrl-C', async () => {
     const cwd = mkdtempSync(path.join(os.tmpdir(), 'cairn-start-'));
-    const first = await start(cwd);
+    const first = await startNpmStart(cwd);
     const health = await fetch(`${first.url}/api/health`);
     expect(await health.json()).toMatchObject({ status: 'ok', backend: 'local' });
 
@@ -97,7 +60,7 @@ describe('npm start', () => {
     expect(await portOpen(blobPort)).toBe(false);
 
     // The second start keeps the key and does not print it again; its example still works.
-    const second = await start(cwd);
+    const second = await startNpmStart(cwd);
     expect(second.output()).not.toContain(key);
     const read = second
       .output()
@@ -110,7 +73,7 @@ describe('npm start', () => {
 
   it('puts values into its Azurite blob service when only CAIRN_BLOB_CONTAINER is set', async () => {
     const cwd = mkdtempSync(path.join(os.tmpdir(), 'cairn-start-blob-'));
-    const started = await start(cwd, { CAIRN_BLOB_CONTAINER: 'cairn' });
+    const started = await startNpmStart(cwd, { CAIRN_BLOB_CONTAINER: 'cairn' });
     expect(await (await fetch(`${started.url}/api/health`)).json()).toMatchObject({ backend: 'blob' });
     const curls = started
       .output()
@@ -124,9 +87,9 @@ describe('npm start', () => {
 
   it('refuses to start on a half-configured blob backend, naming the missing setting', async () => {
     const cwd = mkdtempSync(path.join(os.tmpdir(), 'cairn-start-bad-'));
-    const failure = (await start(cwd, { CAIRN_BLOB_ENDPOINT: 'https://acct.blob.core.windows.net' }).catch(
-      (error: unknown) => error,
-    )) as { output: string; code: number };
+    const failure = (await startNpmStart(cwd, {
+      CAIRN_BLOB_ENDPOINT: 'https://acct.blob.core.windows.net',
+    }).catch((error: unknown) => error)) as { output: string; code: number };
     expect(failure.code).toBe(1);
     expect(failure.output).toContain('CAIRN_BLOB_CONTAINER');
     expect(await portOpen(azuriteBlobPort(failure.output))).toBe(false);

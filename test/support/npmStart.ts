@@ -1,0 +1,50 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import path from 'node:path';
+
+import { stopProcess } from './app';
+
+/** `npm start` as the tests run it: the compiled start script, in a folder of the test's choosing. */
+const START = path.resolve('dist/shared/runtime/start.js');
+
+export interface Started {
+  child: ChildProcess;
+  output: () => string;
+  url: string;
+}
+
+const children: ChildProcess[] = [];
+
+/** Stops every `npm start` begun since the last call (call it after each test, whatever happened). */
+export async function stopNpmStarts(): Promise<void> {
+  await Promise.all(children.splice(0).map((child) => stopProcess(child, 'SIGINT')));
+}
+
+/**
+ * Runs `npm start` in `cwd` with exactly `env` (plus PATH/HOME, PORT 0) and resolves once it says
+ * where it listens; rejects with its output (and exit code) if it exits first or takes over 30 s.
+ */
+export function startNpmStart(cwd: string, env: Record<string, string> = {}): Promise<Started> {
+  const child = spawn(process.execPath, [START], {
+    cwd,
+    env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', PORT: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  let output = '';
+  child.stdout?.on('data', (data: Buffer) => (output += data.toString()));
+  child.stderr?.on('data', (data: Buffer) => (output += data.toString()));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`npm start did not answer in 30 s:\n${output}`)), 30_000);
+    child.stdout?.on('data', () => {
+      const match = /Cairn is listening on (http:\/\/127\.0\.0\.1:\d+)\/api/.exec(output);
+      if (match?.[1] !== undefined) {
+        clearTimeout(timer);
+        resolve({ child, output: () => output, url: match[1] });
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(Object.assign(new Error(`npm start exited (${code}):\n${output}`), { output, code }));
+    });
+  });
+}
