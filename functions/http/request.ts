@@ -11,6 +11,8 @@ import type { WriteConditions } from '../../shared/storage/keyValueStore';
 export async function readBody(request: HttpRequest, limit: number): Promise<Buffer> {
   const declared = Number(request.headers.get('content-length') ?? NaN);
   if (declared > limit) throw new PayloadTooLargeError(limit);
+  // A declared length within the limit is the body's length (HTTP framing): read it whole.
+  if (Number.isSafeInteger(declared)) return Buffer.from(await request.arrayBuffer());
   if (request.body === null) return Buffer.alloc(0);
   const chunks: Buffer[] = [];
   let size = 0;

@@ -18,6 +18,7 @@ import { Cron } from 'croner';
 
 import { createLogger, errorSummary } from '../logging';
 import { readAllBytes } from '../streams';
+import { BufferedRequest } from './bufferedRequest';
 import { LocalDurableHost } from './durableHost';
 import { loadRegistrations, type Registration } from './registrations';
 import { compareRanks, compileRoute, type RouteTemplate } from './routeTemplate';
@@ -242,29 +243,29 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
       headers.append(req.rawHeaders[index] ?? '', req.rawHeaders[index + 1] ?? '');
     }
     // Small bodies with a declared length are read up front (node streams are much cheaper than
-    // web streams); anything else streams, as on the host with HTTP streams enabled, through the
-    // library's own `nativeRequest` path, which keeps large bodies out of memory.
+    // web streams) and handed over as they are; anything else streams, as on the host with HTTP
+    // streams enabled, through the library's own `nativeRequest` path, which keeps large bodies out
+    // of memory.
     const url = `http://${req.headers.host ?? '127.0.0.1'}${req.url ?? '/'}`;
     const declared = Number(req.headers['content-length'] ?? NaN);
-    let body: ReadableStream | undefined;
-    if (hasBody) {
-      body =
-        declared <= BUFFERED_BODY_LIMIT
-          ? bytesStream(await readAllBytes(req))
-          : (Readable.toWeb(req) as ReadableStream);
-    }
-    const nativeRequest = new Request(url, {
-      method,
-      headers,
-      ...(body === undefined ? {} : { body, duplex: 'half' }),
-    });
-    // A function may answer before reading a streamed body (413 by Content-Length, 401): read the
-    // rest once the answer is out, so the client can finish sending and read it.
-    res.once('finish', () => {
-      if (!req.complete && nativeRequest.body !== null && !nativeRequest.bodyUsed) {
-        void discard(nativeRequest.body, req);
+    let nativeRequest: Request | BufferedRequest;
+    if (hasBody && declared <= BUFFERED_BODY_LIMIT) {
+      nativeRequest = new BufferedRequest(url, method, headers, await readAllBytes(req));
+    } else {
+      const streamed = new Request(url, {
+        method,
+        headers,
+        ...(hasBody ? { body: Readable.toWeb(req) as ReadableStream, duplex: 'half' } : {}),
+      });
+      // A function may answer before reading a streamed body (413 by Content-Length, 401): read
+      // the rest once the answer is out, so the client can finish sending and read it.
+      if (hasBody) {
+        res.once('finish', () => {
+          if (!req.complete && streamed.body !== null && !streamed.bodyUsed) void discard(streamed.body, req);
+        });
       }
-    });
+      nativeRequest = streamed;
+    }
     const request = new HttpRequest({ nativeRequest, params } as HttpRequestInit);
     const result = await (registration.handler as HttpFunction)(request, contextFor(registration));
     if (!hasBody) req.resume();
@@ -368,16 +369,6 @@ function stdoutLines(): (line: string) => void {
     if (pending.length === 0) setImmediate(flush);
     pending.push(line + '\n');
   };
-}
-
-/** `bytes` as a one-chunk stream (a Buffer given to `Request` would be copied first). */
-function bytesStream(bytes: Buffer): ReadableStream<Uint8Array> {
-  return new ReadableStream({
-    start(controller) {
-      if (bytes.length > 0) controller.enqueue(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length));
-      controller.close();
-    },
-  });
 }
 
 /** Reads and drops what is left of a request body, up to 64 MiB; past that, drops the connection. */

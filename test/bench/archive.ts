@@ -27,7 +27,7 @@ const FILE_BYTES = 64 * 1024 * 1024;
 const BLOCKS = FILE_BYTES / BLOCK_BYTES;
 const CONCURRENCY = 32;
 const ROUNDS = 3;
-const WARM_UP_BLOCKS = 64;
+const WARM_UP_BLOCKS = 256;
 const MB = 1024 * 1024;
 
 export async function runArchiveBench(): Promise<string> {
@@ -53,7 +53,7 @@ export async function runArchiveBench(): Promise<string> {
     );
     const client = new ArchiveClient({ baseUrl: app.url, token: tenant.key, concurrency: CONCURRENCY });
 
-    // Warm-up, not measured: a 4 MiB publish and as many raw uploads, so that neither side's first
+    // Warm-up, not measured: a 16 MiB publish and as many raw uploads, so that neither side's first
     // round pays for compiling its code paths.
     const warmContainer = service.getContainerClient(`warm${randomUUID().replaceAll('-', '').slice(0, 16)}`);
     await warmContainer.create();
