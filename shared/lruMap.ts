@@ -1,15 +1,31 @@
+/** An optional second bound of an {@link LruMap}: the summed weight of its values (e.g. bytes). */
+export interface WeightLimit<V> {
+  readonly limit: number;
+  readonly of: (value: V) => number;
+}
+
 /**
  * A map that keeps at most `capacity` entries, dropping the least recently used first (reading an
- * entry makes it the most recent). For caches of hints and clients that must stay bounded whatever
- * the traffic; nothing may rely on an entry still being there.
+ * entry makes it the most recent), and, with a {@link WeightLimit}, at most `limit` in summed
+ * weight. For caches of hints, clients and small values that must stay bounded whatever the
+ * traffic; nothing may rely on an entry still being there.
  */
 export class LruMap<K, V> {
   private readonly entries = new Map<K, V>();
+  private weight = 0;
 
-  constructor(private readonly capacity: number) {}
+  constructor(
+    private readonly capacity: number,
+    private readonly weightLimit?: WeightLimit<V>,
+  ) {}
 
   get size(): number {
     return this.entries.size;
+  }
+
+  /** The summed weight of the values (0 without a weight limit). */
+  get totalWeight(): number {
+    return this.weight;
   }
 
   get(key: K): V | undefined {
@@ -22,12 +38,20 @@ export class LruMap<K, V> {
     return value;
   }
 
+  /** Adds or replaces an entry; one heavier than the whole limit is not kept (and replaces nothing). */
   set(key: K, value: V): void {
-    this.entries.delete(key);
+    this.delete(key);
+    const weight = this.weightLimit?.of(value) ?? 0;
+    if (this.weightLimit !== undefined && weight > this.weightLimit.limit) return;
     this.entries.set(key, value);
-    if (this.entries.size > this.capacity) {
+    this.weight += weight;
+    while (
+      this.entries.size > this.capacity ||
+      (this.weightLimit !== undefined && this.weight > this.weightLimit.limit)
+    ) {
       const oldest = this.entries.keys().next();
-      if (oldest.done !== true) this.entries.delete(oldest.value);
+      if (oldest.done === true) break;
+      this.delete(oldest.value);
     }
   }
 
@@ -42,6 +66,9 @@ export class LruMap<K, V> {
   }
 
   delete(key: K): void {
+    const value = this.entries.get(key);
+    if (value === undefined) return;
     this.entries.delete(key);
+    if (this.weightLimit !== undefined) this.weight -= this.weightLimit.of(value);
   }
 }

@@ -34,10 +34,19 @@ import { decodeCursor, encodeCursor } from './listCursor';
  * a compare-and-swap loop (read with ETag, write the concatenation with If-Match), serialised per
  * key within this process so that one instance does not contend with itself; other instances are
  * handled by the compare-and-swap.
+ *
+ * Reads are revalidated, never served stale: a value this process wrote or read last is kept (see
+ * {@link KnownVersions}), and a read of it asks Azure only for the blob's current ETag (a HEAD);
+ * the kept bytes are returned only when that ETag is the one they were stored or read under,
+ * otherwise the blob is downloaded as on a first read. Every read is thus as current as a download
+ * would be, and a value read again and again is not transferred again (2 MiB values included).
  */
 export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
   readonly kind = 'blob';
-  private readonly versionHints: VersionHints = new LruMap(10_000);
+  private readonly known: KnownVersions = new LruMap(10_000, {
+    limit: KEPT_VALUE_BYTES,
+    of: (version) => version.value?.length ?? 0,
+  });
   /**
    * Clients are stateless and cheap to keep; building one per request is not (each parses its URL
    * and builds its own service client): one per tenant, and one per recently used blob.
@@ -61,7 +70,7 @@ export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
           tenant,
           this.maxValueBytes,
           this.timeoutMs,
-          this.versionHints,
+          this.known,
           this.blobClients,
         ),
     );
@@ -73,13 +82,25 @@ export function tenantContainerName(baseContainer: string, tenant: string): stri
 }
 
 /**
- * The last ETag this process saw per blob URL, a hint only (bounded, least recently used dropped).
- * Azure does not tell whether an unconditional upload created or replaced a blob, and the API must
- * answer 201 or 200; with a hint, a replace is one conditional upload on that version (the usual
- * case: an agent rewriting its own state), and a stale hint only costs the two-request path.
- * Correctness never depends on it: the hint is only ever sent as an If-Match.
+ * The last version this process saw per blob URL: its ETag and, when it was written or downloaded
+ * here, its bytes (bounded in entries and in bytes, least recently used dropped). Both are hints
+ * that correctness never depends on:
+ * - Azure does not tell whether an unconditional upload created or replaced a blob, and the API
+ *   must answer 201 or 200; with the ETag, a replace is one conditional upload on that version (the
+ *   usual case: an agent rewriting its own state), and a stale one only costs the two-request path.
+ *   The ETag is only ever sent as an If-Match.
+ * - The bytes are returned by a read only after a HEAD has shown that the blob still has that ETag
+ *   (an ETag names one version of one blob: Azure changes it on every write).
+ * Kept bytes are shared with callers, who must not change them.
  */
-type VersionHints = LruMap<string, string>;
+interface KnownVersion {
+  readonly etag: string;
+  readonly value: Buffer | undefined;
+}
+type KnownVersions = LruMap<string, KnownVersion>;
+
+/** Bytes of values kept for revalidated reads, all tenants together (per process). */
+const KEPT_VALUE_BYTES = 32 * 1024 * 1024;
 
 /** Blob clients by container and blob name. */
 type BlobClients = LruMap<string, BlockBlobClient>;
@@ -94,13 +115,23 @@ class BlobKeyValueStore implements KeyValueStore {
     private readonly tenant: string,
     private readonly maxValueBytes: number,
     private readonly timeoutMs: number,
-    private readonly hints: VersionHints,
+    private readonly known: KnownVersions,
     private readonly clients: BlobClients,
   ) {}
 
   async read(key: string): Promise<StoredValue | null> {
     const blob = this.blob(key);
-    return this.call((abortSignal) => this.download(blob, abortSignal));
+    return this.call(async (abortSignal) => {
+      const kept = this.known.get(blob.url);
+      if (kept?.value !== undefined) {
+        const current = await this.properties(blob, abortSignal);
+        if (current === null) return null;
+        if (current.etag === kept.etag && current.size === kept.value.length) {
+          return { value: kept.value, etag: kept.etag };
+        }
+      }
+      return this.download(blob, abortSignal);
+    });
   }
 
   async head(key: string): Promise<StoredItem | null> {
@@ -214,9 +245,21 @@ class BlobKeyValueStore implements KeyValueStore {
     );
   }
 
-  private remember(blob: BlockBlobClient, etag: string | undefined): void {
-    if (etag === undefined || etag === '') this.hints.delete(blob.url);
-    else this.hints.set(blob.url, etag);
+  /**
+   * Records the version just seen: with `value` when its bytes are known, else only its ETag (and
+   * the bytes already kept under that very ETag).
+   */
+  private remember(blob: BlockBlobClient, etag: string | undefined, value?: Buffer): void {
+    if (etag === undefined || etag === '') {
+      this.known.delete(blob.url);
+      return;
+    }
+    if (value === undefined) {
+      const kept = this.known.get(blob.url);
+      this.known.set(blob.url, { etag, value: kept?.etag === etag ? kept.value : undefined });
+    } else {
+      this.known.set(blob.url, { etag, value: ownBytes(value) });
+    }
   }
 
   private call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
@@ -227,7 +270,7 @@ class BlobKeyValueStore implements KeyValueStore {
     try {
       const response = await blob.download(0, undefined, { abortSignal });
       const value = await readAllBytes(response.readableStreamBody);
-      this.remember(blob, response.etag);
+      this.remember(blob, response.etag, value);
       return { value, etag: response.etag ?? '' };
     } catch (error) {
       if (!isNotFound(error)) throw error;
@@ -272,7 +315,7 @@ class BlobKeyValueStore implements KeyValueStore {
     value: Buffer,
     abortSignal: AbortSignal,
   ): Promise<WriteResult> {
-    const hint = this.hints.get(blob.url);
+    const hint = this.known.get(blob.url)?.etag;
     if (hint !== undefined) {
       try {
         return await this.replace(blob, value, hint, abortSignal);
@@ -286,7 +329,7 @@ class BlobKeyValueStore implements KeyValueStore {
       if (!(error instanceof PreconditionFailedError)) throw error;
     }
     const response = await blob.upload(value, value.length, { blobHTTPHeaders: OCTET_STREAM, abortSignal });
-    this.remember(blob, response.etag);
+    this.remember(blob, response.etag, value);
     return { etag: response.etag ?? '', size: value.length, created: false };
   }
 
@@ -299,7 +342,7 @@ class BlobKeyValueStore implements KeyValueStore {
           blobHTTPHeaders: OCTET_STREAM,
           abortSignal,
         });
-        this.remember(blob, response.etag);
+        this.remember(blob, response.etag, value);
         return { etag: response.etag ?? '', size: value.length, created: true };
       } catch (error) {
         if (isConditionFailure(error)) throw new PreconditionFailedError('the key exists');
@@ -347,7 +390,7 @@ class BlobKeyValueStore implements KeyValueStore {
         blobHTTPHeaders: OCTET_STREAM,
         abortSignal,
       });
-      this.remember(blob, response.etag);
+      this.remember(blob, response.etag, value);
       return { etag: response.etag ?? '', size: value.length, created: false };
     } catch (error) {
       // 404: the blob (or the tenant's container) does not exist, so no version matches.
@@ -356,4 +399,15 @@ class BlobKeyValueStore implements KeyValueStore {
       throw error;
     }
   }
+}
+
+/**
+ * `bytes` in a buffer of its own: a small value is often a view of a larger network buffer, which
+ * keeping the view would keep alive whole (and uncounted).
+ */
+function ownBytes(bytes: Buffer): Buffer {
+  if (bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength) return bytes;
+  const copy = Buffer.allocUnsafeSlow(bytes.length);
+  bytes.copy(copy);
+  return copy;
 }

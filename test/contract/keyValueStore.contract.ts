@@ -9,8 +9,15 @@ import type { KeyValueStore, KeyValueStoreFactory } from '../../shared/storage/k
  */
 export interface KeyValueStoreFixture {
   readonly name: string;
-  /** A fresh, empty store factory with `maxValueBytes` = 2 MiB. */
-  create(): Promise<{ factory: KeyValueStoreFactory; destroy: () => Promise<void> }>;
+  /**
+   * A fresh, empty store factory with `maxValueBytes` = 2 MiB, and `another()`, which makes a second
+   * factory over the same storage, as another instance of the app would have.
+   */
+  create(): Promise<{
+    factory: KeyValueStoreFactory;
+    another: () => KeyValueStoreFactory;
+    destroy: () => Promise<void>;
+  }>;
 }
 
 export const MAX_VALUE_BYTES = 2 * 1024 * 1024;
@@ -48,11 +55,12 @@ const byteOrder = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffe
 export function describeKeyValueStoreContract(fixture: KeyValueStoreFixture): void {
   describe(`KeyValueStore contract: ${fixture.name}`, () => {
     let factory: KeyValueStoreFactory;
+    let another: () => KeyValueStoreFactory;
     let destroy: () => Promise<void>;
     let store: KeyValueStore;
 
     beforeEach(async () => {
-      ({ factory, destroy } = await fixture.create());
+      ({ factory, another, destroy } = await fixture.create());
       store = factory.forTenant('tenant-a');
     });
     afterEach(async () => destroy());
@@ -73,6 +81,27 @@ export function describeKeyValueStoreContract(fixture: KeyValueStoreFixture): vo
       expect(read?.etag).toBe(written.etag);
       expect(await store.head('notes/bytes')).toEqual({ etag: written.etag, size: value.length });
       expect((await store.write('notes/bytes', Buffer.from('x'))).created).toBe(false);
+    });
+
+    it('reads what another instance wrote, appended or deleted, never a value it read before', async () => {
+      const other = another().forTenant('tenant-a');
+      const first = await store.write('shared/state', Buffer.from('one'));
+      expect((await store.read('shared/state'))?.value.toString()).toBe('one');
+      expect((await store.read('shared/state'))?.value.toString()).toBe('one');
+      // Same size, other bytes: only the version tells them apart.
+      const second = await other.write('shared/state', Buffer.from('two'));
+      expect(await store.read('shared/state')).toEqual({ value: Buffer.from('two'), etag: second.etag });
+      const appended = await other.append('shared/state', Buffer.from('+3'));
+      expect(await store.read('shared/state')).toEqual({ value: Buffer.from('two+3'), etag: appended.etag });
+      expect(await other.delete('shared/state')).toBe(true);
+      expect(await store.read('shared/state')).toBeNull();
+      // The first bytes again, under a new version.
+      const again = await other.write('shared/state', Buffer.from('one'));
+      expect(again.etag).not.toBe(first.etag);
+      expect(await store.read('shared/state')).toEqual({ value: Buffer.from('one'), etag: again.etag });
+      // And the other way round: what this instance writes, the other reads.
+      const mine = await store.write('shared/state', Buffer.from('mine'), { ifMatch: again.etag });
+      expect(await other.read('shared/state')).toEqual({ value: Buffer.from('mine'), etag: mine.etag });
     });
 
     it('gives a new ETag on every write, also when the value comes back (A→B→A)', async () => {

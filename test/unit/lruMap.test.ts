@@ -36,4 +36,28 @@ describe('LruMap', () => {
     expect(map.getOrCreate('k', create)).not.toBe(first);
     expect(made).toBe(2);
   });
+
+  it('with a weight limit, drops the least recently used until the summed weight fits', () => {
+    const map = new LruMap<string, Buffer>(100, { limit: 10, of: (value) => value.length });
+    map.set('a', Buffer.alloc(4));
+    map.set('b', Buffer.alloc(4));
+    expect(map.get('a')?.length).toBe(4); // b is now the oldest
+    map.set('c', Buffer.alloc(4));
+    expect(map.get('b')).toBeUndefined();
+    expect(map.totalWeight).toBe(8);
+    map.set('a', Buffer.alloc(1)); // replacing an entry replaces its weight
+    expect(map.totalWeight).toBe(5);
+    map.delete('c');
+    expect(map.totalWeight).toBe(1);
+  });
+
+  it('does not keep a value heavier than the whole limit, and drops the entry it replaced', () => {
+    const map = new LruMap<string, Buffer>(100, { limit: 10, of: (value) => value.length });
+    map.set('a', Buffer.alloc(3));
+    map.set('b', Buffer.alloc(2));
+    map.set('a', Buffer.alloc(11));
+    expect(map.get('a')).toBeUndefined();
+    expect(map.get('b')?.length).toBe(2);
+    expect(map.totalWeight).toBe(2);
+  });
 });
