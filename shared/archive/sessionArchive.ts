@@ -10,6 +10,7 @@ import {
   NotFoundError,
 } from '../errors';
 import { validateKey } from '../keys';
+import { LruMap } from '../lruMap';
 import type { ImmutableObjectStore, ObjectInfo } from '../storage/immutableObjectStore';
 import type { SessionIndex, SessionPage, SessionRecord } from '../storage/sessionIndex';
 import {
@@ -51,6 +52,16 @@ import {
  * - Absent is NotFoundError, a storage fault StorageUnavailableError: never confused.
  */
 export class SessionArchive {
+  /**
+   * Objects this instance stored (store key → size, and when), so that publishing a checkpoint
+   * right after uploading its objects through this instance need not ask the storage about them
+   * again. Sound because objects are immutable and never deleted: once stored, an object stays
+   * stored with those bytes. Anything this instance did not store itself, or stored longer than
+   * {@link KNOWN_OBJECT_MS} ago, is checked in storage (listing or probes). A later garbage
+   * collector of unreferenced objects must spare objects younger than that.
+   */
+  private readonly stored = new LruMap<string, { size: number; at: number }>(KNOWN_OBJECTS);
+
   constructor(
     private readonly objects: ImmutableObjectStore,
     private readonly index: SessionIndex,
@@ -67,7 +78,10 @@ export class SessionArchive {
     validateId(sessionId, 'sessionId');
     checkObjectSize(parseObjectKey(objectKey), bytes.length);
     await this.claimForWrite(tenant, sessionId);
-    return this.objects.put(`${sessionId}/${objectKey}`, bytes);
+    const key = `${sessionId}/${objectKey}`;
+    const result = await this.objects.put(key, bytes);
+    this.stored.set(key, { size: bytes.length, at: Date.now() });
+    return result;
   }
 
   async getObject(tenant: string, sessionId: string, objectKey: string): Promise<Buffer> {
@@ -112,7 +126,10 @@ export class SessionArchive {
       // Tell a stale publisher early, before it leaves a manifest nobody will point to.
       if (latest !== parent && latest !== checkpointId) throw staleParent(latest);
       const verified = parentManifest === null ? new Map<string, number>() : verifiedBlocks(parentManifest);
-      const missing = await this.findMissingObjects(sessionId, checkpointId, request.files, verified);
+      const missing = await this.findMissingObjects(sessionId, checkpointId, request.files, {
+        verified,
+        trustStoredHere: true,
+      });
       if (missing.count > 0) throw new MissingObjectsError(missing.keys, missing.count);
       const fresh: Manifest = { ...request, createdAt: new Date().toISOString() };
       const { created } = await this.objects
@@ -170,7 +187,11 @@ export class SessionArchive {
     const manifest = await this.readManifest(tenant, sessionId, checkpointId);
     const file = manifest.files.find((candidate) => candidate.path === path);
     if (file === undefined) throw new NotFoundError(`no file ${path} in checkpoint ${manifest.checkpointId}`);
-    const missing = await this.findMissingObjects(sessionId, manifest.checkpointId, [file], new Map());
+    // What is stored now, whatever this instance stored: a restore is where damage must show.
+    const missing = await this.findMissingObjects(sessionId, manifest.checkpointId, [file], {
+      verified: new Map(),
+      trustStoredHere: false,
+    });
     if (missing.count > 0) {
       throw new IntegrityError(`stored objects of ${path} are missing or damaged`, {
         missing: missing.keys.slice(0, 100),
@@ -222,22 +243,30 @@ export class SessionArchive {
   /**
    * The object keys a set of files needs that are absent or of the wrong size. Blocks `0 … n-1` of
    * a generation in `verified` were checked when an earlier checkpoint was published (objects are
-   * immutable and never deleted), so only later blocks are checked: a few by one probe each, more
-   * by one listing of the generation (2,000 blocks cost one or two list requests, not 2,000
-   * probes). The checkpoint's tails are checked by one listing.
+   * immutable and never deleted), and, with `trustStoredHere`, so were the blocks this instance
+   * stored itself (see {@link stored}); only the blocks after those are checked in storage: a few
+   * by one probe each, more by one listing of the generation (2,000 blocks cost one or two list
+   * requests, not 2,000 probes). The checkpoint's tails are checked by one listing unless this
+   * instance stored them all.
    */
   private async findMissingObjects(
     sessionId: string,
     checkpointId: string,
     files: readonly ManifestFile[],
-    verified: ReadonlyMap<string, number>,
+    { verified, trustStoredHere }: { verified: ReadonlyMap<string, number>; trustStoredHere: boolean },
   ): Promise<MissingKeys> {
+    const storedHere = (key: string, size: number) => trustStoredHere && this.isStored(key, size);
     const missing = new MissingKeys();
     const concurrency = this.options.checkConcurrency ?? 8;
     const toCheck = files
       .map((file) => {
         const blocks = Math.floor(file.size / BLOCK_BYTES);
-        return { file, from: Math.min(verified.get(file.generation) ?? 0, blocks), blocks };
+        let from = Math.min(verified.get(file.generation) ?? 0, blocks);
+        // Bounded by the number of objects known, whatever size the manifest claims.
+        while (from < blocks && storedHere(`${sessionId}/${blockKey(file.generation, from)}`, BLOCK_BYTES)) {
+          from++;
+        }
+        return { file, from, blocks };
       })
       .filter(({ from, blocks }) => from < blocks);
     let next = 0;
@@ -269,7 +298,11 @@ export class SessionArchive {
         }
       }),
     );
-    const withTails = files.filter((file) => file.size % BLOCK_BYTES > 0);
+    const withTails = files.filter(
+      (file) =>
+        file.size % BLOCK_BYTES > 0 &&
+        !storedHere(`${sessionId}/${tailKey(checkpointId, file.generation)}`, file.size % BLOCK_BYTES),
+    );
     if (withTails.length > 0) {
       const prefix = `${sessionId}/tails/${checkpointId}/`;
       const sizes = await sizesByName(this.objects.list(prefix), prefix);
@@ -280,6 +313,12 @@ export class SessionArchive {
     }
     missing.keys.sort();
     return missing;
+  }
+
+  /** True when this instance stored the object `key` of `size` bytes recently enough to vouch for it. */
+  private isStored(key: string, size: number): boolean {
+    const known = this.stored.get(key);
+    return known !== undefined && known.size === size && Date.now() - known.at < KNOWN_OBJECT_MS;
   }
 
   /**
@@ -363,6 +402,11 @@ function referencedObjects(checkpointId: string, files: readonly ManifestFile[])
   missing.keys.sort();
   return missing;
 }
+
+/** Objects an instance remembers having stored (about 8 MB; 65,536 blocks are 4 GiB of files). */
+const KNOWN_OBJECTS = 65_536;
+/** How long an instance vouches for an object it stored without asking the storage again. */
+const KNOWN_OBJECT_MS = 60 * 60 * 1000;
 
 /** New blocks up to this many are probed one by one; more are checked by listing the generation. */
 const PROBE_AT_MOST = 4;

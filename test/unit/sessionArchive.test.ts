@@ -388,9 +388,11 @@ describe.each(storeBackends(() => azurite().blobEndpoint))('SessionArchive on th
   it('checks a manifest of 2,000 blocks with fewer than 10 storage requests', async () => {
     const block = randomBytes(BLOCK_BYTES);
     const keys = Array.from({ length: 2000 }, (_, i) => `blocks/g1/${i}`);
+    // Uploaded through another instance: this one has to ask the storage about every block.
+    const uploader = new SessionArchive(store, index);
     for (let start = 0; start < keys.length; start += 32) {
       await Promise.all(
-        keys.slice(start, start + 32).map((key) => archive.putObject(alpha, 's1', key, block)),
+        keys.slice(start, start + 32).map((key) => uploader.putObject(alpha, 's1', key, block)),
       );
     }
     const request: PublishRequest = {
@@ -414,7 +416,7 @@ describe.each(storeBackends(() => azurite().blobEndpoint))('SessionArchive on th
     }
 
     // The next checkpoint checks only what its parent did not: one new block, probed.
-    await archive.putObject(alpha, 's1', 'blocks/g1/2000', block);
+    await uploader.putObject(alpha, 's1', 'blocks/g1/2000', block);
     store.resetCounts();
     await archive.publishCheckpoint(alpha, 's1', {
       checkpointId: 'c2',
@@ -435,5 +437,47 @@ describe.each(storeBackends(() => azurite().blobEndpoint))('SessionArchive on th
       })
       .catch((e: unknown) => e);
     expect((missing as MissingObjectsError).details['missing']).toEqual(['blocks/g1/2001', 'blocks/g1/2002']);
+  });
+  it('asks the storage only about the objects this instance did not store itself', async () => {
+    const block = randomBytes(BLOCK_BYTES);
+    const tail = randomBytes(100);
+    const uploader = new SessionArchive(store, index);
+    // Blocks 0-9 and the tail through this instance, 10-19 through another.
+    for (let i = 0; i < 20; i++) {
+      await (i < 10 ? archive : uploader).putObject(alpha, 's1', `blocks/g1/${i}`, block);
+    }
+    await archive.putObject(alpha, 's1', 'tails/c1/g1', tail);
+    const file = (blocks: number) => ({
+      path: 'events.jsonl',
+      generation: 'g1',
+      size: blocks * BLOCK_BYTES + tail.length,
+      sha256: sha256(Buffer.concat([...Array.from({ length: blocks }, () => block), tail])),
+    });
+    const publish = (checkpointId: string, blocks: number) =>
+      archive.publishCheckpoint(alpha, 's1', {
+        checkpointId,
+        parent: null,
+        files: [file(blocks)],
+        data: null,
+      });
+
+    // All its objects stored here: published without one storage request about them.
+    store.resetCounts();
+    await publish('c1', 10);
+    expect(store.calls.list).toBe(0);
+    expect(store.calls.head).toBe(0);
+    expect((await restoreBytes(archive, alpha, 's1', 'c1', 'events.jsonl')).length).toBe(file(10).size);
+
+    // Blocks 10-19 were stored elsewhere: listed (the tail of c2 too, which nobody stored).
+    store.resetCounts();
+    const missing = await archive
+      .publishCheckpoint(alpha, 's1', { checkpointId: 'c2', parent: 'c1', files: [file(22)], data: null })
+      .catch((e: unknown) => e);
+    expect(store.calls.list).toBe(2);
+    expect((missing as MissingObjectsError).details['missing']).toEqual([
+      'blocks/g1/20',
+      'blocks/g1/21',
+      'tails/c2/g1',
+    ]);
   });
 });
