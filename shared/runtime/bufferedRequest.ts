@@ -29,6 +29,14 @@ export class BufferedRequest {
   async arrayBuffer(): Promise<ArrayBuffer> {
     if (this.real !== undefined) return this.real.arrayBuffer();
     const bytes = this.take();
+    // The bytes are read once (take), so a buffer they fill alone can be handed over as it is.
+    if (
+      bytes.byteOffset === 0 &&
+      bytes.byteLength === bytes.buffer.byteLength &&
+      bytes.buffer instanceof ArrayBuffer
+    ) {
+      return bytes.buffer;
+    }
     return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length) as ArrayBuffer;
   }
 

@@ -41,6 +41,12 @@ describe('BufferedRequest (the local runtime nativeRequest for bodies read up fr
     expect(Buffer.from(await request.arrayBuffer()).toString()).toBe('hello');
   });
 
+  it('hands over a buffer the body fills alone, without copying it', async () => {
+    const body = Buffer.allocUnsafeSlow(65_536).fill(7);
+    const request = new BufferedRequest(URL_, 'PUT', new Headers(), body);
+    expect(await request.arrayBuffer()).toBe(body.buffer);
+  });
+
   it('streams the body as a web stream when asked for it, and is then used', async () => {
     const request = buffered('streamed bytes');
     const chunks: Uint8Array[] = [];
