@@ -7,7 +7,7 @@ import { PayloadTooLargeError, PreconditionFailedError, StorageUnavailableError 
 import { validateKey } from '../keys';
 import { LruMap } from '../lruMap';
 import { readAllBytes } from '../streams';
-import { isConditionFailure, isNotFound, storageCall } from './azureErrors';
+import { isAzureError, isConditionFailure, isNotFound, storageCall } from './azureErrors';
 import { checkConditions, checkConditionShape } from './conditions';
 import { KeyedMutex } from './keyedMutex';
 import type {
@@ -36,10 +36,11 @@ import { decodeCursor, encodeCursor } from './listCursor';
  * handled by the compare-and-swap.
  *
  * Reads are revalidated, never served stale: a value this process wrote or read last is kept (see
- * {@link KnownVersions}), and a read of it asks Azure only for the blob's current ETag (a HEAD);
- * the kept bytes are returned only when that ETag is the one they were stored or read under,
- * otherwise the blob is downloaded as on a first read. Every read is thus as current as a download
- * would be, and a value read again and again is not transferred again (2 MiB values included).
+ * {@link KnownVersions}), and a read of it is a conditional download (`If-None-Match` its ETag):
+ * Azure answers 304 without the bytes when the blob is still that version, and the kept bytes are
+ * returned; otherwise it sends the current value, as on a first read. Every read is thus one
+ * request and as current as a plain download, and a value read again and again is not transferred
+ * again (2 MiB values included).
  */
 export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
   readonly kind = 'blob';
@@ -89,8 +90,9 @@ export function tenantContainerName(baseContainer: string, tenant: string): stri
  *   must answer 201 or 200; with the ETag, a replace is one conditional upload on that version (the
  *   usual case: an agent rewriting its own state), and a stale one only costs the two-request path.
  *   The ETag is only ever sent as an If-Match.
- * - The bytes are returned by a read only after a HEAD has shown that the blob still has that ETag
- *   (an ETag names one version of one blob: Azure changes it on every write).
+ * - The bytes are returned by a read only when Azure has answered a download conditional on that
+ *   ETag with 304 Not Modified (an ETag names one version of one blob: Azure changes it on every
+ *   write).
  * Kept bytes are shared with callers, who must not change them.
  */
 interface KnownVersion {
@@ -123,14 +125,14 @@ class BlobKeyValueStore implements KeyValueStore {
     const blob = this.blob(key);
     return this.call(async (abortSignal) => {
       const kept = this.known.get(blob.url);
-      if (kept?.value !== undefined) {
-        const current = await this.properties(blob, abortSignal);
-        if (current === null) return null;
-        if (current.etag === kept.etag && current.size === kept.value.length) {
-          return { value: kept.value, etag: kept.etag };
-        }
+      if (kept?.value === undefined) return this.download(blob, abortSignal);
+      try {
+        return await this.download(blob, abortSignal, kept.etag);
+      } catch (error) {
+        // 304 Not Modified: the blob is still the version whose bytes are kept.
+        if (!isAzureError(error, 304)) throw error;
+        return { value: kept.value, etag: kept.etag };
       }
-      return this.download(blob, abortSignal);
     });
   }
 
@@ -266,9 +268,17 @@ class BlobKeyValueStore implements KeyValueStore {
     return storageCall(this.timeoutMs, operation);
   }
 
-  private async download(blob: BlockBlobClient, abortSignal: AbortSignal): Promise<StoredValue | null> {
+  /** The current value, or 304 (thrown) when it is still the version `ifNoneMatch`. */
+  private async download(
+    blob: BlockBlobClient,
+    abortSignal: AbortSignal,
+    ifNoneMatch?: string,
+  ): Promise<StoredValue | null> {
     try {
-      const response = await blob.download(0, undefined, { abortSignal });
+      const response = await blob.download(0, undefined, {
+        abortSignal,
+        ...(ifNoneMatch === undefined ? {} : { conditions: { ifNoneMatch } }),
+      });
       const value = await readAllBytes(response.readableStreamBody);
       this.remember(blob, response.etag, value);
       return { value, etag: response.etag ?? '' };

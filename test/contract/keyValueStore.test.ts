@@ -50,48 +50,64 @@ describeKeyValueStoreContract({
 });
 
 describe('Azure Blob key/value store: values read again', () => {
-  it('are revalidated by a HEAD and downloaded again only once they changed', async () => {
-    const methods: string[] = [];
+  it('are downloaded on condition of the kept version, and sent again only once they changed', async () => {
+    const sentLog: string[] = [];
     const pipeline = newPipeline(new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY));
     pipeline.factories.unshift({
       create: (next: RequestPolicy): RequestPolicy => ({
-        sendRequest: (request) => {
-          methods.push(request.method);
-          return next.sendRequest(request);
+        sendRequest: async (request) => {
+          const conditional = request.headers.get('if-none-match') === undefined ? '' : ' if-none-match';
+          // The SDK's deserialisation below this policy throws on 304 and 404.
+          try {
+            const response = await next.sendRequest(request);
+            sentLog.push(`${request.method}${conditional} ${response.status}`);
+            return response;
+          } catch (error) {
+            sentLog.push(`${request.method}${conditional} ${(error as { statusCode?: number }).statusCode}`);
+            throw error;
+          }
         },
       }),
     });
     const service = new BlobServiceClient(azurite().blobEndpoint, pipeline);
     const base = `c${randomUUID().replaceAll('-', '').slice(0, 20)}`;
     const container = service.getContainerClient(tenantContainerName(base, 'tenant-a'));
-    const sent = async <T>(operation: () => Promise<T>): Promise<{ result: T; methods: string[] }> => {
-      methods.length = 0;
+    const sent = async <T>(operation: () => Promise<T>): Promise<{ result: T; requests: string[] }> => {
+      sentLog.length = 0;
       const result = await operation();
-      return { result, methods: [...methods] };
+      return { result, requests: [...sentLog] };
     };
     try {
       const store = new BlobKeyValueStoreFactory(service, base, MAX_VALUE_BYTES, 10_000).forTenant(
         'tenant-a',
       );
-      await store.write('state', Buffer.from('v1'));
+      const written = await store.write('state', Buffer.from('v1'));
       const kept = await sent(() => store.read('state'));
-      expect(kept.result?.value.toString()).toBe('v1');
-      expect(kept.methods).toEqual(['HEAD']);
+      expect(kept.result).toEqual({ value: Buffer.from('v1'), etag: written.etag });
+      expect(kept.requests).toEqual(['GET if-none-match 304']);
 
-      // Changed behind this instance's back: the HEAD shows a new ETag, so the value is downloaded.
+      // Changed behind this instance's back: Azure sends the new bytes.
       await container.getBlockBlobClient('state').upload('v2', 2);
       const changed = await sent(() => store.read('state'));
       expect(changed.result?.value.toString()).toBe('v2');
-      expect(changed.methods).toEqual(['HEAD', 'GET']);
-      expect((await sent(() => store.read('state'))).methods).toEqual(['HEAD']);
+      expect(changed.requests).toEqual(['GET if-none-match 200']);
+      expect((await sent(() => store.read('state'))).requests).toEqual(['GET if-none-match 304']);
 
-      // A value this instance has never seen is one download.
+      // Deleted behind its back: absent, and nothing is kept any more.
+      await container.getBlockBlobClient('state').delete();
+      const deleted = await sent(() => store.read('state'));
+      expect(deleted.result).toBeNull();
+      expect(deleted.requests).toEqual(['GET if-none-match 404']);
+      expect((await sent(() => store.read('state'))).requests).toEqual(['GET 404']);
+
+      // A value this instance has never seen is a plain download.
+      await container.getBlockBlobClient('state').upload('v3', 2);
       const fresh = new BlobKeyValueStoreFactory(service, base, MAX_VALUE_BYTES, 10_000).forTenant(
         'tenant-a',
       );
       const first = await sent(() => fresh.read('state'));
-      expect(first.result?.value.toString()).toBe('v2');
-      expect(first.methods).toEqual(['GET']);
+      expect(first.result?.value.toString()).toBe('v3');
+      expect(first.requests).toEqual(['GET 200']);
     } finally {
       await container.deleteIfExists();
     }
