@@ -123,17 +123,7 @@ class BlobKeyValueStore implements KeyValueStore {
 
   async read(key: string): Promise<StoredValue | null> {
     const blob = this.blob(key);
-    return this.call(async (abortSignal) => {
-      const kept = this.known.get(blob.url);
-      if (kept?.value === undefined) return this.download(blob, abortSignal);
-      try {
-        return await this.download(blob, abortSignal, kept.etag);
-      } catch (error) {
-        // 304 Not Modified: the blob is still the version whose bytes are kept.
-        if (!isAzureError(error, 304)) throw error;
-        return { value: kept.value, etag: kept.etag };
-      }
-    });
+    return this.call((abortSignal) => this.current(blob, abortSignal));
   }
 
   async head(key: string): Promise<StoredItem | null> {
@@ -169,7 +159,7 @@ class BlobKeyValueStore implements KeyValueStore {
               signal: abortSignal,
             });
           }
-          const current = await this.download(blob, abortSignal);
+          const current = await this.current(blob, abortSignal);
           checkConditions(conditions, current && { etag: current.etag, size: current.value.length });
           const size = (current?.value.length ?? 0) + bytes.length;
           if (size > this.maxValueBytes)
@@ -266,6 +256,19 @@ class BlobKeyValueStore implements KeyValueStore {
 
   private call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
     return storageCall(this.timeoutMs, operation);
+  }
+
+  /** The current value: the kept bytes when Azure confirms they are still current (see the class comment). */
+  private async current(blob: BlockBlobClient, abortSignal: AbortSignal): Promise<StoredValue | null> {
+    const kept = this.known.get(blob.url);
+    if (kept?.value === undefined) return this.download(blob, abortSignal);
+    try {
+      return await this.download(blob, abortSignal, kept.etag);
+    } catch (error) {
+      // 304 Not Modified: the blob is still the version whose bytes are kept.
+      if (!isAzureError(error, 304)) throw error;
+      return { value: kept.value, etag: kept.etag };
+    }
   }
 
   /** The current value, or 304 (thrown) when it is still the version `ifNoneMatch`. */
