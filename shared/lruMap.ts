@@ -7,11 +7,11 @@ export interface WeightLimit<V> {
 /**
  * A map that keeps at most `capacity` entries, dropping the least recently used first (reading an
  * entry makes it the most recent), and, with a {@link WeightLimit}, at most `limit` in summed
- * weight. For caches of hints, clients and small values that must stay bounded whatever the
- * traffic; nothing may rely on an entry still being there.
+ * weight (each value weighed once, when it is set). For caches of hints, clients and small values
+ * that must stay bounded whatever the traffic; nothing may rely on an entry still being there.
  */
 export class LruMap<K, V> {
-  private readonly entries = new Map<K, V>();
+  private readonly entries = new Map<K, { readonly value: V; readonly weight: number }>();
   private weight = 0;
 
   constructor(
@@ -29,21 +29,23 @@ export class LruMap<K, V> {
   }
 
   get(key: K): V | undefined {
-    const value = this.entries.get(key);
-    if (value !== undefined) {
-      // Map keeps insertion order: re-inserting makes the entry the most recent.
-      this.entries.delete(key);
-      this.entries.set(key, value);
-    }
-    return value;
+    const entry = this.entries.get(key);
+    if (entry === undefined) return undefined;
+    // Map keeps insertion order: re-inserting makes the entry the most recent.
+    this.entries.delete(key);
+    this.entries.set(key, entry);
+    return entry.value;
   }
 
-  /** Adds or replaces an entry; one heavier than the whole limit is not kept (and replaces nothing). */
+  /**
+   * Adds or replaces an entry. A value heavier than the whole limit is not kept, and the entry it
+   * would have replaced is gone all the same (the key never maps to an outdated value).
+   */
   set(key: K, value: V): void {
     this.delete(key);
     const weight = this.weightLimit?.of(value) ?? 0;
     if (this.weightLimit !== undefined && weight > this.weightLimit.limit) return;
-    this.entries.set(key, value);
+    this.entries.set(key, { value, weight });
     this.weight += weight;
     while (
       this.entries.size > this.capacity ||
@@ -66,9 +68,9 @@ export class LruMap<K, V> {
   }
 
   delete(key: K): void {
-    const value = this.entries.get(key);
-    if (value === undefined) return;
+    const entry = this.entries.get(key);
+    if (entry === undefined) return;
     this.entries.delete(key);
-    if (this.weightLimit !== undefined) this.weight -= this.weightLimit.of(value);
+    this.weight -= entry.weight;
   }
 }

@@ -18,3 +18,24 @@ export function readAllBytes(stream: NodeJS.ReadableStream | undefined): Promise
     });
   });
 }
+
+/** True when `bytes` fills its memory alone (keeping it keeps nothing else alive; handing it over is safe). */
+export function ownsItsMemory(bytes: Buffer): bytes is Buffer<ArrayBuffer> {
+  return (
+    bytes.byteOffset === 0 &&
+    bytes.byteLength === bytes.buffer.byteLength &&
+    bytes.buffer instanceof ArrayBuffer
+  );
+}
+
+/** `bytes` in memory of its own: `bytes` itself when it already is, else a copy. */
+export function ownedBytes(bytes: Buffer): Buffer {
+  return ownsItsMemory(bytes) ? bytes : copyOf(bytes);
+}
+
+/** A copy of `bytes` in memory of its own (not a slice of the shared pool of small buffers). */
+export function copyOf(bytes: Buffer): Buffer {
+  const copy = Buffer.allocUnsafeSlow(bytes.length);
+  bytes.copy(copy);
+  return copy;
+}

@@ -53,7 +53,7 @@ import {
  */
 export class SessionArchive {
   /**
-   * Objects this instance stored (store key → size, and when), so that publishing a checkpoint
+   * Objects this instance stored (store key → size, and when, on the monotonic clock), so that publishing a checkpoint
    * right after uploading its objects through this instance need not ask the storage about them
    * again. Sound because objects are immutable and never deleted: once stored, an object stays
    * stored with those bytes. Anything this instance did not store itself, or stored longer than
@@ -80,7 +80,7 @@ export class SessionArchive {
     await this.claimForWrite(tenant, sessionId);
     const key = `${sessionId}/${objectKey}`;
     const result = await this.objects.put(key, bytes);
-    this.stored.set(key, { size: bytes.length, at: Date.now() });
+    this.stored.set(key, { size: bytes.length, at: performance.now() });
     return result;
   }
 
@@ -318,7 +318,7 @@ export class SessionArchive {
   /** True when this instance stored the object `key` of `size` bytes recently enough to vouch for it. */
   private isStored(key: string, size: number): boolean {
     const known = this.stored.get(key);
-    return known !== undefined && known.size === size && Date.now() - known.at < KNOWN_OBJECT_MS;
+    return known !== undefined && known.size === size && performance.now() - known.at < KNOWN_OBJECT_MS;
   }
 
   /**

@@ -1,3 +1,5 @@
+import { ownsItsMemory } from '../streams';
+
 /**
  * A request whose body the local runtime has already read into memory, shaped as the Functions
  * library's `HttpRequest` uses its `nativeRequest` (it delegates `url`, `method`, `headers`, `body`,
@@ -29,14 +31,8 @@ export class BufferedRequest {
   async arrayBuffer(): Promise<ArrayBuffer> {
     if (this.real !== undefined) return this.real.arrayBuffer();
     const bytes = this.take();
-    // The bytes are read once (take), so a buffer they fill alone can be handed over as it is.
-    if (
-      bytes.byteOffset === 0 &&
-      bytes.byteLength === bytes.buffer.byteLength &&
-      bytes.buffer instanceof ArrayBuffer
-    ) {
-      return bytes.buffer;
-    }
+    // The bytes are read once (take), so memory they fill alone can be handed over as it is.
+    if (ownsItsMemory(bytes)) return bytes.buffer;
     return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length) as ArrayBuffer;
   }
 

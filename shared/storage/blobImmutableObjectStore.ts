@@ -14,7 +14,6 @@ import {
   type SwapResult,
 } from './immutableObjectStore';
 
-const OCTET_STREAM = { blobContentType: 'application/octet-stream' };
 /** Azure's largest list page: 2,000 blocks are checked with one request. */
 const LIST_PAGE_SIZE = 5000;
 
@@ -27,6 +26,8 @@ const LIST_PAGE_SIZE = 5000;
  *   same bytes succeeds and different bytes are refused.
  * - A pointer moves by If-Match on the ETag of the version whose value was compared (never
  *   `If-Match: *`, which Azurite ignores on an absent blob); its first value is create-only.
+ * - Uploads send no content type: Azure stores `application/octet-stream` by default, and the
+ *   routes set their own (one header less for the storage to handle per 64 KiB block).
  * - Every operation has the CAIRN_STORAGE_TIMEOUT_MS deadline and Azure errors are translated once:
  *   404 is absent, timeouts and 5xx are StorageUnavailableError (503), never absent.
  */
@@ -116,7 +117,6 @@ export class BlobImmutableObjectStore implements ImmutableObjectStore {
         try {
           await blob.upload(bytes, bytes.length, {
             conditions: { ifMatch: current.etag },
-            blobHTTPHeaders: OCTET_STREAM,
             abortSignal,
           });
           return { swapped: true };
@@ -145,7 +145,6 @@ export class BlobImmutableObjectStore implements ImmutableObjectStore {
       try {
         await blob.upload(bytes, bytes.length, {
           conditions: { ifNoneMatch: '*' },
-          blobHTTPHeaders: OCTET_STREAM,
           abortSignal,
         });
         return true;

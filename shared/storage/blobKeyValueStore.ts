@@ -6,7 +6,7 @@ import type { BlobServiceClient, BlockBlobClient, ContainerClient } from '@azure
 import { PayloadTooLargeError, PreconditionFailedError, StorageUnavailableError } from '../errors';
 import { validateKey } from '../keys';
 import { LruMap } from '../lruMap';
-import { readAllBytes } from '../streams';
+import { copyOf, ownedBytes, readAllBytes } from '../streams';
 import { isAzureError, isConditionFailure, isNotFound, storageCall } from './azureErrors';
 import { checkConditions, checkConditionShape } from './conditions';
 import { KeyedMutex } from './keyedMutex';
@@ -93,7 +93,8 @@ export function tenantContainerName(baseContainer: string, tenant: string): stri
  * - The bytes are returned by a read only when Azure has answered a download conditional on that
  *   ETag with 304 Not Modified (an ETag names one version of one blob: Azure changes it on every
  *   write).
- * Kept bytes are shared with callers, who must not change them.
+ * The bytes of a write are copied before they are kept (the caller may reuse its buffer); kept
+ * and downloaded bytes are handed to readers, who must not change them (see StoredValue).
  */
 interface KnownVersion {
   readonly etag: string;
@@ -103,13 +104,14 @@ type KnownVersions = LruMap<string, KnownVersion>;
 
 /** Bytes of values kept for revalidated reads, all tenants together (per process). */
 const KEPT_VALUE_BYTES = 32 * 1024 * 1024;
+/** A larger value is not kept (its ETag is): it would push out many small, often-read ones. */
+const KEPT_VALUE_MAX_BYTES = KEPT_VALUE_BYTES / 8;
 
 /** Blob clients by container and blob name. */
 type BlobClients = LruMap<string, BlockBlobClient>;
 
 const APPEND_MAX_ATTEMPTS = 12;
 const appendLocks = new KeyedMutex();
-const OCTET_STREAM = { blobContentType: 'application/octet-stream' };
 
 class BlobKeyValueStore implements KeyValueStore {
   constructor(
@@ -238,20 +240,28 @@ class BlobKeyValueStore implements KeyValueStore {
   }
 
   /**
-   * Records the version just seen: with `value` when its bytes are known, else only its ETag (and
-   * the bytes already kept under that very ETag).
+   * Records the version just seen: its ETag, and its bytes when given and small enough to keep
+   * (`written`: the caller's buffer, so a copy is kept; else the bytes themselves when they fill
+   * their memory alone, a copy when they are a view of a larger network buffer). Without bytes,
+   * those already kept under that very ETag stay.
    */
-  private remember(blob: BlockBlobClient, etag: string | undefined, value?: Buffer): void {
+  private remember(
+    blob: BlockBlobClient,
+    etag: string | undefined,
+    bytes?: { readonly value: Buffer; readonly written: boolean },
+  ): void {
     if (etag === undefined || etag === '') {
       this.known.delete(blob.url);
       return;
     }
-    if (value === undefined) {
+    let value: Buffer | undefined;
+    if (bytes === undefined) {
       const kept = this.known.get(blob.url);
-      this.known.set(blob.url, { etag, value: kept?.etag === etag ? kept.value : undefined });
-    } else {
-      this.known.set(blob.url, { etag, value: ownBytes(value) });
+      if (kept?.etag === etag) value = kept.value;
+    } else if (bytes.value.length <= KEPT_VALUE_MAX_BYTES) {
+      value = bytes.written ? copyOf(bytes.value) : ownedBytes(bytes.value);
     }
+    this.known.set(blob.url, { etag, value });
   }
 
   private call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
@@ -283,7 +293,7 @@ class BlobKeyValueStore implements KeyValueStore {
         ...(ifNoneMatch === undefined ? {} : { conditions: { ifNoneMatch } }),
       });
       const value = await readAllBytes(response.readableStreamBody);
-      this.remember(blob, response.etag, value);
+      this.remember(blob, response.etag, { value, written: false });
       return { value, etag: response.etag ?? '' };
     } catch (error) {
       if (!isNotFound(error)) throw error;
@@ -341,8 +351,8 @@ class BlobKeyValueStore implements KeyValueStore {
     } catch (error) {
       if (!(error instanceof PreconditionFailedError)) throw error;
     }
-    const response = await blob.upload(value, value.length, { blobHTTPHeaders: OCTET_STREAM, abortSignal });
-    this.remember(blob, response.etag, value);
+    const response = await blob.upload(value, value.length, { abortSignal });
+    this.remember(blob, response.etag, { value, written: true });
     return { etag: response.etag ?? '', size: value.length, created: false };
   }
 
@@ -352,10 +362,9 @@ class BlobKeyValueStore implements KeyValueStore {
       try {
         const response = await blob.upload(value, value.length, {
           conditions: { ifNoneMatch: '*' },
-          blobHTTPHeaders: OCTET_STREAM,
           abortSignal,
         });
-        this.remember(blob, response.etag, value);
+        this.remember(blob, response.etag, { value, written: true });
         return { etag: response.etag ?? '', size: value.length, created: true };
       } catch (error) {
         if (isConditionFailure(error)) throw new PreconditionFailedError('the key exists');
@@ -400,10 +409,9 @@ class BlobKeyValueStore implements KeyValueStore {
     try {
       const response = await blob.upload(value, value.length, {
         conditions: { ifMatch },
-        blobHTTPHeaders: OCTET_STREAM,
         abortSignal,
       });
-      this.remember(blob, response.etag, value);
+      this.remember(blob, response.etag, { value, written: true });
       return { etag: response.etag ?? '', size: value.length, created: false };
     } catch (error) {
       // 404: the blob (or the tenant's container) does not exist, so no version matches.
@@ -412,15 +420,4 @@ class BlobKeyValueStore implements KeyValueStore {
       throw error;
     }
   }
-}
-
-/**
- * `bytes` in a buffer of its own: a small value is often a view of a larger network buffer, which
- * keeping the view would keep alive whole (and uncounted).
- */
-function ownBytes(bytes: Buffer): Buffer {
-  if (bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength) return bytes;
-  const copy = Buffer.allocUnsafeSlow(bytes.length);
-  bytes.copy(copy);
-  return copy;
 }

@@ -18,6 +18,7 @@
  */
 
 export interface StoredValue {
+  /** Read-only: an implementation may hand the same bytes to other readers (a cache). */
   readonly value: Buffer;
   readonly etag: string;
 }

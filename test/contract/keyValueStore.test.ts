@@ -81,7 +81,9 @@ describe('Azure Blob key/value store: values read again', () => {
       const store = new BlobKeyValueStoreFactory(service, base, MAX_VALUE_BYTES, 10_000).forTenant(
         'tenant-a',
       );
-      const written = await store.write('state', Buffer.from('v1'));
+      const buffer = Buffer.from('v1');
+      const written = await store.write('state', buffer);
+      buffer.write('XX'); // the writer's buffer is its own again: what is kept is a copy
       const kept = await sent(() => store.read('state'));
       expect(kept.result).toEqual({ value: Buffer.from('v1'), etag: written.etag });
       expect(kept.requests).toEqual(['GET if-none-match 304']);
