@@ -53,9 +53,9 @@ import {
  */
 export class SessionArchive {
   /**
-   * Objects this instance stored (store key → size, and when, on the monotonic clock), so that publishing a checkpoint
-   * right after uploading its objects through this instance need not ask the storage about them
-   * again. Sound because objects are immutable and never deleted: once stored, an object stays
+   * Objects this instance stored (store key → size, and when, on the monotonic clock), so that
+   * publishing a checkpoint right after uploading its objects through this instance need not ask
+   * the storage about them again. Sound because objects are immutable and never deleted: once stored, an object stays
    * stored with those bytes. Anything this instance did not store itself, or stored longer than
    * {@link KNOWN_OBJECT_MS} ago, is checked in storage (listing or probes). A later garbage
    * collector of unreferenced objects must spare objects younger than that.
@@ -126,10 +126,7 @@ export class SessionArchive {
       // Tell a stale publisher early, before it leaves a manifest nobody will point to.
       if (latest !== parent && latest !== checkpointId) throw staleParent(latest);
       const verified = parentManifest === null ? new Map<string, number>() : verifiedBlocks(parentManifest);
-      const missing = await this.findMissingObjects(sessionId, checkpointId, request.files, {
-        verified,
-        trustStoredHere: true,
-      });
+      const missing = await this.findMissingObjects(sessionId, checkpointId, request.files, verified);
       if (missing.count > 0) throw new MissingObjectsError(missing.keys, missing.count);
       const fresh: Manifest = { ...request, createdAt: new Date().toISOString() };
       const { created } = await this.objects
@@ -173,9 +170,12 @@ export class SessionArchive {
   }
 
   /**
-   * One file of a checkpoint as a stream of its bytes. Missing or wrongly sized objects are found
-   * before the stream starts (IntegrityError, one list per generation); a hash mismatch fails the
-   * stream before its last chunk.
+   * One file of a checkpoint as a stream of its bytes. The objects were checked when the checkpoint
+   * was published, and objects are immutable and never deleted, so nothing is listed first; what is
+   * read is checked as it passes: every object's size (a missing or wrongly sized one is
+   * IntegrityError), and the SHA-256 of the whole file before its last chunk. The first object is
+   * read and checked before this returns, so that a file whose objects are gone fails before its
+   * answer starts.
    */
   async restoreFile(
     tenant: string,
@@ -187,21 +187,13 @@ export class SessionArchive {
     const manifest = await this.readManifest(tenant, sessionId, checkpointId);
     const file = manifest.files.find((candidate) => candidate.path === path);
     if (file === undefined) throw new NotFoundError(`no file ${path} in checkpoint ${manifest.checkpointId}`);
-    // What is stored now, whatever this instance stored: a restore is where damage must show.
-    const missing = await this.findMissingObjects(sessionId, manifest.checkpointId, [file], {
-      verified: new Map(),
-      trustStoredHere: false,
-    });
-    if (missing.count > 0) {
-      throw new IntegrityError(`stored objects of ${path} are missing or damaged`, {
-        missing: missing.keys.slice(0, 100),
-        missingCount: missing.count,
-      });
-    }
-    const stream = Readable.from(this.fileBytes(sessionId, manifest.checkpointId, file), {
-      objectMode: false,
-    });
-    return { manifest, file, stream };
+    const chunks = this.fileBytes(sessionId, manifest.checkpointId, file);
+    const first = await chunks.next();
+    const rest = async function* (): AsyncGenerator<Buffer> {
+      if (first.done !== true) yield first.value;
+      yield* chunks;
+    };
+    return { manifest, file, stream: Readable.from(rest(), { objectMode: false }) };
   }
 
   async getSession(tenant: string, sessionId: string): Promise<SessionRecord> {
@@ -243,8 +235,8 @@ export class SessionArchive {
   /**
    * The object keys a set of files needs that are absent or of the wrong size. Blocks `0 … n-1` of
    * a generation in `verified` were checked when an earlier checkpoint was published (objects are
-   * immutable and never deleted), and, with `trustStoredHere`, so were the blocks this instance
-   * stored itself (see {@link stored}); only the blocks after those are checked in storage: a few
+   * immutable and never deleted), and so were the blocks this instance stored itself (see
+   * {@link stored}); only the blocks after those are checked in storage: a few
    * by one probe each, more by one listing of the generation (2,000 blocks cost one or two list
    * requests, not 2,000 probes). The checkpoint's tails are checked by one listing unless this
    * instance stored them all.
@@ -253,9 +245,8 @@ export class SessionArchive {
     sessionId: string,
     checkpointId: string,
     files: readonly ManifestFile[],
-    { verified, trustStoredHere }: { verified: ReadonlyMap<string, number>; trustStoredHere: boolean },
+    verified: ReadonlyMap<string, number>,
   ): Promise<MissingKeys> {
-    const storedHere = (key: string, size: number) => trustStoredHere && this.isStored(key, size);
     const missing = new MissingKeys();
     const concurrency = this.options.checkConcurrency ?? 8;
     const toCheck = files
@@ -263,7 +254,10 @@ export class SessionArchive {
         const blocks = Math.floor(file.size / BLOCK_BYTES);
         let from = Math.min(verified.get(file.generation) ?? 0, blocks);
         // Bounded by the number of objects known, whatever size the manifest claims.
-        while (from < blocks && storedHere(`${sessionId}/${blockKey(file.generation, from)}`, BLOCK_BYTES)) {
+        while (
+          from < blocks &&
+          this.isStored(`${sessionId}/${blockKey(file.generation, from)}`, BLOCK_BYTES)
+        ) {
           from++;
         }
         return { file, from, blocks };
@@ -301,7 +295,7 @@ export class SessionArchive {
     const withTails = files.filter(
       (file) =>
         file.size % BLOCK_BYTES > 0 &&
-        !storedHere(`${sessionId}/${tailKey(checkpointId, file.generation)}`, file.size % BLOCK_BYTES),
+        !this.isStored(`${sessionId}/${tailKey(checkpointId, file.generation)}`, file.size % BLOCK_BYTES),
     );
     if (withTails.length > 0) {
       const prefix = `${sessionId}/tails/${checkpointId}/`;

@@ -365,7 +365,13 @@ describe.each(storeBackends(() => azurite().blobEndpoint))('SessionArchive on th
     await expect(restoreBytes(archive, alpha, 's1', 'c1', 'events.jsonl')).rejects.toBeInstanceOf(
       IntegrityError,
     );
-    // A block of the wrong size is found before the stream starts.
+    // A later block of the wrong size fails the stream when it is reached.
+    await tamper('s1/blocks/g1/1', randomBytes(10));
+    await expect(restoreBytes(archive, alpha, 's1', 'c1', 'events.jsonl')).rejects.toBeInstanceOf(
+      IntegrityError,
+    );
+    // The first one is read before the stream is handed out: a file whose objects are gone fails
+    // before its answer starts.
     await tamper('s1/blocks/g1/0', randomBytes(10));
     await expect(archive.restoreFile(alpha, 's1', 'c1', 'events.jsonl')).rejects.toBeInstanceOf(
       IntegrityError,
@@ -466,7 +472,10 @@ describe.each(storeBackends(() => azurite().blobEndpoint))('SessionArchive on th
     await publish('c1', 10);
     expect(store.calls.list).toBe(0);
     expect(store.calls.head).toBe(0);
+    // A restore lists nothing either: it checks each object as it reads it.
+    store.resetCounts();
     expect((await restoreBytes(archive, alpha, 's1', 'c1', 'events.jsonl')).length).toBe(file(10).size);
+    expect(store.calls.list).toBe(0);
 
     // Blocks 10-19 were stored elsewhere: listed (the tail of c2 too, which nobody stored).
     store.resetCounts();
