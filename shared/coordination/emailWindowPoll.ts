@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 import type { Logger } from '../logging';
 import { errorSummary } from '../logging';
@@ -59,7 +60,12 @@ const LEASE_SAFETY_MS = 60_000;
  * stays, the next window simply starts from it later, and the stored value stays small.
  */
 export const MAX_PENDING_WINDOWS = 32;
-const CONFIRM_MAX_ATTEMPTS = 4;
+/**
+ * A confirmation that cannot be written leaves its windows to be sent again once their lease ends
+ * (a duplicate with the same claim id), so it tries harder than a claim: up to this many writes,
+ * with jittered backoff while other runs write the same cursor.
+ */
+const CONFIRM_MAX_ATTEMPTS = 8;
 const TENANT_CONCURRENCY = 4;
 
 export type TenantPollOutcome =
@@ -255,7 +261,8 @@ async function claimAndEnqueue(tenant: string, options: EmailWindowPollOptions):
 /**
  * Removes the sent windows from the cursor and releases this run's lease on the unsent ones (so the
  * next run sends them). Idempotent by claim id, so a conflicting or unknown write is simply read
- * again and redone, up to {@link CONFIRM_MAX_ATTEMPTS} times. False when it could not be written.
+ * again and redone, after a jittered backoff, up to {@link CONFIRM_MAX_ATTEMPTS} times. False when
+ * it could not be written.
  */
 async function confirmWindows(
   store: KeyValueStore,
@@ -269,6 +276,7 @@ async function confirmWindows(
   let known: { etag: string; state: EmailCursorState } | null =
     claimEtag === null ? null : { etag: claimEtag, state: plan.state };
   for (let attempt = 0; attempt < CONFIRM_MAX_ATTEMPTS; attempt++) {
+    if (attempt > 0) await sleep(Math.random() * Math.min(500, 10 * 2 ** attempt));
     if (known === null) {
       const current = await readEmailCursor(store);
       if (current.outcome !== 'present') return false;
