@@ -18,8 +18,8 @@ import { fixed, measure, rssMb, table, watchRss } from './measure';
 /**
  * `npm run bench -- archive`: in one process against one Azurite, a 64 MiB `events.jsonl` published
  * through the archive client and the HTTP API (Blob backend) against raw parallel SDK uploads of the
- * same 64 KiB blocks, restore against raw parallel downloads, the incremental publish after a 1 KiB
- * append, and the peak RSS of the client (the `cairn` CLI as a child process) and of the local
+ * same 64 KiB blocks, restore against raw parallel downloads, five incremental publishes (each
+ * after a 1 KiB append), and the peak RSS of the client (the `cairn` CLI as a child process) and of the local
  * runtime. After a warm-up of both, raw and API runs alternate (three rounds each) so that drift
  * hits both alike; both use the same number of requests in flight.
  *
@@ -36,6 +36,9 @@ const CONCURRENCY = 32;
 const ROUNDS = 3;
 const WARM_UP_BLOCKS = 256;
 const MB = 1024 * 1024;
+
+const INCREMENTAL_PUBLISHES = 5;
+const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
 
 export async function runArchiveBench(): Promise<string> {
   const azurite = await startAzurite();
@@ -105,12 +108,20 @@ export async function runArchiveBench(): Promise<string> {
       await container.delete();
     }
 
-    // The incremental publish: 1 KiB appended to the last published session.
-    await appendFile(path.join(lastSession.dir, 'events.jsonl'), Buffer.alloc(1024, 0x61));
-    let incremental = { objectsUploaded: 0, requests: 0 };
-    const incrementalSeconds = await seconds(async () => {
-      incremental = await client.publishCheckpoint(lastSession.dir, lastSession.id);
-    });
+    // The incremental publish: 1 KiB appended to the last published session, then published, five
+    // times (one publish of about 0.1 s is too short to stand for itself on a noisy machine).
+    const incremental = { objectsUploaded: 0, requests: 0, seconds: [] as number[] };
+    for (let append = 0; append < INCREMENTAL_PUBLISHES; append++) {
+      await appendFile(path.join(lastSession.dir, 'events.jsonl'), Buffer.alloc(1024, 0x61));
+      incremental.seconds.push(
+        await seconds(async () => {
+          const report = await client.publishCheckpoint(lastSession.dir, lastSession.id);
+          incremental.objectsUploaded = Math.max(incremental.objectsUploaded, report.objectsUploaded);
+          incremental.requests = Math.max(incremental.requests, report.requests);
+        }),
+      );
+    }
+    const incrementalSeconds = mean(incremental.seconds);
 
     // Once, after the rounds (so as not to weigh on them, as much as an idle instance would): the
     // checkpoint through another instance.
@@ -152,7 +163,6 @@ export async function runArchiveBench(): Promise<string> {
     );
     const peakRuntime = runtimeRss.stop();
 
-    const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
     const rate = (secondsTaken: number) => FILE_BYTES / MB / secondsTaken;
     const publishRatio = rate(mean(apiPublish)) / rate(mean(rawUpload));
     const elsewhereRatio = rate(elsewhereSeconds) / rate(mean(rawUpload));
@@ -198,17 +208,17 @@ export async function runArchiveBench(): Promise<string> {
       ),
       '',
       table(
-        ['incremental publish after a 1 KiB append', 'value', 'target'],
+        [`incremental publish after a 1 KiB append (${INCREMENTAL_PUBLISHES} times)`, 'value', 'target'],
         [
           [
-            'objects uploaded (plus the manifest)',
+            'objects uploaded (plus the manifest), at most',
             String(incremental.objectsUploaded),
             `≤ 2: ${verdict(incremental.objectsUploaded <= 2)}`,
           ],
-          ['HTTP requests in all', String(incremental.requests), ''],
+          ['HTTP requests in all, at most', String(incremental.requests), ''],
           [
-            'time',
-            `${fixed(incrementalSeconds * 1000, 0)} ms = **${fixed(incrementalShare, 1)} %** of the first publish`,
+            'time, mean',
+            `${fixed(incrementalSeconds * 1000, 0)} ms (${incremental.seconds.map((value) => fixed(value * 1000, 0)).join(', ')}) = **${fixed(incrementalShare, 1)} %** of the first publish`,
             `≤ 5 %: ${verdict(incrementalShare <= 5)}`,
           ],
         ],
