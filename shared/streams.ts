@@ -19,7 +19,10 @@ export function readAllBytes(stream: NodeJS.ReadableStream | undefined): Promise
   });
 }
 
-/** True when `bytes` fills its memory alone (keeping it keeps nothing else alive; handing it over is safe). */
+/**
+ * True when `bytes` fills its memory alone: keeping it keeps nothing else alive, and handing its
+ * memory over hands over nothing else.
+ */
 export function ownsItsMemory(bytes: Buffer): bytes is Buffer<ArrayBuffer> {
   return (
     bytes.byteOffset === 0 &&

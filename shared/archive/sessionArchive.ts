@@ -55,10 +55,10 @@ export class SessionArchive {
   /**
    * Objects this instance stored (store key → size, and when, on the monotonic clock), so that
    * publishing a checkpoint right after uploading its objects through this instance need not ask
-   * the storage about them again. Sound because objects are immutable and never deleted: once stored, an object stays
-   * stored with those bytes. Anything this instance did not store itself, or stored longer than
-   * {@link KNOWN_OBJECT_MS} ago, is checked in storage (listing or probes). A later garbage
-   * collector of unreferenced objects must spare objects younger than that.
+   * the storage about them again. Sound because objects are immutable and never deleted: once
+   * stored, an object stays stored with those bytes. Anything this instance did not store itself,
+   * or stored longer than {@link KNOWN_OBJECT_MS} ago, is checked in storage (listing or probes).
+   * A later garbage collector of unreferenced objects must spare objects younger than that.
    */
   private readonly stored = new LruMap<string, { size: number; at: number }>(KNOWN_OBJECTS);
 
@@ -236,10 +236,10 @@ export class SessionArchive {
    * The object keys a set of files needs that are absent or of the wrong size. Blocks `0 … n-1` of
    * a generation in `verified` were checked when an earlier checkpoint was published (objects are
    * immutable and never deleted), and so were the blocks this instance stored itself (see
-   * {@link stored}); only the blocks after those are checked in storage: a few
-   * by one probe each, more by one listing of the generation (2,000 blocks cost one or two list
-   * requests, not 2,000 probes). The checkpoint's tails are checked by one listing unless this
-   * instance stored them all.
+   * {@link stored}); only the blocks after those are checked in storage: a few by one probe each,
+   * more by one listing of the generation (2,000 blocks cost one or two list requests, not 2,000
+   * probes). The checkpoint's tails are checked by one listing unless this instance stored them
+   * all.
    */
   private async findMissingObjects(
     sessionId: string,
