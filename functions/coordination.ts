@@ -93,9 +93,9 @@ const promiseBody = z.strictObject({
   dueBy: timestamp.nullable().optional(),
 });
 
-const promisesQuery = {
+const promisesQuery = z.object({
   status: z.enum(['open', 'all'], { error: 'must be "open" or "all"' }).default('open'),
-};
+});
 
 const resolveBody = z.strictObject({ resolution: text(4000) });
 

@@ -74,18 +74,22 @@ export const kv = httpHandler('kv', {
   },
 });
 
+/** Built once: a zod schema costs about 0.1 ms to build, 1 µs to apply. */
+const LIMIT_RULE = 'must be a whole number from 1 to 5000';
+const keysQuery = z.object({
+  prefix: z.string().optional(),
+  limit: z.coerce
+    .number({ error: LIMIT_RULE })
+    .int(LIMIT_RULE)
+    .min(1, LIMIT_RULE)
+    .max(5000, LIMIT_RULE)
+    .default(1000),
+  cursor: z.string().min(1, 'must not be empty').optional(),
+});
+
 export const keys = httpHandler('keys', {
   GET: async (request, call) => {
-    const query = parseQuery(request, {
-      prefix: z.string().optional(),
-      limit: z.coerce
-        .number({ error: 'must be a whole number from 1 to 5000' })
-        .int('must be a whole number from 1 to 5000')
-        .min(1, 'must be a whole number from 1 to 5000')
-        .max(5000, 'must be a whole number from 1 to 5000')
-        .default(1000),
-      cursor: z.string().min(1, 'must not be empty').optional(),
-    });
+    const query = parseQuery(request, keysQuery);
     const page = await storeOf(call).list({
       limit: query.limit,
       ...(query.prefix === undefined ? {} : { prefix: query.prefix }),

@@ -36,21 +36,23 @@ function archiveOf(call: AuthenticatedCall): SessionArchive {
 
 const param = (request: HttpRequest, name: string) => request.params[name] ?? '';
 
+const LIMIT_RULE = 'must be a whole number from 1 to 1000';
+const sessionListQuery = z.object({
+  after: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{0,128}$/, ID_RULE)
+    .optional(),
+  limit: z.coerce
+    .number({ error: LIMIT_RULE })
+    .int(LIMIT_RULE)
+    .min(1, LIMIT_RULE)
+    .max(1000, LIMIT_RULE)
+    .default(100),
+});
+
 export const sessionList = httpHandler('sessionList', {
   GET: async (request, call) => {
-    const limitRule = 'must be a whole number from 1 to 1000';
-    const query = parseQuery(request, {
-      after: z
-        .string()
-        .regex(/^[A-Za-z0-9._-]{0,128}$/, ID_RULE)
-        .optional(),
-      limit: z.coerce
-        .number({ error: limitRule })
-        .int(limitRule)
-        .min(1, limitRule)
-        .max(1000, limitRule)
-        .default(100),
-    });
+    const query = parseQuery(request, sessionListQuery);
     const page = await archiveOf(call).listSessions(call.principal.tenant, {
       limit: query.limit,
       ...(query.after === undefined ? {} : { after: query.after }),

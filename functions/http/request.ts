@@ -1,5 +1,5 @@
 import type { HttpRequest } from '@azure/functions';
-import { z } from 'zod';
+import { type z } from 'zod';
 
 import { InvalidArgumentError, PayloadTooLargeError } from '../../shared/errors';
 import type { WriteConditions } from '../../shared/storage/keyValueStore';
@@ -49,8 +49,8 @@ export function writeConditions(request: HttpRequest): WriteConditions {
 }
 
 /** Parses the query string with `schema`; the first problem names its parameter. */
-export function parseQuery<T extends z.ZodRawShape>(request: HttpRequest, shape: T): z.infer<z.ZodObject<T>> {
-  const result = z.object(shape).safeParse(Object.fromEntries(request.query.entries()));
+export function parseQuery<T>(request: HttpRequest, schema: z.ZodType<T>): T {
+  const result = schema.safeParse(Object.fromEntries(request.query.entries()));
   if (!result.success) {
     const issue = result.error.issues[0];
     throw new InvalidArgumentError(String(issue?.path[0] ?? 'query'), issue?.message ?? 'is invalid');
