@@ -14,8 +14,8 @@ import { alternate, fixed, measure, ratioCells, table, watchRss } from './measur
 /**
  * `npm run bench -- kv`: in one process against one Azurite, the same operations as raw
  * `@azure/storage-blob` calls and through Cairn's HTTP API (Blob backend), and the local backend
- * through HTTP against direct calls of the same store class. Raw and API runs alternate (three
- * rounds each) so that drift on a noisy machine hits both alike.
+ * through HTTP against direct calls of the same store class. Raw and API runs alternate (five
+ * rounds each, of a fifth of the operations) so that drift on a noisy machine hits both alike.
  */
 
 type Operation = (worker: number, index: number) => Promise<unknown>;
@@ -199,8 +199,8 @@ export async function runKvBench(): Promise<string> {
   };
   // Enough operations per figure that one scheduling hiccup of the machine does not decide it.
   const counts = (operation: Measured, concurrency: number) =>
-    (operation === 'list' ? 60 : 240) * (concurrency === 1 ? 1 : 4);
-  const ROUNDS = 3;
+    (operation === 'list' ? 60 : 240) * (concurrency === 1 ? 1 : 8);
+  const ROUNDS = 5;
 
   // The warm-up is half as many operations again, on each side: what is measured is the steady
   // state, after V8 has compiled the hot paths of the SDK, the server and the client.
