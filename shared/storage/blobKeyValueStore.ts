@@ -155,6 +155,8 @@ class BlobKeyValueStore implements KeyValueStore {
     checkConditionShape(conditions);
     return appendLocks.run(blob.url, () =>
       this.call(async (abortSignal) => {
+        const onKept = await this.appendOnKept(blob, bytes, conditions, abortSignal);
+        if (onKept !== null) return onKept;
         for (let attempt = 0; attempt < APPEND_MAX_ATTEMPTS; attempt++) {
           if (attempt > 0) {
             await sleep(Math.random() * Math.min(1000, 20 * 2 ** attempt), undefined, {
@@ -169,7 +171,13 @@ class BlobKeyValueStore implements KeyValueStore {
           try {
             return current === null
               ? await this.create(blob, bytes, abortSignal)
-              : await this.replace(blob, Buffer.concat([current.value, bytes]), current.etag, abortSignal);
+              : await this.replace(
+                  blob,
+                  Buffer.concat([current.value, bytes]),
+                  current.etag,
+                  abortSignal,
+                  true,
+                );
           } catch (error) {
             // Another writer got in between our read and our write: read again.
             if (!(error instanceof PreconditionFailedError)) throw error;
@@ -178,6 +186,32 @@ class BlobKeyValueStore implements KeyValueStore {
         throw new StorageUnavailableError('too many concurrent writers on this key; retry the append');
       }),
     );
+  }
+
+  /**
+   * The usual append, in one request: this instance holds the bytes of the version it last wrote or
+   * read, so it writes the concatenation on that version (If-Match its ETag). Only when that version
+   * would satisfy `conditions` and the size limit; null when there is no such version or it is no
+   * longer current (412 or 404), and the caller reads the current one.
+   */
+  private async appendOnKept(
+    blob: BlockBlobClient,
+    bytes: Buffer,
+    conditions: WriteConditions,
+    abortSignal: AbortSignal,
+  ): Promise<WriteResult | null> {
+    const kept = this.known.get(blob.url);
+    if (kept?.value === undefined || conditions.ifAbsent === true) return null;
+    if (conditions.ifMatch !== undefined && conditions.ifMatch !== '*' && conditions.ifMatch !== kept.etag) {
+      return null;
+    }
+    if (kept.value.length + bytes.length > this.maxValueBytes) return null;
+    try {
+      return await this.replace(blob, Buffer.concat([kept.value, bytes]), kept.etag, abortSignal, true);
+    } catch (error) {
+      if (error instanceof PreconditionFailedError) return null;
+      throw error;
+    }
   }
 
   async delete(key: string, conditions: Pick<WriteConditions, 'ifMatch'> = {}): Promise<boolean> {
@@ -399,19 +433,23 @@ class BlobKeyValueStore implements KeyValueStore {
     throw new StorageUnavailableError('the key is changing too fast to write; retry');
   }
 
-  /** Upload only over the version `ifMatch` (a concrete ETag, never `*`). */
+  /**
+   * Upload only over the version `ifMatch` (a concrete ETag, never `*`). `ours`: `value` is a buffer
+   * this store made (an append's concatenation), kept as it is rather than copied.
+   */
   private async replace(
     blob: BlockBlobClient,
     value: Buffer,
     ifMatch: string,
     abortSignal: AbortSignal,
+    ours = false,
   ): Promise<WriteResult> {
     try {
       const response = await blob.upload(value, value.length, {
         conditions: { ifMatch },
         abortSignal,
       });
-      this.remember(blob, response.etag, { value, written: true });
+      this.remember(blob, response.etag, { value, written: !ours });
       return { etag: response.etag ?? '', size: value.length, created: false };
     } catch (error) {
       // 404: the blob (or the tenant's container) does not exist, so no version matches.

@@ -11,6 +11,7 @@ import {
 } from '@azure/storage-blob';
 import { describe, expect, it } from 'vitest';
 
+import { PreconditionFailedError } from '../../shared/errors';
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../shared/runtime/azurite';
 import { BlobKeyValueStoreFactory, tenantContainerName } from '../../shared/storage/blobKeyValueStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/localKeyValueStore';
@@ -94,6 +95,21 @@ describe('Azure Blob key/value store: values read again', () => {
       expect(changed.result?.value.toString()).toBe('v2');
       expect(changed.requests).toEqual(['GET if-none-match 200']);
       expect((await sent(() => store.read('state'))).requests).toEqual(['GET if-none-match 304']);
+
+      // An append on the kept version is one request; on a version changed behind its back, the
+      // write is refused, the current value read, and the append made on it.
+      const appended = await sent(() => store.append('state', Buffer.from('+a')));
+      expect(appended.requests).toEqual(['PUT 201']);
+      await container.getBlockBlobClient('state').upload('v3', 2);
+      const rebased = await sent(() => store.append('state', Buffer.from('+b')));
+      expect(rebased.requests).toEqual(['PUT 412', 'GET if-none-match 200', 'PUT 201']);
+      expect((await store.read('state'))?.value.toString()).toBe('v3+b');
+      // A condition the kept version does not meet is checked on the current version, and refused.
+      const refused = await sent(() =>
+        store.append('state', Buffer.from('+c'), { ifMatch: written.etag }).catch((error: unknown) => error),
+      );
+      expect(refused.result).toBeInstanceOf(PreconditionFailedError);
+      expect(refused.requests).toEqual(['GET if-none-match 304']);
 
       // Deleted behind its back: absent, and nothing is kept any more.
       await container.getBlockBlobClient('state').delete();
