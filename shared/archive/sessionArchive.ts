@@ -190,8 +190,13 @@ export class SessionArchive {
     const chunks = this.fileBytes(sessionId, manifest.checkpointId, file);
     const first = await chunks.next();
     const rest = async function* (): AsyncGenerator<Buffer> {
-      if (first.done !== true) yield first.value;
-      yield* chunks;
+      try {
+        if (first.done !== true) yield first.value;
+        yield* chunks;
+      } finally {
+        // A reader that stops early (a cut connection) ends the reads too.
+        await chunks.return(undefined);
+      }
     };
     return { manifest, file, stream: Readable.from(rest(), { objectMode: false }) };
   }

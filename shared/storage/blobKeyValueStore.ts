@@ -435,7 +435,8 @@ class BlobKeyValueStore implements KeyValueStore {
 
   /**
    * Upload only over the version `ifMatch` (a concrete ETag, never `*`). `ours`: `value` is a buffer
-   * this store made (an append's concatenation), kept as it is rather than copied.
+   * this store made (an append's concatenation), which the caller cannot change: kept without a
+   * copy when it fills its memory alone.
    */
   private async replace(
     blob: BlockBlobClient,

@@ -126,24 +126,24 @@ export async function runArchiveBench(): Promise<string> {
     // Once, after the rounds (so as not to weigh on them, as much as an idle instance would): the
     // checkpoint through another instance.
     const otherInstance = await startApp(settings, undefined, { keepOutput: false });
-    // Objects to `app`, the checkpoint itself to `otherInstance`.
-    const send = nodeHttpSender();
-    const twoInstances = new ArchiveClient({
-      baseUrl: app.url,
-      token: tenant.key,
-      concurrency: CONCURRENCY,
-      send: (request) =>
-        send(
-          request.method === 'POST' && request.url.endsWith('/checkpoints')
-            ? { ...request, url: otherInstance.url + request.url.slice(app.url.length) }
-            : request,
-        ),
-    });
-    await twoInstances.publishCheckpoint(warmDir, `warm-elsewhere-${randomBytes(4).toString('hex')}`);
-    const elsewhereDir = await mkdtemp(path.join(work, 'elsewhere-'));
-    await writeFile(path.join(elsewhereDir, 'events.jsonl'), events);
     let elsewhereSeconds: number;
     try {
+      // Objects to `app`, the checkpoint itself to `otherInstance`.
+      const send = nodeHttpSender();
+      const twoInstances = new ArchiveClient({
+        baseUrl: app.url,
+        token: tenant.key,
+        concurrency: CONCURRENCY,
+        send: (request) =>
+          send(
+            request.method === 'POST' && request.url.endsWith('/checkpoints')
+              ? { ...request, url: otherInstance.url + request.url.slice(app.url.length) }
+              : request,
+          ),
+      });
+      await twoInstances.publishCheckpoint(warmDir, `warm-elsewhere-${randomBytes(4).toString('hex')}`);
+      const elsewhereDir = await mkdtemp(path.join(work, 'elsewhere-'));
+      await writeFile(path.join(elsewhereDir, 'events.jsonl'), events);
       elsewhereSeconds = await seconds(() =>
         twoInstances.publishCheckpoint(elsewhereDir, `bench-elsewhere-${randomBytes(4).toString('hex')}`),
       );

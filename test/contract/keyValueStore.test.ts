@@ -11,7 +11,7 @@ import {
 } from '@azure/storage-blob';
 import { describe, expect, it } from 'vitest';
 
-import { PreconditionFailedError } from '../../shared/errors';
+import { PayloadTooLargeError, PreconditionFailedError } from '../../shared/errors';
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../shared/runtime/azurite';
 import { BlobKeyValueStoreFactory, tenantContainerName } from '../../shared/storage/blobKeyValueStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/localKeyValueStore';
@@ -111,12 +111,26 @@ describe('Azure Blob key/value store: values read again', () => {
       expect(refused.result).toBeInstanceOf(PreconditionFailedError);
       expect(refused.requests).toEqual(['GET if-none-match 304']);
 
+      // An append that would pass the limit is decided on the current version: one read, then 413.
+      const big = await store.write('big', Buffer.alloc(MAX_VALUE_BYTES - 10));
+      const tooBig = await sent(() => store.append('big', Buffer.alloc(20)).catch((error: unknown) => error));
+      expect(tooBig.result).toBeInstanceOf(PayloadTooLargeError);
+      expect(tooBig.requests).toEqual(['GET if-none-match 304']);
+      expect((await store.head('big'))?.etag).toBe(big.etag);
+
       // Deleted behind its back: absent, and nothing is kept any more.
       await container.getBlockBlobClient('state').delete();
       const deleted = await sent(() => store.read('state'));
       expect(deleted.result).toBeNull();
       expect(deleted.requests).toEqual(['GET if-none-match 404']);
       expect((await sent(() => store.read('state'))).requests).toEqual(['GET 404']);
+      // An append that requires the key (If-Match: *) after it was deleted elsewhere writes nothing.
+      await store.write('gone', Buffer.from('x'));
+      await container.getBlockBlobClient('gone').delete();
+      await expect(store.append('gone', Buffer.from('y'), { ifMatch: '*' })).rejects.toBeInstanceOf(
+        PreconditionFailedError,
+      );
+      expect(await store.head('gone')).toBeNull();
 
       // A value this instance has never seen is a plain download.
       await container.getBlockBlobClient('state').upload('v3', 2);
