@@ -9,6 +9,7 @@ import {
   type RunningApp,
   startApp,
 } from '../support/app';
+import { expectStorageUnavailable } from '../support/faults';
 
 /**
  * Storage faults through HTTP: with its own Azurite stopped under a running app, every key/value
@@ -52,14 +53,7 @@ describe('storage faults on the Blob backend', () => {
       ['/api/keys', { method: 'GET' }],
     ];
     for (const [path, init] of requests) {
-      const started = Date.now();
-      const response = await call(path, { ...init, signal: AbortSignal.timeout(15_000) });
-      const elapsed = Date.now() - started;
-      expect(response.status, `${init.method} ${path}`).toBe(503);
-      expect(response.headers.get('retry-after')).toBe('1');
-      const body = (await response.json()) as { error: { code: string } };
-      expect(body.error.code).toBe('storage_unavailable');
-      expect(elapsed, `${init.method} ${path} took ${elapsed} ms`).toBeLessThan(10_000);
+      await expectStorageUnavailable(call, path, init);
       const head = await call(path, { method: 'HEAD' });
       if (init.method === 'GET' && path.startsWith('/api/kv')) expect(head.status).toBe(503);
     }

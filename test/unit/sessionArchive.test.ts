@@ -77,6 +77,39 @@ describe.each(storeBackends(() => azurite().blobEndpoint))('SessionArchive on th
     return request;
   }
 
+  /**
+   * Publishes `request` (c2 on c1) while `failWhen` injects a storage fault: the publish fails, and
+   * c1 (`previous`) is still the latest, what restores and what the index shows (`whileCrashed`
+   * checks more); then the same request again completes c2 (`next`).
+   */
+  async function crashThenRetry(
+    request: PublishRequest,
+    failWhen: ObservedObjectStore['failWhen'],
+    bytes: { previous: Buffer; next: Buffer },
+    whileCrashed: () => Promise<void> = async () => {},
+  ): Promise<void> {
+    store.failWhen = failWhen;
+    await expect(archive.publishCheckpoint(alpha, 's1', request)).rejects.toBeInstanceOf(
+      StorageUnavailableError,
+    );
+    store.failWhen = () => false;
+    expect((await archive.readManifest(alpha, 's1', 'latest')).checkpointId).toBe('c1');
+    expect((await restoreBytes(archive, alpha, 's1', 'latest', 'events.jsonl')).equals(bytes.previous)).toBe(
+      true,
+    );
+    await whileCrashed();
+    expect((await archive.getSession(alpha, 's1')).checkpointId).toBe('c1');
+
+    expect(await archive.publishCheckpoint(alpha, 's1', request)).toEqual({
+      checkpointId: 'c2',
+      latest: 'c2',
+    });
+    expect((await restoreBytes(archive, alpha, 's1', 'latest', 'events.jsonl')).equals(bytes.next)).toBe(
+      true,
+    );
+    expect((await archive.getSession(alpha, 's1')).checkpointId).toBe('c2');
+  }
+
   it('publishes several files and restores each byte for byte; the index shows the checkpoint', async () => {
     const events = randomBytes(3 * BLOCK_BYTES + 1234);
     const native = randomBytes(BLOCK_BYTES);
@@ -121,22 +154,14 @@ describe.each(storeBackends(() => azurite().blobEndpoint))('SessionArchive on th
     ]);
     const request = { checkpointId: 'c2', parent: 'c1', files, data: null };
 
-    store.failWhen = (method, key) => method === 'put' && key === 's1/checkpoints/c2';
-    await expect(archive.publishCheckpoint(alpha, 's1', request)).rejects.toBeInstanceOf(
-      StorageUnavailableError,
+    await crashThenRetry(
+      request,
+      (method, key) => method === 'put' && key === 's1/checkpoints/c2',
+      { previous: v1, next: v2 },
+      async () => {
+        await expect(archive.readManifest(alpha, 's1', 'c2')).rejects.toBeInstanceOf(NotFoundError);
+      },
     );
-    store.failWhen = () => false;
-    expect((await archive.readManifest(alpha, 's1', 'latest')).checkpointId).toBe('c1');
-    expect((await restoreBytes(archive, alpha, 's1', 'latest', 'events.jsonl')).equals(v1)).toBe(true);
-    await expect(archive.readManifest(alpha, 's1', 'c2')).rejects.toBeInstanceOf(NotFoundError);
-    expect((await archive.getSession(alpha, 's1')).checkpointId).toBe('c1');
-
-    expect(await archive.publishCheckpoint(alpha, 's1', request)).toEqual({
-      checkpointId: 'c2',
-      latest: 'c2',
-    });
-    expect((await restoreBytes(archive, alpha, 's1', 'latest', 'events.jsonl')).equals(v2)).toBe(true);
-    expect((await archive.getSession(alpha, 's1')).checkpointId).toBe('c2');
   });
 
   it('a crash after the manifest, before latest: the previous checkpoint restores, a retry completes', async () => {
@@ -148,21 +173,7 @@ describe.each(storeBackends(() => azurite().blobEndpoint))('SessionArchive on th
     ]);
     const request = { checkpointId: 'c2', parent: 'c1', files, data: null };
 
-    store.failWhen = (method) => method === 'swapPointer';
-    await expect(archive.publishCheckpoint(alpha, 's1', request)).rejects.toBeInstanceOf(
-      StorageUnavailableError,
-    );
-    store.failWhen = () => false;
-    expect((await archive.readManifest(alpha, 's1', 'latest')).checkpointId).toBe('c1');
-    expect((await restoreBytes(archive, alpha, 's1', 'latest', 'events.jsonl')).equals(v1)).toBe(true);
-    expect((await archive.getSession(alpha, 's1')).checkpointId).toBe('c1');
-
-    expect(await archive.publishCheckpoint(alpha, 's1', request)).toEqual({
-      checkpointId: 'c2',
-      latest: 'c2',
-    });
-    expect((await restoreBytes(archive, alpha, 's1', 'latest', 'events.jsonl')).equals(v2)).toBe(true);
-    expect((await archive.getSession(alpha, 's1')).checkpointId).toBe('c2');
+    await crashThenRetry(request, (method) => method === 'swapPointer', { previous: v1, next: v2 });
   });
 
   it('a crash after latest, before the index: the new checkpoint restores, a retry updates the index', async () => {
