@@ -2,13 +2,14 @@ import type { HttpRequest, HttpResponseInit } from '@azure/functions';
 import { z } from 'zod';
 
 import { ID_RULE } from '../shared/archive/identifiers';
-import { parsePublishRequest } from '../shared/archive/manifest';
+import { publishRequestSchema } from '../shared/archive/manifest';
 import type { SessionArchive } from '../shared/archive/sessionArchive';
-import { InternalError, InvalidArgumentError } from '../shared/errors';
+import { InternalError } from '../shared/errors';
 import { MAX_OBJECT_BYTES } from '../shared/storage/immutableObjectStore';
 import { readAllBytes } from '../shared/streams';
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, readBody } from './http/request';
+import { readJsonBody } from './jsonBody';
 
 /**
  * Session archives (API.md §4). Every route works for the caller's tenant: a session belongs to the
@@ -90,14 +91,7 @@ export const sessionObject = httpHandler('sessionObject', {
 
 export const sessionCheckpoints = httpHandler('sessionCheckpoints', {
   POST: async (request, call) => {
-    const body = await readBody(request, MAX_PUBLISH_BODY_BYTES);
-    let value: unknown;
-    try {
-      value = JSON.parse(body.toString('utf8'));
-    } catch {
-      throw new InvalidArgumentError('body', 'must be a JSON object');
-    }
-    const publish = parsePublishRequest(value);
+    const publish = await readJsonBody(request, MAX_PUBLISH_BODY_BYTES, publishRequestSchema);
     const result = await archiveOf(call).publishCheckpoint(
       call.principal.tenant,
       param(request, 'sid'),

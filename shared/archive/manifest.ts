@@ -100,21 +100,6 @@ export const publishRequestSchema: z.ZodType<PublishRequest> = z
     }
   });
 
-/** Parses a publish request, throwing InvalidArgumentError that names the first bad field. */
-export function parsePublishRequest(value: unknown): PublishRequest {
-  const result = publishRequestSchema.safeParse(value);
-  if (result.success) return result.data;
-  const issue = result.error.issues[0];
-  if (issue?.code === 'unrecognized_keys') {
-    throw new InvalidArgumentError(
-      [...issue.path, issue.keys[0] ?? ''].map(String).join('.'),
-      'is not a known field',
-    );
-  }
-  const field = issue === undefined || issue.path.length === 0 ? 'body' : issue.path.map(String).join('.');
-  throw new InvalidArgumentError(field, issue?.message ?? 'is invalid');
-}
-
 /** Everything but `createdAt`, in a canonical form: equal iff two publishes are the same checkpoint. */
 export function manifestIdentity(request: PublishRequest): string {
   return stableJson({
