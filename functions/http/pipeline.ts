@@ -95,7 +95,6 @@ export function httpHandler(
       } else {
         const principal = await services.authenticator.authenticate(request.headers.get('authorization'));
         bindings['tenant'] = principal.tenant;
-        child = child?.child({ tenant: principal.tenant });
         response = await route(request, Object.assign(call, { principal }));
       }
     } catch (error) {

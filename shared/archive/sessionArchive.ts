@@ -65,7 +65,6 @@ export class SessionArchive {
   constructor(
     private readonly objects: ImmutableObjectStore,
     private readonly index: SessionIndex,
-    private readonly options: { readAhead?: number; checkConcurrency?: number } = {},
   ) {}
 
   /** Stores one block or tail. Idempotent: the same bytes again are `created: false`. */
@@ -182,7 +181,7 @@ export class SessionArchive {
     sessionId: string,
     checkpointId: string,
     path: string,
-  ): Promise<{ manifest: Manifest; file: ManifestFile; stream: Readable }> {
+  ): Promise<{ file: ManifestFile; stream: Readable }> {
     validateKey(path, 'path');
     const manifest = await this.readManifest(tenant, sessionId, checkpointId);
     const file = manifest.files.find((candidate) => candidate.path === path);
@@ -198,7 +197,7 @@ export class SessionArchive {
         await chunks.return(undefined);
       }
     };
-    return { manifest, file, stream: Readable.from(rest(), { objectMode: false }) };
+    return { file, stream: Readable.from(rest(), { objectMode: false }) };
   }
 
   async getSession(tenant: string, sessionId: string): Promise<SessionRecord> {
@@ -253,7 +252,6 @@ export class SessionArchive {
     verified: ReadonlyMap<string, number>,
   ): Promise<MissingKeys> {
     const missing = new MissingKeys();
-    const concurrency = this.options.checkConcurrency ?? 8;
     const toCheck = files
       .map((file) => {
         const blocks = Math.floor(file.size / BLOCK_BYTES);
@@ -270,7 +268,7 @@ export class SessionArchive {
       .filter(({ from, blocks }) => from < blocks);
     let next = 0;
     await Promise.all(
-      Array.from({ length: Math.min(concurrency, toCheck.length) }, async () => {
+      Array.from({ length: Math.min(CHECK_CONCURRENCY, toCheck.length) }, async () => {
         while (next < toCheck.length) {
           const check = toCheck[next++];
           if (check === undefined) break;
@@ -349,12 +347,11 @@ export class SessionArchive {
     const tailBytes = file.size % BLOCK_BYTES;
     const keys = Array.from({ length: blocks }, (_, index) => blockKey(file.generation, index));
     if (tailBytes > 0) keys.push(tailKey(checkpointId, file.generation));
-    const readAhead = this.options.readAhead ?? 16;
     const pending: Promise<Buffer | null>[] = [];
     let launched = 0;
     const hash = createHash('sha256');
     for (let position = 0; position < keys.length; position++) {
-      while (launched < keys.length && pending.length < readAhead) {
+      while (launched < keys.length && pending.length < READ_AHEAD) {
         const read = this.objects.get(`${sessionId}/${keys[launched++] ?? ''}`);
         // Awaited in order below; the no-op handler keeps a failure of a later read from being
         // reported as unhandled while an earlier one is awaited.
@@ -401,6 +398,11 @@ function referencedObjects(checkpointId: string, files: readonly ManifestFile[])
   missing.keys.sort();
   return missing;
 }
+
+/** Objects a restore reads ahead of the one it sends (1 MiB of blocks). */
+const READ_AHEAD = 16;
+/** Generations a publish checks in storage at once. */
+const CHECK_CONCURRENCY = 8;
 
 /** Objects an instance remembers having stored (about 8 MB; 65,536 blocks are 4 GiB of files). */
 const KNOWN_OBJECTS = 65_536;

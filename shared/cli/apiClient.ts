@@ -49,8 +49,3 @@ export async function expectStatus(response: Response, ...ok: number[]): Promise
   }
   throw new ApiError(response.status, message);
 }
-
-/** Percent-encodes each segment of a key for a URL path. */
-export function keyPath(key: string): string {
-  return key.split('/').map(encodeURIComponent).join('/');
-}

@@ -15,7 +15,7 @@ import type { KeyValueStore } from '../storage/keyValueStore';
  * counted (a machine's copies may be stale or another agent's: a copied cursor would replay).
  *
  * The work is split in pages so that an orchestration can drive it without ever holding a whole
- * listing: {@link listSourcePage} then {@link copyFiles} per batch.
+ * listing: {@link planSourcePage} per page, then {@link listBatch} and {@link copyFiles} per batch.
  */
 
 export interface MigrationSource {
@@ -67,15 +67,18 @@ export function targetKey(prefix: string, relativePath: string): string {
   return prefix === '' ? relativePath : `${prefix.replace(/\/+$/, '')}/${relativePath}`;
 }
 
-export interface SourcePage {
+interface SourcePage {
   /** False when the root does not exist (skipped, as in the seed). */
   readonly exists: boolean;
-  /** Relative POSIX paths to copy, in key order (excluded root keys and stored keys left out). */
+  /** Relative POSIX paths, in key order (excluded root keys left out). */
   readonly files: string[];
-  /** How many files of the page are already stored in the target (skipped, never overwritten). */
-  readonly stored: number;
   /** Pass as `after` for the next page; null on the last page. */
   readonly next: string | null;
+}
+
+/** What of a source is migrated: at the root prefix, everything but the excluded root keys. */
+function sourceFilter(source: MigrationSource): (entry: WalkEntry) => boolean {
+  return (entry) => !(source.prefix === '' && isExcludedRootKey(entry.key));
 }
 
 /**
@@ -84,26 +87,21 @@ export interface SourcePage {
  * every file is accounted for. Excluded root keys are left out of the page, so they are
  * not counted either.
  */
-export async function listSourcePage(
-  source: MigrationSource,
-  after: string,
-  limit: number,
-): Promise<SourcePage> {
+async function listSourcePage(source: MigrationSource, after: string, limit: number): Promise<SourcePage> {
   const stat = await fs.stat(source.root).catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT' || error.code === 'ENOTDIR') return null;
     throw error;
   });
-  if (stat === null || !stat.isDirectory()) return { exists: false, files: [], stored: 0, next: null };
+  if (stat === null || !stat.isDirectory()) return { exists: false, files: [], next: null };
   const entries: WalkEntry[] = await walkInKeyOrder(source.root, {
     after,
     limit: limit + 1,
-    include: (entry) => !(source.prefix === '' && isExcludedRootKey(entry.key)),
+    include: sourceFilter(source),
   });
   const page = entries.slice(0, limit).map((entry) => entry.key);
   return {
     exists: true,
     files: page,
-    stored: 0,
     next: entries.length > limit ? (page[page.length - 1] ?? null) : null,
   };
 }
@@ -148,9 +146,9 @@ export async function planSourcePage(
           store,
           page.files.map((file) => targetKey(source.prefix, file)),
         );
-  const batches: { after: string; through: string; count: number }[] = [];
+  const batches: { -readonly [K in keyof CopyBatch]: CopyBatch[K] }[] = [];
   let previous = after;
-  let current: { after: string; through: string; count: number } | undefined;
+  let current: (typeof batches)[number] | undefined;
   for (const file of page.files) {
     if (existing.has(targetKey(source.prefix, file))) {
       current = undefined;
@@ -176,7 +174,7 @@ export async function listBatch(source: MigrationSource, batch: CopyBatch): Prom
   const entries = await walkInKeyOrder(source.root, {
     after: batch.after,
     limit: batch.count,
-    include: (entry) => !(source.prefix === '' && isExcludedRootKey(entry.key)),
+    include: sourceFilter(source),
   });
   return entries.map((entry) => entry.key).filter((key) => compareKeys(key, batch.through) <= 0);
 }
@@ -222,7 +220,7 @@ async function listExisting(store: KeyValueStore, keys: readonly string[]): Prom
 
 export interface CopyOptions {
   readonly source: MigrationSource;
-  /** Relative paths from {@link listSourcePage}, in key order. */
+  /** Relative paths from {@link listBatch}, in key order. */
   readonly files: readonly string[];
   readonly dryRun: boolean;
   readonly maxValueBytes: number;

@@ -56,15 +56,20 @@ async function startEmbeddedAzurite() {
 }
 
 /**
- * The email-window queue (CAIRN_QUEUE_ENDPOINT) on this Azurite, unless one is configured. The queue
- * shares CAIRN_STORAGE_ACCOUNT_KEY with the Blob backend, so Azurite's key is only handed over when
- * no other storage credential is in play: the Blob backend is local or on this very Azurite.
+ * True when no storage credential other than this Azurite's is in play (the Blob backend is local
+ * or on this very Azurite): only then may CAIRN_STORAGE_ACCOUNT_KEY, which the queue and the table
+ * share with the Blob backend, be set to Azurite's key.
  */
-function handEmailWindowQueue(azurite: { blobEndpoint: string; queueEndpoint: string }): void {
-  if (process.env['CAIRN_QUEUE_ENDPOINT']) return;
+function onlyThisAzurite(azurite: { blobEndpoint: string }): boolean {
   const key = process.env['CAIRN_STORAGE_ACCOUNT_KEY'];
   const blobEndpoint = process.env['CAIRN_BLOB_ENDPOINT']?.replace(/\/+$/, '');
-  if ((!key || key === AZURITE_ACCOUNT_KEY) && (!blobEndpoint || blobEndpoint === azurite.blobEndpoint)) {
+  return (!key || key === AZURITE_ACCOUNT_KEY) && (!blobEndpoint || blobEndpoint === azurite.blobEndpoint);
+}
+
+/** The email-window queue (CAIRN_QUEUE_ENDPOINT) on this Azurite, unless one is configured. */
+function handEmailWindowQueue(azurite: { blobEndpoint: string; queueEndpoint: string }): void {
+  if (process.env['CAIRN_QUEUE_ENDPOINT']) return;
+  if (onlyThisAzurite(azurite)) {
     process.env['CAIRN_QUEUE_ENDPOINT'] = azurite.queueEndpoint;
     process.env['CAIRN_STORAGE_ACCOUNT_KEY'] = AZURITE_ACCOUNT_KEY;
   } else {
@@ -90,14 +95,8 @@ async function main(): Promise<void> {
     process.env['CAIRN_STORAGE_ACCOUNT_KEY'] ??= AZURITE_ACCOUNT_KEY;
   }
   handEmailWindowQueue(azurite);
-  // The session index (Azure Table Storage) on this Azurite too, under the queue's credential rule.
-  const tableKey = process.env['CAIRN_STORAGE_ACCOUNT_KEY'];
-  const tableBlobEndpoint = process.env['CAIRN_BLOB_ENDPOINT']?.replace(/\/+$/, '');
-  if (
-    !process.env['CAIRN_TABLE_ENDPOINT'] &&
-    (!tableKey || tableKey === AZURITE_ACCOUNT_KEY) &&
-    (!tableBlobEndpoint || tableBlobEndpoint === azurite.blobEndpoint)
-  ) {
+  // The session index (Azure Table Storage) on this Azurite too, under the same credential rule.
+  if (!process.env['CAIRN_TABLE_ENDPOINT'] && onlyThisAzurite(azurite)) {
     process.env['CAIRN_TABLE_ENDPOINT'] = azurite.tableEndpoint;
     process.env['CAIRN_STORAGE_ACCOUNT_KEY'] = AZURITE_ACCOUNT_KEY;
   }

@@ -8,7 +8,7 @@ import { validateKey } from '../keys';
 import { LruMap } from '../lruMap';
 import { copyOf, ownedBytes, readAllBytes } from '../streams';
 import { isAzureError, isConditionFailure, isNotFound, storageCall } from './azureErrors';
-import { checkConditions, checkConditionShape } from './conditions';
+import { checkConditions, checkConditionShape, conditionsHold } from './conditions';
 import { KeyedMutex } from './keyedMutex';
 import type {
   KeyValueStore,
@@ -201,10 +201,8 @@ class BlobKeyValueStore implements KeyValueStore {
     abortSignal: AbortSignal,
   ): Promise<WriteResult | null> {
     const kept = this.known.get(blob.url);
-    if (kept?.value === undefined || conditions.ifAbsent === true) return null;
-    if (conditions.ifMatch !== undefined && conditions.ifMatch !== '*' && conditions.ifMatch !== kept.etag) {
-      return null;
-    }
+    if (kept?.value === undefined) return null;
+    if (!conditionsHold(conditions, { etag: kept.etag, size: kept.value.length })) return null;
     if (kept.value.length + bytes.length > this.maxValueBytes) return null;
     try {
       return await this.replace(blob, Buffer.concat([kept.value, bytes]), kept.etag, abortSignal, true);

@@ -8,16 +8,24 @@ export function checkConditionShape(conditions: WriteConditions): void {
   }
 }
 
-/** Throws PreconditionFailedError unless `conditions` hold for `current` (null: absent). */
+/** Why `conditions` do not hold for `current` (null: absent), or null when they hold. */
+function conditionFailure(conditions: WriteConditions, current: StoredItem | null): string | null {
+  if (conditions.ifAbsent === true && current !== null) return 'the key exists';
+  if (conditions.ifMatch !== undefined) {
+    if (current === null) return 'the key does not exist';
+    if (conditions.ifMatch !== '*' && conditions.ifMatch !== current.etag) return 'the key has changed';
+  }
+  return null;
+}
+
+/** True when `conditions` hold for `current` (null: absent). */
+export function conditionsHold(conditions: WriteConditions, current: StoredItem | null): boolean {
+  return conditionFailure(conditions, current) === null;
+}
+
+/** Throws PreconditionFailedError (with the current ETag) unless `conditions` hold for `current`. */
 export function checkConditions(conditions: WriteConditions, current: StoredItem | null): void {
   checkConditionShape(conditions);
-  if (conditions.ifAbsent === true && current !== null) {
-    throw new PreconditionFailedError('the key exists', current.etag);
-  }
-  if (conditions.ifMatch !== undefined) {
-    if (current === null) throw new PreconditionFailedError('the key does not exist');
-    if (conditions.ifMatch !== '*' && conditions.ifMatch !== current.etag) {
-      throw new PreconditionFailedError('the key has changed', current.etag);
-    }
-  }
+  const failure = conditionFailure(conditions, current);
+  if (failure !== null) throw new PreconditionFailedError(failure, current?.etag);
 }

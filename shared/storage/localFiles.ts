@@ -1,4 +1,8 @@
-import { CairnError, ConflictError, StorageUnavailableError } from '../errors';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+
+import { CairnError, ConflictError, InvalidArgumentError, StorageUnavailableError } from '../errors';
+import { validateKey } from '../keys';
 
 /** What the local stores (key/value and immutable objects) share about the filesystem. */
 
@@ -25,5 +29,32 @@ export async function guarded<T>(operation: () => Promise<T>): Promise<T> {
   } catch (error) {
     if (error instanceof CairnError) throw error;
     throw new StorageUnavailableError('the local store failed; retry later', { cause: error });
+  }
+}
+
+/** Filesystems allow 255 bytes in one name. */
+const MAX_SEGMENT_BYTES = 255;
+
+/** The file of `key` under `root`: the key validated, and each segment within the filesystem's limit. */
+export function localPathOf(root: string, key: string): string {
+  validateKey(key);
+  const segments = key.split('/');
+  if (segments.some((segment) => Buffer.byteLength(segment, 'utf8') > MAX_SEGMENT_BYTES)) {
+    throw new InvalidArgumentError(
+      'key',
+      `segments must be at most ${MAX_SEGMENT_BYTES} bytes on the local backend`,
+    );
+  }
+  return path.join(root, ...segments);
+}
+
+/** Makes the folders above `file`; a key standing where a folder must be is a folderConflict. */
+export async function makeParentFolders(file: string): Promise<void> {
+  try {
+    await fs.mkdir(path.dirname(file), { recursive: true });
+  } catch (error) {
+    const code = errnoOf(error);
+    if (code === 'EEXIST' || code === 'ENOTDIR') throw folderConflict();
+    throw error;
   }
 }

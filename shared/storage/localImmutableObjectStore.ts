@@ -1,8 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
-import { ConflictError, InvalidArgumentError } from '../errors';
-import { validateKey } from '../keys';
+import { ConflictError } from '../errors';
 import { writeDurableTempFile } from './durableTempFile';
 import {
   checkObject,
@@ -15,7 +14,8 @@ import {
   type SwapResult,
 } from './immutableObjectStore';
 import { KeyedMutex } from './keyedMutex';
-import { errnoOf, folderConflict, guarded, isAbsence } from './localFiles';
+import { walkInKeyOrder } from './keyOrderWalk';
+import { errnoOf, folderConflict, guarded, isAbsence, localPathOf, makeParentFolders } from './localFiles';
 
 /**
  * The local filesystem implementation: each key is the file of the same path under `root`
@@ -70,7 +70,15 @@ export class LocalImmutableObjectStore implements ImmutableObjectStore {
     // Start at the deepest folder the prefix names: listing one generation's blocks reads one folder.
     const folderKey = prefix.slice(0, prefix.lastIndexOf('/') + 1);
     const folder = path.join(this.root, ...folderKey.split('/').filter((segment) => segment !== ''));
-    yield* this.walk(folder, folderKey, prefix);
+    const found = await guarded(async () => {
+      const files = await walkInKeyOrder(folder, { prefix: prefix.slice(folderKey.length), limit: Infinity });
+      const sizes = await Promise.all(
+        files.map((file) => sizeIfFile(path.join(folder, ...file.key.split('/')))),
+      );
+      return files.map((file, index) => ({ key: folderKey + file.key, size: sizes[index] ?? null }));
+    });
+    // A file gone between the listing and its size is not listed.
+    for (const { key, size } of found) if (size !== null) yield { key, size };
   }
 
   async readPointer(key: string): Promise<string | null> {
@@ -103,12 +111,7 @@ export class LocalImmutableObjectStore implements ImmutableObjectStore {
   }
 
   private pathOf(key: string): string {
-    validateKey(key);
-    const segments = key.split('/');
-    if (segments.some((segment) => Buffer.byteLength(segment, 'utf8') > 255)) {
-      throw new InvalidArgumentError('key', 'segments must be at most 255 bytes on the local backend');
-    }
-    return path.join(this.root, ...segments);
+    return localPathOf(this.root, key);
   }
 
   /** Links `temp` to `file`; false when `file` exists. Makes missing parent folders. */
@@ -121,10 +124,7 @@ export class LocalImmutableObjectStore implements ImmutableObjectStore {
         const code = errnoOf(error);
         if (code === 'EEXIST') return false;
         if (code === 'ENOENT' && attempt < 3) {
-          await fs.mkdir(path.dirname(file), { recursive: true }).catch((mkdirError: unknown) => {
-            if (errnoOf(mkdirError) === 'EEXIST' || errnoOf(mkdirError) === 'ENOTDIR') throw folderConflict();
-            throw mkdirError;
-          });
+          await makeParentFolders(file);
           continue;
         }
         if (code === 'ENOTDIR' || code === 'EISDIR') throw folderConflict();
@@ -136,42 +136,6 @@ export class LocalImmutableObjectStore implements ImmutableObjectStore {
   /** A new, durable temp file holding `bytes`. */
   private async writeTemp(bytes: Buffer): Promise<string> {
     return (await writeDurableTempFile(this.tmpDir, bytes)).temp;
-  }
-
-  /** Depth-first in key order: folders sort as `name/`, which is the byte order of whole keys. */
-  private async *walk(folder: string, folderKey: string, prefix: string): AsyncIterable<ObjectInfo> {
-    const children = await guarded(async () => {
-      let entries;
-      try {
-        entries = await fs.readdir(folder, { withFileTypes: true });
-      } catch (error) {
-        if (isAbsence(error)) return [];
-        throw error;
-      }
-      const named = entries
-        .filter((entry) => entry.isFile() || entry.isDirectory())
-        .map((entry) => ({
-          name: entry.name,
-          folder: entry.isDirectory(),
-          key: folderKey + entry.name + (entry.isDirectory() ? '/' : ''),
-        }))
-        .filter((child) =>
-          child.folder
-            ? child.key.startsWith(prefix) || prefix.startsWith(child.key)
-            : child.key.startsWith(prefix),
-        )
-        .sort((a, b) => Buffer.compare(Buffer.from(a.key), Buffer.from(b.key)));
-      return Promise.all(
-        named.map(async (child) => ({
-          ...child,
-          size: child.folder ? 0 : ((await sizeIfFile(path.join(folder, child.name))) ?? -1),
-        })),
-      );
-    });
-    for (const child of children) {
-      if (child.folder) yield* this.walk(path.join(folder, child.name), child.key, prefix);
-      else if (child.size >= 0) yield { key: child.key, size: child.size };
-    }
   }
 }
 

@@ -1,8 +1,7 @@
 import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 
-import { InvalidArgumentError, PayloadTooLargeError, PreconditionFailedError } from '../errors';
-import { validateKey } from '../keys';
+import { PayloadTooLargeError, PreconditionFailedError } from '../errors';
 import { checkConditions } from './conditions';
 import { writeDurableTempFile } from './durableTempFile';
 import { KeyedMutex } from './keyedMutex';
@@ -18,7 +17,7 @@ import type {
   WriteResult,
 } from './keyValueStore';
 import { decodeCursor, encodeCursor } from './listCursor';
-import { errnoOf, folderConflict, guarded, isAbsence } from './localFiles';
+import { errnoOf, folderConflict, guarded, isAbsence, localPathOf, makeParentFolders } from './localFiles';
 
 /**
  * The local filesystem implementation: each key is the file of the same path under
@@ -52,7 +51,6 @@ export class LocalKeyValueStoreFactory implements KeyValueStoreFactory {
   }
 }
 
-const MAX_SEGMENT_BYTES = 255;
 /** One lock table per process: two store objects on the same folder must not race each other. */
 const locks = new KeyedMutex();
 let lastStampMicros = 0;
@@ -159,15 +157,7 @@ class LocalKeyValueStore implements KeyValueStore {
   }
 
   private pathOf(key: string): string {
-    validateKey(key);
-    const segments = key.split('/');
-    if (segments.some((segment) => Buffer.byteLength(segment, 'utf8') > MAX_SEGMENT_BYTES)) {
-      throw new InvalidArgumentError(
-        'key',
-        `segments must be at most ${MAX_SEGMENT_BYTES} bytes on the local backend`,
-      );
-    }
-    return path.join(this.root, ...segments);
+    return localPathOf(this.root, key);
   }
 
   /** Puts `value` at `file` atomically; `createOnly` fails (412) when the key exists by then. */
@@ -189,7 +179,7 @@ class LocalKeyValueStore implements KeyValueStore {
           const code = errnoOf(error);
           // No parent folder yet (or a concurrent delete just removed it, empty): make it, retry.
           if (code === 'ENOENT' && attempt < 3) {
-            await this.makeParentFolders(file);
+            await makeParentFolders(file);
             continue;
           }
           if (code === 'EEXIST') {
@@ -215,16 +205,6 @@ class LocalKeyValueStore implements KeyValueStore {
       return etagOf(await handle.stat({ bigint: true }));
     });
     return { temp, etag };
-  }
-
-  private async makeParentFolders(file: string): Promise<void> {
-    try {
-      await fs.mkdir(path.dirname(file), { recursive: true });
-    } catch (error) {
-      const code = errnoOf(error);
-      if (code === 'EEXIST' || code === 'ENOTDIR') throw folderConflict();
-      throw error;
-    }
   }
 
   private async removeEmptyFolders(folder: string): Promise<void> {

@@ -13,7 +13,7 @@ import { nodeHttpSender } from '../../shared/client/transport';
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, startAzurite } from '../../shared/runtime/azurite';
 import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
 import { sessionIndexSettings } from '../support/tables';
-import { fixed, measure, rssMb, table, watchRss } from './measure';
+import { fixed, measure, table, watchRss } from './measure';
 
 /**
  * `npm run bench -- archive`: in one process against one Azurite, a 64 MiB `events.jsonl` published
@@ -298,18 +298,12 @@ async function downloadRaw(container: ContainerClient): Promise<void> {
 /** Runs the `cairn` CLI and returns its peak RSS in MB; throws when it fails. */
 async function runCliRss(args: string[], env: Record<string, string>): Promise<number> {
   const child = spawn(process.execPath, [path.resolve('dist/shared/cli/main.js'), ...args], { env });
-  // Sampled while it runs (once it has exited there is nothing left to read).
-  let peak = 0;
-  const sample = () => {
-    const mb = rssMb(child.pid ?? 0);
-    if (Number.isFinite(mb)) peak = Math.max(peak, mb);
-  };
-  const timer = setInterval(sample, 50);
+  const rss = watchRss(child.pid ?? 0, 50);
   let stderr = '';
   child.stderr.on('data', (data: Buffer) => (stderr += data.toString()));
   child.stdout.resume();
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-  clearInterval(timer);
+  const peak = rss.stop();
   if (code !== 0) throw new Error(`cairn ${args.join(' ')} failed (${code}): ${stderr}`);
   return peak;
 }

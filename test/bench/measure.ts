@@ -73,16 +73,23 @@ export function rssMb(pid: number): number {
   }
 }
 
-/** Samples a process's RSS every 100 ms until stopped; returns the peak. */
-export function watchRss(pid: number): { stop(): number } {
-  let peak = rssMb(pid);
-  const timer = setInterval(() => {
-    peak = Math.max(peak, rssMb(pid));
-  }, 100);
+/**
+ * Samples a process's RSS every `intervalMs` until stopped; returns the peak. Samples taken once the
+ * process has exited (nothing left to read) do not count.
+ */
+export function watchRss(pid: number, intervalMs = 100): { stop(): number } {
+  let peak = 0;
+  const sample = () => {
+    const mb = rssMb(pid);
+    if (Number.isFinite(mb)) peak = Math.max(peak, mb);
+  };
+  sample();
+  const timer = setInterval(sample, intervalMs);
   return {
     stop() {
       clearInterval(timer);
-      return Math.max(peak, rssMb(pid));
+      sample();
+      return peak;
     },
   };
 }
