@@ -25,6 +25,61 @@ export default tseslint.config(
       'simple-import-sort/exports': 'error',
     },
   },
+  // The architecture, enforced: the domain (shared/) knows no trigger, host or client; the triggers
+  // (functions/) know no development host or client; the client knows no server code.
+  {
+    files: ['shared/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            { name: '@azure/functions', message: 'shared/ is the domain: no trigger types.' },
+            { name: 'durable-functions', message: 'shared/ is the domain: no trigger types.' },
+          ],
+          patterns: [
+            { regex: '(^|/)(functions|dev|client|test)/', message: 'shared/ imports only shared/.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['functions/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '(^|/)(dev|client|test)/',
+              message: 'functions/ imports only shared/ (no development host, client or test code).',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['client/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            { name: '@azure/functions', message: 'The client runs outside the Functions host.' },
+            { name: 'durable-functions', message: 'The client runs outside the Functions host.' },
+          ],
+          patterns: [
+            {
+              regex: '(^|/)(functions|dev|test)/|/storage/|^@azure/',
+              message: 'The client talks HTTP: no server, storage or development host code.',
+            },
+          ],
+        },
+      ],
+    },
+  },
   {
     files: ['**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,

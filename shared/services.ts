@@ -1,25 +1,32 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { createSessionArchive } from './archive/createSessionArchive';
-import type { SessionArchive } from './archive/sessionArchive';
+import type { BlobServiceClient } from '@azure/storage-blob';
+
+import { SessionArchive } from './archive/sessionArchive';
 import { Authenticator } from './auth';
 import { type Config, loadConfig } from './config';
 import { ChatCursorCache } from './coordination/chatCursorCache';
-import {
-  AzureEmailWindowQueue,
-  createQueueServiceClient,
-  type EmailWindowQueue,
-} from './coordination/emailWindowQueue';
+import type { EmailWindowQueue } from './coordination/emailWindowQueue';
 import { EmailPollTenantRegistry } from './coordination/tenantRegistry';
-import { createBlobServiceClient } from './storage/azureClients';
-import { BlobKeyValueStoreFactory } from './storage/blobKeyValueStore';
+import { AzureEmailWindowQueue } from './storage/azure/azureEmailWindowQueue';
+import { BlobImmutableObjectStore } from './storage/azure/blobImmutableObjectStore';
+import { BlobKeyValueStoreFactory } from './storage/azure/blobKeyValueStore';
+import {
+  createBlobServiceClient,
+  createQueueServiceClient,
+  createTableClient,
+} from './storage/azure/clients';
+import { TableSessionIndex } from './storage/azure/sessionIndexTable';
+import type { ImmutableObjectStore } from './storage/immutableObjectStore';
 import type { KeyValueStoreFactory } from './storage/keyValueStore';
-import { LocalKeyValueStoreFactory } from './storage/localKeyValueStore';
+import { LocalImmutableObjectStore } from './storage/local/localImmutableObjectStore';
+import { LocalKeyValueStoreFactory } from './storage/local/localKeyValueStore';
 
 /**
- * The composition root: configuration, one client per storage service, the stores and the
- * authenticator, built once per process from the validated settings and shared by every function.
+ * The composition root, the one place that decides which implementation serves each storage
+ * contract: configuration, one client per storage service, the stores and the authenticator, built
+ * once per process from the validated settings and shared by every function.
  */
 export interface Services {
   readonly config: Config;
@@ -68,6 +75,38 @@ export function createServices(config: Config): Services {
     ...(emailWindowQueue === undefined ? {} : { emailWindowQueue }),
     ...(sessionArchive === undefined ? {} : { sessionArchive }),
   };
+}
+
+/** Blob names of archives start with this, in the container named exactly CAIRN_BLOB_CONTAINER. */
+const ARCHIVE_BLOB_PREFIX = 'sessions/';
+
+/**
+ * The archive objects of the configured backend. Session ids are global (a session belongs to the
+ * tenant that first writes to it), so archives live outside the per-tenant key/value space:
+ * `<dataDir>/sessions/<sid>/...` locally, blobs `sessions/<sid>/...` in the container named exactly
+ * CAIRN_BLOB_CONTAINER on Blob (tenant containers are `<base>-<hash>`, so names never collide).
+ */
+function createArchiveObjectStore(config: Config, blobService?: BlobServiceClient): ImmutableObjectStore {
+  const { backend } = config;
+  if (backend.kind === 'blob' && blobService !== undefined) {
+    return new BlobImmutableObjectStore(
+      blobService.getContainerClient(backend.container),
+      ARCHIVE_BLOB_PREFIX,
+      config.storageTimeoutMs,
+    );
+  }
+  return new LocalImmutableObjectStore(
+    path.join(config.dataDir, 'sessions'),
+    path.join(config.dataDir, 'tmp'),
+  );
+}
+
+/** The session archive, or undefined when the session index has no table service (CAIRN_TABLE_ENDPOINT). */
+function createSessionArchive(config: Config, blobService?: BlobServiceClient): SessionArchive | undefined {
+  const { tableService, tableName } = config.sessionIndex;
+  if (tableService === undefined) return undefined;
+  const index = new TableSessionIndex(createTableClient(tableService, tableName), config.storageTimeoutMs);
+  return new SessionArchive(createArchiveObjectStore(config, blobService), index);
 }
 
 let services: Services | undefined;

@@ -1,9 +1,3 @@
-import { type QueueClient, QueueServiceClient, StorageSharedKeyCredential } from '@azure/storage-queue';
-
-import type { StorageServiceConfig } from '../config';
-import { managedIdentityCredential } from '../storage/azureClients';
-import { isNotFound, storageCall } from '../storage/azureErrors';
-
 /**
  * The queue that receives claimed email windows (CAIRN_EMAIL_WINDOW_QUEUE).
  *
@@ -39,60 +33,4 @@ export function encodeEmailWindowMessage(message: EmailWindowMessage): string {
 
 export function decodeEmailWindowMessage(text: string): EmailWindowMessage {
   return JSON.parse(Buffer.from(text, 'base64').toString('utf8')) as EmailWindowMessage;
-}
-
-/**
- * The queue service client of the process: the account key for Azurite and development, else the
- * user-assigned managed identity. The SDK does not retry (`maxTries: 1`): a retried send after a
- * timeout could put a second copy on the queue, while a failed send is retried by the next timer
- * run through the window's lease, with the same message.
- */
-export function createQueueServiceClient(
-  service: StorageServiceConfig,
-  timeoutMs: number,
-): QueueServiceClient {
-  const credential =
-    service.accountKey !== undefined
-      ? new StorageSharedKeyCredential(service.accountName, service.accountKey)
-      : managedIdentityCredential(service.managedIdentityClientId);
-  return new QueueServiceClient(service.endpoint, credential, {
-    retryOptions: { maxTries: 1, tryTimeoutInMs: timeoutMs },
-    userAgentOptions: { userAgentPrefix: 'cairn' },
-  });
-}
-
-/** {@link EmailWindowQueue} on Azure Queue Storage; creates the queue on first use when missing. */
-export class AzureEmailWindowQueue implements EmailWindowQueue {
-  private ready: Promise<void> | undefined;
-
-  constructor(
-    private readonly queue: QueueClient,
-    private readonly timeoutMs: number,
-  ) {}
-
-  async send(message: EmailWindowMessage): Promise<void> {
-    await this.ensureQueue();
-    await storageCall(this.timeoutMs, async (abortSignal) => {
-      try {
-        await this.queue.sendMessage(encodeEmailWindowMessage(message), {
-          messageTimeToLive: -1,
-          abortSignal,
-        });
-      } catch (error) {
-        // The queue was deleted since: make it again on the next send.
-        if (isNotFound(error)) this.ready = undefined;
-        throw error;
-      }
-    });
-  }
-
-  private ensureQueue(): Promise<void> {
-    this.ready ??= storageCall(this.timeoutMs, async (abortSignal) => {
-      await this.queue.createIfNotExists({ abortSignal });
-    }).catch((error: unknown) => {
-      this.ready = undefined;
-      throw error;
-    });
-    return this.ready;
-  }
 }

@@ -2,8 +2,8 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
 import { CairnError, PreconditionFailedError, StorageUnavailableError } from '../errors';
+import { compareKeys, type WalkEntry, walkInKeyOrder } from '../keyOrderWalk';
 import { validateKey } from '../keys';
-import { compareKeys, type WalkEntry, walkInKeyOrder } from '../storage/keyOrderWalk';
 import type { KeyValueStore } from '../storage/keyValueStore';
 
 /**

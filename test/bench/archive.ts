@@ -7,10 +7,10 @@ import path from 'node:path';
 
 import { BlobServiceClient, type ContainerClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 
+import { ArchiveClient } from '../../client/archiveClient';
+import { nodeHttpSender } from '../../client/transport';
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, startAzurite } from '../../dev/azurite';
 import { BLOCK_BYTES } from '../../shared/archive/identifiers';
-import { ArchiveClient } from '../../shared/client/archiveClient';
-import { nodeHttpSender } from '../../shared/client/transport';
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, startAzurite } from '../../shared/runtime/azurite';
 import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
 import { sessionIndexSettings } from '../support/tables';
 import { fixed, measure, table, watchRss } from './measure';
@@ -297,7 +297,7 @@ async function downloadRaw(container: ContainerClient): Promise<void> {
 
 /** Runs the `cairn` CLI and returns its peak RSS in MB; throws when it fails. */
 async function runCliRss(args: string[], env: Record<string, string>): Promise<number> {
-  const child = spawn(process.execPath, [path.resolve('dist/shared/cli/main.js'), ...args], { env });
+  const child = spawn(process.execPath, [path.resolve('dist/client/cli/main.js'), ...args], { env });
   const rss = watchRss(child.pid ?? 0, 50);
   let stderr = '';
   child.stderr.on('data', (data: Buffer) => (stderr += data.toString()));

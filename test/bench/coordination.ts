@@ -3,9 +3,9 @@ import http from 'node:http';
 
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, startAzurite } from '../../dev/azurite';
 import { claimDelivery } from '../../shared/coordination/chatCursors';
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, startAzurite } from '../../shared/runtime/azurite';
-import { BlobKeyValueStoreFactory } from '../../shared/storage/blobKeyValueStore';
+import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';
 import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
 import { alternate, ratioCells, table } from './measure';
 

@@ -6,8 +6,8 @@ import path from 'node:path';
 
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, startAzurite } from '../../shared/runtime/azurite';
-import { LocalKeyValueStoreFactory } from '../../shared/storage/localKeyValueStore';
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, startAzurite } from '../../dev/azurite';
+import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
 import { alternate, fixed, measure, ratioCells, table, watchRss } from './measure';
 

@@ -5,7 +5,7 @@ import path from 'node:path';
 
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, startAzurite } from '../../shared/runtime/azurite';
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, startAzurite } from '../../dev/azurite';
 import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
 import { fixed, measure, table, watchRss } from './measure';
 

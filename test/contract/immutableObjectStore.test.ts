@@ -5,9 +5,9 @@ import path from 'node:path';
 
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../shared/runtime/azurite';
-import { BlobImmutableObjectStore } from '../../shared/storage/blobImmutableObjectStore';
-import { LocalImmutableObjectStore } from '../../shared/storage/localImmutableObjectStore';
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
+import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
 import { azurite } from '../support/azurite';
 import { describeImmutableObjectStoreContract } from './immutableObjectStore.contract';
 

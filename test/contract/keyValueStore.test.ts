@@ -11,10 +11,10 @@ import {
 } from '@azure/storage-blob';
 import { describe, expect, it } from 'vitest';
 
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { PayloadTooLargeError, PreconditionFailedError } from '../../shared/errors';
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../shared/runtime/azurite';
-import { BlobKeyValueStoreFactory, tenantContainerName } from '../../shared/storage/blobKeyValueStore';
-import { LocalKeyValueStoreFactory } from '../../shared/storage/localKeyValueStore';
+import { BlobKeyValueStoreFactory, tenantContainerName } from '../../shared/storage/azure/blobKeyValueStore';
+import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { azurite } from '../support/azurite';
 import { describeKeyValueStoreContract, MAX_VALUE_BYTES } from './keyValueStore.contract';
 

@@ -2,8 +2,8 @@ import type { TableClient } from '@azure/data-tables';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 import { StorageUnavailableError } from '../../shared/errors';
+import { TableSessionIndex } from '../../shared/storage/azure/sessionIndexTable';
 import type { SessionRecord } from '../../shared/storage/sessionIndex';
-import { TableSessionIndex } from '../../shared/storage/sessionIndexTable';
 import { azurite } from '../support/azurite';
 import { azuriteTable } from '../support/tables';
 

@@ -6,9 +6,9 @@ import path from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { ArchiveClient, StaleCheckpointError } from '../../client/archiveClient';
+import { CairnHttpError, type HttpSender, nodeHttpSender } from '../../client/transport';
 import { BLOCK_BYTES } from '../../shared/archive/identifiers';
-import { ArchiveClient, StaleCheckpointError } from '../../shared/client/archiveClient';
-import { CairnHttpError, type HttpSender, nodeHttpSender } from '../../shared/client/transport';
 import {
   apiKeysSetting,
   type Backend,
@@ -255,7 +255,7 @@ function runCli(
   env: Record<string, string>,
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.resolve('dist/shared/cli/main.js'), ...args], { env });
+    const child = spawn(process.execPath, [path.resolve('dist/client/cli/main.js'), ...args], { env });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (data: Buffer) => (stdout += data.toString()));

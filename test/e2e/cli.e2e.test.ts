@@ -5,7 +5,7 @@ import path from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { type Azurite, startAzurite } from '../../shared/runtime/azurite';
+import { type Azurite, startAzurite } from '../../dev/azurite';
 import {
   apiKeysSetting,
   backendSettings,
@@ -16,7 +16,7 @@ import {
 } from '../support/app';
 
 /** The `cairn` command against a running app: migrate's exit codes, persona push and pull. */
-const CLI = path.resolve('dist/shared/cli/main.js');
+const CLI = path.resolve('dist/client/cli/main.js');
 
 function cairn(
   args: string[],

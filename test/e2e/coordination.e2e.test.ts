@@ -1,8 +1,8 @@
 import type { QueueClient } from '@azure/storage-queue';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import type { EmailWindowMessage } from '../../shared/coordination/emailWindowQueue';
-import { AZURITE_ACCOUNT_KEY } from '../../shared/runtime/azurite';
 import {
   apiKeysSetting,
   type Backend,

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
-import { type Azurite, startAzurite } from '../../shared/runtime/azurite';
+import { type Azurite, startAzurite } from '../../dev/azurite';
 import {
   apiKeysSetting,
   backendSettings,

@@ -10,7 +10,7 @@ import { stopProcess } from '../support/app';
 import { startNpmStart, stopNpmStarts } from '../support/npmStart';
 
 /**
- * `npm start` (dist/shared/runtime/start.js) on embedded defaults, in a fresh folder: Azurite from
+ * `npm start` (dist/dev/start.js) on embedded defaults, in a fresh folder: Azurite from
  * node_modules, a development key printed once, the printed curl example works, Ctrl-C stops all.
  */
 afterEach(stopNpmStarts);

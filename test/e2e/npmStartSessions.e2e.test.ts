@@ -5,7 +5,7 @@ import path from 'node:path';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { ArchiveClient } from '../../shared/client/archiveClient';
+import { ArchiveClient } from '../../client/archiveClient';
 import { startNpmStart, stopNpmStarts } from '../support/npmStart';
 
 /**

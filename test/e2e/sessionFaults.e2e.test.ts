@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { type Azurite, startAzurite } from '../../dev/azurite';
 import { BLOCK_BYTES } from '../../shared/archive/identifiers';
-import { type Azurite, startAzurite } from '../../shared/runtime/azurite';
 import {
   apiKeysSetting,
   type Backend,

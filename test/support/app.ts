@@ -5,10 +5,10 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 
+import { AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { sha256Hex } from '../../shared/auth';
-import { AZURITE_ACCOUNT_KEY } from '../../shared/runtime/azurite';
 
-export const SERVE_SCRIPT = path.resolve('dist/shared/runtime/serve.js');
+export const SERVE_SCRIPT = path.resolve('dist/dev/host/serve.js');
 
 export interface TestTenant {
   readonly tenant: string;

@@ -3,7 +3,7 @@ import path from 'node:path';
 
 import type { TestProject } from 'vitest/node';
 
-import { type Azurite, startAzurite } from '../../shared/runtime/azurite';
+import { type Azurite, startAzurite } from '../../dev/azurite';
 
 export interface AzuriteInfo {
   blobEndpoint: string;
@@ -16,7 +16,7 @@ let azurite: Azurite | undefined;
 
 /** One Azurite (in memory, free ports) for the whole run; every test uses fresh names in it. */
 export async function setup(project: TestProject): Promise<void> {
-  if (!existsSync(path.resolve('dist/shared/runtime/serve.js'))) {
+  if (!existsSync(path.resolve('dist/dev/host/serve.js'))) {
     throw new Error('dist/ is missing: run the tests with `npm test` (it builds first)');
   }
   azurite = await startAzurite();

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { stopProcess } from './app';
 
 /** `npm start` as the tests run it: the compiled start script, in a folder of the test's choosing. */
-const START = path.resolve('dist/shared/runtime/start.js');
+const START = path.resolve('dist/dev/start.js');
 
 export interface Started {
   child: ChildProcess;

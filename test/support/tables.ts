@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../shared/runtime/azurite';
-import { createSessionTableClient } from '../../shared/storage/sessionIndexTable';
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { createTableClient } from '../../shared/storage/azure/clients';
 
 /** A table name no other test uses (letters and digits, starting with a letter). */
 export function freshTableName(): string {
@@ -19,7 +19,7 @@ export function sessionIndexSettings(tableEndpoint: string): Record<string, stri
 
 /** A table client on Azurite's development account. */
 export function azuriteTable(tableEndpoint: string, tableName = freshTableName()) {
-  return createSessionTableClient(
+  return createTableClient(
     { endpoint: tableEndpoint, accountName: AZURITE_ACCOUNT, accountKey: AZURITE_ACCOUNT_KEY },
     tableName,
   );

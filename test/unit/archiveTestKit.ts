@@ -11,19 +11,19 @@ import {
   StorageSharedKeyCredential,
 } from '@azure/storage-blob';
 
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { BLOCK_BYTES, blockKey, tailKey } from '../../shared/archive/identifiers';
 import type { ManifestFile } from '../../shared/archive/manifest';
 import type { SessionArchive } from '../../shared/archive/sessionArchive';
 import { StorageUnavailableError } from '../../shared/errors';
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../shared/runtime/azurite';
-import { BlobImmutableObjectStore } from '../../shared/storage/blobImmutableObjectStore';
+import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
 import type {
   ImmutableObjectStore,
   ObjectInfo,
   PutResult,
   SwapResult,
 } from '../../shared/storage/immutableObjectStore';
-import { LocalImmutableObjectStore } from '../../shared/storage/localImmutableObjectStore';
+import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
 import type { SessionIndex, SessionPage, SessionRecord } from '../../shared/storage/sessionIndex';
 
 /** Test support for the archive: real stores wrapped to count calls and to fail at a chosen step. */

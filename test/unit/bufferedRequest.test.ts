@@ -1,7 +1,7 @@
 import { HttpRequest, type HttpRequestInit } from '@azure/functions';
 import { describe, expect, it } from 'vitest';
 
-import { BufferedRequest } from '../../shared/runtime/bufferedRequest';
+import { BufferedRequest } from '../../dev/host/bufferedRequest';
 
 const URL_ = 'http://127.0.0.1:7071/api/kv/a?x=1';
 

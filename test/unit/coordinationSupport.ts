@@ -6,14 +6,14 @@ import path from 'node:path';
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 import { QueueClient, StorageSharedKeyCredential as QueueKeyCredential } from '@azure/storage-queue';
 
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import {
   decodeEmailWindowMessage,
   type EmailWindowMessage,
 } from '../../shared/coordination/emailWindowQueue';
 import { SYSTEM_NAMESPACE } from '../../shared/coordination/tenantRegistry';
 import { StorageUnavailableError } from '../../shared/errors';
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../shared/runtime/azurite';
-import { BlobKeyValueStoreFactory } from '../../shared/storage/blobKeyValueStore';
+import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';
 import type {
   KeyValueStore,
   KeyValueStoreFactory,
@@ -24,7 +24,7 @@ import type {
   WriteConditions,
   WriteResult,
 } from '../../shared/storage/keyValueStore';
-import { LocalKeyValueStoreFactory } from '../../shared/storage/localKeyValueStore';
+import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { azurite } from '../support/azurite';
 
 /**

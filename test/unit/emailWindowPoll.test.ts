@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { QueueClient } from '@azure/storage-queue';
 import { describe, expect, it } from 'vitest';
 
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { EMAIL_CURSOR_KEY, readEmailCursor } from '../../shared/coordination/emailCursor';
 import {
   initializeEmailPolling,
@@ -10,15 +11,12 @@ import {
   type TenantPollReport,
   WINDOW_LEASE_MS,
 } from '../../shared/coordination/emailWindowPoll';
-import {
-  AzureEmailWindowQueue,
-  createQueueServiceClient,
-  type EmailWindowQueue,
-} from '../../shared/coordination/emailWindowQueue';
+import type { EmailWindowQueue } from '../../shared/coordination/emailWindowQueue';
 import { EmailPollTenantRegistry } from '../../shared/coordination/tenantRegistry';
 import { StorageUnavailableError } from '../../shared/errors';
 import { createLogger } from '../../shared/logging';
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../shared/runtime/azurite';
+import { AzureEmailWindowQueue } from '../../shared/storage/azure/azureEmailWindowQueue';
+import { createQueueServiceClient } from '../../shared/storage/azure/clients';
 import type { KeyValueStore, KeyValueStoreFactory } from '../../shared/storage/keyValueStore';
 import { azurite } from '../support/azurite';
 import {

@@ -6,9 +6,9 @@ import path from 'node:path';
 import { InvocationContext, type Timer } from '@azure/functions';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
+import { AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { EMAIL_CURSOR_KEY } from '../../shared/coordination/emailCursor';
 import type { ConfigurationError } from '../../shared/errors';
-import { AZURITE_ACCOUNT_KEY } from '../../shared/runtime/azurite';
 import { azurite } from '../support/azurite';
 import { drainQueue, freshQueue } from './coordinationSupport';
 

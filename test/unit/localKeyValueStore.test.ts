@@ -6,7 +6,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { PreconditionFailedError } from '../../shared/errors';
-import { LocalKeyValueStoreFactory } from '../../shared/storage/localKeyValueStore';
+import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 
 /** What the local implementation promises beyond the shared contract: files, folders, crashes. */
 describe('local filesystem store', () => {

@@ -2,8 +2,8 @@ import path from 'node:path';
 
 import { beforeAll, describe, expect, it } from 'vitest';
 
+import { loadRegistrations, type Registration } from '../../dev/host/registrations';
 import type { CopyBatch, MigrationReport, SourcePlan } from '../../shared/migration/migration';
-import { loadRegistrations, type Registration } from '../../shared/runtime/registrations';
 
 /**
  * The registered migration orchestrator, run through the real durable-functions library with

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { compareRanks, compileRoute } from '../../shared/runtime/routeTemplate';
+import { compareRanks, compileRoute } from '../../dev/host/routeTemplate';
 
 describe('route templates (as the Functions host reads them)', () => {
   it('matches literals case-insensitively and parameters as one non-empty segment', () => {

@@ -15,8 +15,8 @@ import {
   NotFoundError,
   StorageUnavailableError,
 } from '../../shared/errors';
+import { TableSessionIndex } from '../../shared/storage/azure/sessionIndexTable';
 import { ObjectExistsError } from '../../shared/storage/immutableObjectStore';
-import { TableSessionIndex } from '../../shared/storage/sessionIndexTable';
 import { readAllBytes } from '../../shared/streams';
 import { azurite } from '../support/azurite';
 import { azuriteTable } from '../support/tables';

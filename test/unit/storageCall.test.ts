@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { InternalError, StorageUnavailableError } from '../../shared/errors';
-import { storageCall } from '../../shared/storage/azureErrors';
+import { storageCall } from '../../shared/storage/azure/azureErrors';
 
 describe('storageCall', () => {
   it('aborts an operation that outlives its deadline and reports the storage as unavailable', async () => {

@@ -1,11 +1,10 @@
 import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 
-import { PayloadTooLargeError, PreconditionFailedError } from '../errors';
-import { checkConditions } from './conditions';
-import { writeDurableTempFile } from './durableTempFile';
-import { KeyedMutex } from './keyedMutex';
-import { walkInKeyOrder } from './keyOrderWalk';
+import { PayloadTooLargeError, PreconditionFailedError } from '../../errors';
+import { walkInKeyOrder } from '../../keyOrderWalk';
+import { checkConditions } from '../conditions';
+import { KeyedMutex } from '../keyedMutex';
 import type {
   KeyValueStore,
   KeyValueStoreFactory,
@@ -15,8 +14,9 @@ import type {
   StoredValue,
   WriteConditions,
   WriteResult,
-} from './keyValueStore';
-import { decodeCursor, encodeCursor } from './listCursor';
+} from '../keyValueStore';
+import { decodeCursor, encodeCursor } from '../listCursor';
+import { writeDurableTempFile } from './durableTempFile';
 import { errnoOf, folderConflict, guarded, isAbsence, localPathOf, makeParentFolders } from './localFiles';
 
 /**

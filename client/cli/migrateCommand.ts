@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 
-import type { MigrationReport } from '../migration/migration';
+import type { MigrationReport } from '../../shared/migration/migration';
 import { apiSettingsFrom, callApi, expectStatus } from './apiClient';
 
 /**

@@ -16,9 +16,9 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { sha256Hex } from '../auth';
+import { sha256Hex } from '../shared/auth';
 import { AZURITE_ACCOUNT_KEY, startAzurite } from './azurite';
-import { serve, stopOnSignals } from './serve';
+import { serve, stopOnSignals } from './host/serve';
 
 // npm runs scripts from the project folder: .cairn/ and local.settings.json are looked up there.
 const projectRoot = process.cwd();

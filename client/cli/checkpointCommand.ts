@@ -12,7 +12,7 @@
  */
 import { parseArgs } from 'node:util';
 
-import { ArchiveClient } from './archiveClient';
+import { ArchiveClient } from '../archiveClient';
 
 export const CHECKPOINT_USAGE = `usage:
   cairn checkpoint publish <dir> --session <id> [--data <json>] [--checkpoint <id>] [--concurrency <n>]

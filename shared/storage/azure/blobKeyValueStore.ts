@@ -3,13 +3,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import type { BlobServiceClient, BlockBlobClient, ContainerClient } from '@azure/storage-blob';
 
-import { PayloadTooLargeError, PreconditionFailedError, StorageUnavailableError } from '../errors';
-import { validateKey } from '../keys';
-import { LruMap } from '../lruMap';
-import { copyOf, ownedBytes, readAllBytes } from '../streams';
-import { isAzureError, isConditionFailure, isNotFound, storageCall } from './azureErrors';
-import { checkConditions, checkConditionShape, conditionsHold } from './conditions';
-import { KeyedMutex } from './keyedMutex';
+import { PayloadTooLargeError, PreconditionFailedError, StorageUnavailableError } from '../../errors';
+import { validateKey } from '../../keys';
+import { LruMap } from '../../lruMap';
+import { copyOf, ownedBytes, readAllBytes } from '../../streams';
+import { checkConditions, checkConditionShape, conditionsHold } from '../conditions';
+import { KeyedMutex } from '../keyedMutex';
 import type {
   KeyValueStore,
   KeyValueStoreFactory,
@@ -19,8 +18,9 @@ import type {
   StoredValue,
   WriteConditions,
   WriteResult,
-} from './keyValueStore';
-import { decodeCursor, encodeCursor } from './listCursor';
+} from '../keyValueStore';
+import { decodeCursor, encodeCursor } from '../listCursor';
+import { isAzureError, isConditionFailure, isNotFound, storageCall } from './azureErrors';
 
 /**
  * The Azure Blob implementation. Each tenant has its own container, `<base>-<first 20 hex of

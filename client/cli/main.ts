@@ -5,7 +5,7 @@
  *   cairn persona push|pull --dir <folder> [--prefix claude_memory]
  *   cairn checkpoint publish <dir> --session <id> | restore --session <id> <dir>   (shared/client/cli.ts)
  */
-import { runCheckpointCommand } from '../client/cli';
+import { runCheckpointCommand } from './checkpointCommand';
 import { runMigrateCommand } from './migrateCommand';
 import { runPersonaCommand } from './personaCommand';
 

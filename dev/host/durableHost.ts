@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 
 import { InvocationContext } from '@azure/functions';
 
-import type { Logger } from '../logging';
+import type { Logger } from '../../shared/logging';
 import type { Registration } from './registrations';
 
 /**

@@ -1,8 +1,8 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
-import { CairnError, ConflictError, InvalidArgumentError, StorageUnavailableError } from '../errors';
-import { validateKey } from '../keys';
+import { CairnError, ConflictError, InvalidArgumentError, StorageUnavailableError } from '../../errors';
+import { validateKey } from '../../keys';
 
 /** What the local stores (key/value and immutable objects) share about the filesystem. */
 

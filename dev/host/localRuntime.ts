@@ -16,8 +16,8 @@ import {
 } from '@azure/functions';
 import { Cron } from 'croner';
 
-import { createLogger, errorSummary } from '../logging';
-import { readAllBytes } from '../streams';
+import { createLogger, errorSummary } from '../../shared/logging';
+import { readAllBytes } from '../../shared/streams';
 import { BufferedRequest } from './bufferedRequest';
 import { LocalDurableHost } from './durableHost';
 import { loadRegistrations, type Registration } from './registrations';

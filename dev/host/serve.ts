@@ -3,12 +3,23 @@
  * in the environment. Used by `npm start` (in-process) and by the end-to-end tests (as a child
  * process). Exits 1 when the app refuses to start (e.g. a configuration error, named).
  */
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { ConfigurationError } from '../errors';
+import { ConfigurationError } from '../../shared/errors';
 import { type LocalRuntime, startLocalRuntime } from './localRuntime';
 
-export const APP_ENTRY = path.resolve(__dirname, '..', '..', 'functions', 'index.js');
+/** The app's entry point: package.json `main`, the very file the Functions host loads. */
+export const APP_ENTRY = appEntry();
+
+function appEntry(): string {
+  // dist/dev/host/ → the project folder.
+  const projectRoot = path.resolve(__dirname, '..', '..', '..');
+  const manifest = JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')) as {
+    main: string;
+  };
+  return path.resolve(projectRoot, manifest.main);
+}
 
 export async function serve(port = Number(process.env['PORT'] ?? 7071)): Promise<LocalRuntime> {
   try {

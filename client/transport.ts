@@ -2,7 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { readAllBytes } from '../streams';
+import { readAllBytes } from '../shared/streams';
 
 /**
  * The client's HTTP transport: one base URL and token, bounded retries with exponential backoff and

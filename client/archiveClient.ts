@@ -9,9 +9,9 @@ import {
   MAX_FILES_PER_CHECKPOINT,
   tailKey,
   validateId,
-} from '../archive/identifiers';
-import type { Manifest, ManifestFile } from '../archive/manifest';
-import { validateKey } from '../keys';
+} from '../shared/archive/identifiers';
+import type { Manifest, ManifestFile } from '../shared/archive/manifest';
+import { validateKey } from '../shared/keys';
 import {
   listSessionFiles,
   readUploadState,

@@ -1,8 +1,8 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
-import { ConflictError } from '../errors';
-import { writeDurableTempFile } from './durableTempFile';
+import { ConflictError } from '../../errors';
+import { walkInKeyOrder } from '../../keyOrderWalk';
 import {
   checkObject,
   checkPointerValue,
@@ -12,9 +12,9 @@ import {
   type ObjectInfo,
   type PutResult,
   type SwapResult,
-} from './immutableObjectStore';
-import { KeyedMutex } from './keyedMutex';
-import { walkInKeyOrder } from './keyOrderWalk';
+} from '../immutableObjectStore';
+import { KeyedMutex } from '../keyedMutex';
+import { writeDurableTempFile } from './durableTempFile';
 import { errnoOf, folderConflict, guarded, isAbsence, localPathOf, makeParentFolders } from './localFiles';
 
 /**

@@ -2,8 +2,8 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 
-import { keyPath } from '../client/transport';
-import { walkInKeyOrder } from '../storage/keyOrderWalk';
+import { walkInKeyOrder } from '../../shared/keyOrderWalk';
+import { keyPath } from '../transport';
 import { ApiError, type ApiSettings, apiSettingsFrom, callApi, expectStatus } from './apiClient';
 import type { CommandIo } from './migrateCommand';
 

@@ -1,8 +1,7 @@
 import type { BlockBlobClient, ContainerClient } from '@azure/storage-blob';
 
-import { validateKey } from '../keys';
-import { readAllBytes } from '../streams';
-import { isConditionFailure, isNotFound, storageCall } from './azureErrors';
+import { validateKey } from '../../keys';
+import { readAllBytes } from '../../streams';
 import {
   checkObject,
   checkPointerValue,
@@ -12,7 +11,8 @@ import {
   type ObjectInfo,
   type PutResult,
   type SwapResult,
-} from './immutableObjectStore';
+} from '../immutableObjectStore';
+import { isConditionFailure, isNotFound, storageCall } from './azureErrors';
 
 /** Azure's largest list page: 2,000 blocks are checked with one request. */
 const LIST_PAGE_SIZE = 5000;

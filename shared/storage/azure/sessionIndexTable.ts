@@ -1,13 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { AzureNamedKeyCredential, odata, TableClient, type TableEntityResult } from '@azure/data-tables';
+import { odata, type TableClient, type TableEntityResult } from '@azure/data-tables';
 
-import type { StorageServiceConfig } from '../config';
-import { StorageUnavailableError } from '../errors';
-import { LruMap } from '../lruMap';
-import { managedIdentityCredential } from './azureClients';
+import { StorageUnavailableError } from '../../errors';
+import { LruMap } from '../../lruMap';
+import type { SessionIndex, SessionPage, SessionRecord } from '../sessionIndex';
 import { isAzureError, isNotFound, storageCall } from './azureErrors';
-import type { SessionIndex, SessionPage, SessionRecord } from './sessionIndex';
 
 /**
  * The session index on Azure Table Storage (Azurite locally), in one table with two kinds of rows:
@@ -198,29 +196,4 @@ function recordOf(entity: Record<string, unknown>): SessionRecord {
     updatedAt: String(entity['updatedAt']),
     data: typeof data === 'string' ? (JSON.parse(data) as Record<string, unknown>) : null,
   };
-}
-
-/**
- * The table client of the process for the session index: the account key for Azurite and
- * development, else the user-assigned managed identity. Plain `http://` is allowed for Azurite.
- */
-export function createSessionTableClient(service: StorageServiceConfig, tableName: string): TableClient {
-  const options = {
-    allowInsecureConnection: service.endpoint.startsWith('http://'),
-    retryOptions: { maxRetries: 3, retryDelayInMs: 100, maxRetryDelayInMs: 1000 },
-    userAgentOptions: { userAgentPrefix: 'cairn' },
-  };
-  return service.accountKey !== undefined
-    ? new TableClient(
-        service.endpoint,
-        tableName,
-        new AzureNamedKeyCredential(service.accountName, service.accountKey),
-        options,
-      )
-    : new TableClient(
-        service.endpoint,
-        tableName,
-        managedIdentityCredential(service.managedIdentityClientId),
-        options,
-      );
 }
