@@ -42,7 +42,8 @@ export async function walkInKeyOrder(root: string, options: WalkOptions): Promis
       entries = await fs.readdir(folder, { withFileTypes: true });
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT' || code === 'ENOTDIR') return;
+      // ENAMETOOLONG: a folder whose name the filesystem cannot hold holds nothing.
+      if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ENAMETOOLONG') return;
       throw error;
     }
     const children = entries

@@ -1,40 +1,107 @@
 /**
  * Runs every test with vitest and ends with the line CI reads: `N passed, N failed`.
- * Exits with vitest's own status.
+ *
+ * The count is honest: besides the tests that failed, it counts as failures every test that did not
+ * run (skipped or todo: a suite whose `beforeAll` throws marks its tests skipped, and no test is
+ * skipped on purpose in CI) and every test file that could not run at all (an import error leaves
+ * a failed file without tests). When vitest fails for a reason none of these show (an unhandled
+ * error) or writes no results, at least one failure is reported. The results file is written to a
+ * new temporary folder, so a file of an earlier run is never read. Exits with vitest's own status,
+ * or 1 when the count has failures.
+ *
+ * Arguments are passed on to vitest (e.g. a file filter).
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
-const resultsFile = path.resolve('.test-results', 'vitest.json');
-mkdirSync(path.dirname(resultsFile), { recursive: true });
-const vitest = spawnSync(
-  process.execPath,
-  [
-    path.join(path.dirname(require.resolve('vitest/package.json')), 'vitest.mjs'),
-    'run',
-    '--reporter=default',
-    '--reporter=json',
-    `--outputFile.json=${resultsFile}`,
-    ...process.argv.slice(2),
-  ],
-  { stdio: 'inherit' },
-);
-
-let passed: number;
-let failed: number;
-try {
-  const results = JSON.parse(readFileSync(resultsFile, 'utf8')) as {
-    numPassedTests: number;
-    numFailedTests: number;
-    numTotalTests: number;
-  };
-  passed = results.numPassedTests;
-  failed = results.numFailedTests;
-} catch {
-  // No results file: vitest did not get to run the tests.
-  passed = 0;
-  failed = 1;
+interface FileResult {
+  readonly name: string;
+  readonly status: string;
+  readonly message?: string;
+  readonly assertionResults: readonly { readonly status: string }[];
 }
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(vitest.status ?? 1);
+
+interface VitestResults {
+  readonly numPassedTests: number;
+  readonly testResults: readonly FileResult[];
+}
+
+export interface Tally {
+  readonly passed: number;
+  readonly failed: number;
+  /** Why tests that did not fail count as failures, one line each. */
+  readonly notes: string[];
+}
+
+/** The count of a vitest JSON report (null: no report) and vitest's exit status. */
+export function tally(results: VitestResults | null, exitStatus: number | null): Tally {
+  const notes: string[] = [];
+  if (results === null) {
+    return { passed: 0, failed: 1, notes: ['vitest wrote no results: the tests did not run'] };
+  }
+  let failed = 0;
+  for (const file of results.testResults) {
+    const name = path.relative(process.cwd(), file.name);
+    const statuses = file.assertionResults.map((test) => test.status);
+    failed += statuses.filter((status) => status === 'failed').length;
+    const notRun = statuses.filter((status) => status !== 'passed' && status !== 'failed').length;
+    if (notRun > 0) {
+      failed += notRun;
+      notes.push(
+        `${name}: ${notRun} test(s) did not run${file.message ? ` (${firstLine(file.message)})` : ''}`,
+      );
+    }
+    if (file.status === 'failed' && statuses.length === 0) {
+      failed += 1;
+      notes.push(`${name}: the file could not run (${firstLine(file.message ?? 'no message')})`);
+    }
+  }
+  if (failed === 0 && exitStatus !== 0) {
+    failed = 1;
+    notes.push(
+      `vitest exited with status ${String(exitStatus)} although every test passed (an unhandled error?)`,
+    );
+  }
+  return { passed: results.numPassedTests, failed, notes };
+}
+
+function firstLine(text: string): string {
+  return text.split('\n', 1)[0] ?? '';
+}
+
+function readResults(file: string): VitestResults | null {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as VitestResults;
+  } catch {
+    return null;
+  }
+}
+
+function main(): void {
+  const resultsDir = mkdtempSync(path.join(os.tmpdir(), 'cairn-test-results-'));
+  const resultsFile = path.join(resultsDir, 'vitest.json');
+  try {
+    const vitest = spawnSync(
+      process.execPath,
+      [
+        path.join(path.dirname(require.resolve('vitest/package.json')), 'vitest.mjs'),
+        'run',
+        '--reporter=default',
+        '--reporter=json',
+        `--outputFile.json=${resultsFile}`,
+        ...process.argv.slice(2),
+      ],
+      { stdio: 'inherit' },
+    );
+    const { passed, failed, notes } = tally(readResults(resultsFile), vitest.status);
+    for (const note of notes) console.log(`counted as failed: ${note}`);
+    console.log(`${passed} passed, ${failed} failed`);
+    process.exitCode = failed > 0 ? vitest.status || 1 : (vitest.status ?? 1);
+  } finally {
+    rmSync(resultsDir, { recursive: true, force: true });
+  }
+}
+
+if (require.main === module) main();

@@ -2,16 +2,17 @@ import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { appendFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 
 import { BlobServiceClient, type ContainerClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 
 import { ArchiveClient } from '../../client/archiveClient';
 import { nodeHttpSender } from '../../client/transport';
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, startAzurite } from '../../dev/azurite';
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { BLOCK_BYTES } from '../../shared/archive/identifiers';
 import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
+import { tempDir } from '../support/cleanup';
+import { startAzurite } from '../support/cleanup';
 import { sessionIndexSettings } from '../support/tables';
 import { fixed, measure, table, watchRss } from './measure';
 
@@ -51,7 +52,7 @@ export async function runArchiveBench(): Promise<string> {
   };
   const app = await startApp(settings, undefined, { keepOutput: false });
   const runtimeRss = watchRss(app.child.pid ?? 0);
-  const work = await mkdtemp(path.join(os.tmpdir(), 'cairn-archive-bench-'));
+  const work = tempDir('archive-bench');
   try {
     const events = randomBytes(FILE_BYTES);
     const service = new BlobServiceClient(

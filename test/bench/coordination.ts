@@ -3,10 +3,11 @@ import http from 'node:http';
 
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, startAzurite } from '../../dev/azurite';
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { claimDelivery } from '../../shared/coordination/chatCursors';
 import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';
 import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
+import { startAzurite } from '../support/cleanup';
 import { alternate, ratioCells, table } from './measure';
 
 /**

@@ -1,14 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
-import path from 'node:path';
 
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, startAzurite } from '../../dev/azurite';
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
+import { tempDir } from '../support/cleanup';
+import { startAzurite } from '../support/cleanup';
 import { alternate, fixed, measure, ratioCells, table, watchRss } from './measure';
 
 /**
@@ -146,7 +145,7 @@ export async function runKvBench(): Promise<string> {
     },
   };
 
-  const localDir = mkdtempSync(path.join(os.tmpdir(), 'cairn-bench-direct-'));
+  const localDir = tempDir('bench-direct');
   const directStore = new LocalKeyValueStoreFactory(localDir, 2 * 1024 * 1024).forTenant(tenant.tenant);
   const directEtags = new Map<string, string>();
   const direct: Target = {

@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, promises as fs } from 'node:fs';
-import os from 'node:os';
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY, startAzurite } from '../../dev/azurite';
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
+import { tempDir } from '../support/cleanup';
+import { startAzurite } from '../support/cleanup';
 import { fixed, measure, table, watchRss } from './measure';
 
 /**
@@ -19,7 +20,7 @@ import { fixed, measure, table, watchRss } from './measure';
 const RAW_CONCURRENCY = 32;
 
 async function makeTree(files: number, perFolder = 100): Promise<{ root: string; paths: string[] }> {
-  const root = mkdtempSync(path.join(os.tmpdir(), 'cairn-bench-migrate-'));
+  const root = tempDir('bench-migrate');
   const paths = Array.from(
     { length: files },
     (_, i) => `d${String(Math.floor(i / perFolder)).padStart(4, '0')}/f${String(i).padStart(6, '0')}.json`,

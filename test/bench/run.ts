@@ -2,6 +2,7 @@
  * `npm run bench -- <name>...`: runs the named benchmarks (all when none is named) and prints
  * their markdown tables. Each starts its own Azurite and apps; nothing else needs to run.
  */
+import { cleanUp } from '../support/cleanup';
 import { runArchiveBench } from './archive';
 import { runCoordinationBench } from './coordination';
 import { runKvBench } from './kv';
@@ -27,10 +28,16 @@ async function main(): Promise<void> {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (error: unknown) => {
-    console.error(error);
-    process.exit(1);
-  },
-);
+// Whatever happens, stop every app and Azurite a bench started and remove its temporary folders.
+void main()
+  .then(
+    () => 0,
+    (error: unknown) => {
+      console.error(error);
+      return 1;
+    },
+  )
+  .then(async (code) => {
+    await cleanUp();
+    process.exit(code);
+  });

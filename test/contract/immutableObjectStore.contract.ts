@@ -58,6 +58,19 @@ export function describeImmutableObjectStoreContract(fixture: ImmutableObjectSto
       },
     );
 
+    it('stores objects whose key has a segment over 255 bytes and lists them in key order', async () => {
+      const long = `s/${'g'.repeat(400)}`;
+      const keys = [`${long}/0`, `${long}/1`, 's/a', 's/h'];
+      for (const key of keys) await store.put(key, Buffer.from(key));
+      for (const key of keys) expect((await store.get(key))?.toString()).toBe(key);
+      expect((await listAll(store, 's/')).map((item) => item.key)).toEqual([...keys].sort(byteOrder));
+      expect(await listAll(store, `${long}/`)).toEqual([
+        { key: `${long}/0`, size: Buffer.byteLength(`${long}/0`) },
+        { key: `${long}/1`, size: Buffer.byteLength(`${long}/1`) },
+      ]);
+      expect(await store.put(`${long}/0`, Buffer.from(`${long}/0`))).toEqual({ created: false });
+    });
+
     it('refuses an object of 2,097,153 bytes before writing anything', async () => {
       const error = await store.put('sizes/big', Buffer.alloc(MAX_OBJECT_BYTES + 1)).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(PayloadTooLargeError);

@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
@@ -9,12 +8,13 @@ import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
 import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
 import { azurite } from '../support/azurite';
+import { tempDir } from '../support/cleanup';
 import { describeImmutableObjectStoreContract } from './immutableObjectStore.contract';
 
 describeImmutableObjectStoreContract({
   name: 'local filesystem',
   async create() {
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-objects-'));
+    const dir = tempDir('objects');
     return {
       store: new LocalImmutableObjectStore(path.join(dir, 'sessions'), path.join(dir, 'tmp')),
       destroy: () => rm(dir, { recursive: true, force: true }),

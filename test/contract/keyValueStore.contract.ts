@@ -245,6 +245,38 @@ export function describeKeyValueStoreContract(fixture: KeyValueStoreFixture): vo
       expect(await listAll(store, '', 100)).toEqual([...unicode, longKey].sort(byteOrder));
     });
 
+    it('stores keys with segments over 255 bytes, lists them in key order among others, pages and deletes', async () => {
+      // One segment of 1,021 bytes (the filesystem's name limit is 255), and keys that share the
+      // beginning of a long segment, to hold key order at every boundary.
+      const huge = `x/${'é'.repeat(510)}y`;
+      expect(Buffer.byteLength(huge)).toBe(1023);
+      const long = 'l'.repeat(300);
+      const keys = [
+        `${long}`,
+        `${long}/child`,
+        `${long}-sibling`,
+        `${'l'.repeat(126)}`,
+        `${'l'.repeat(126)}/short`,
+        `${'l'.repeat(252)}m`,
+        'l',
+        'm',
+        huge,
+      ];
+      // A key cannot also be another key's folder: `${long}` and `${long}/child` cannot both exist.
+      const stored = keys.filter((key) => key !== `${long}/child` && key !== `${'l'.repeat(126)}/short`);
+      for (const key of stored) await store.write(key, Buffer.from(key));
+      for (const key of stored) expect((await store.read(key))?.value.toString()).toBe(key);
+      expect(await listAll(store, '', 2)).toEqual([...stored].sort(byteOrder));
+      expect(await listAll(store, 'l'.repeat(200), 1)).toEqual(
+        stored.filter((key) => key.startsWith('l'.repeat(200))).sort(byteOrder),
+      );
+      await store.append(huge, Buffer.from('+'));
+      expect((await store.read(huge))?.value.toString()).toBe(`${huge}+`);
+      expect(await store.delete(long)).toBe(true);
+      expect(await store.read(long)).toBeNull();
+      expect(await listAll(store, '', 100)).toEqual(stored.filter((key) => key !== long).sort(byteOrder));
+    });
+
     it.each([
       ['empty', ''],
       ['traversal', 'a/../b'],

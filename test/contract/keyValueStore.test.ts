@@ -1,7 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 
 import {
   BlobServiceClient,
@@ -16,12 +14,13 @@ import { PayloadTooLargeError, PreconditionFailedError } from '../../shared/erro
 import { BlobKeyValueStoreFactory, tenantContainerName } from '../../shared/storage/azure/blobKeyValueStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { azurite } from '../support/azurite';
+import { tempDir } from '../support/cleanup';
 import { describeKeyValueStoreContract, MAX_VALUE_BYTES } from './keyValueStore.contract';
 
 describeKeyValueStoreContract({
   name: 'local filesystem',
   async create() {
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-kv-'));
+    const dir = tempDir('kv');
     return {
       factory: new LocalKeyValueStoreFactory(dir, MAX_VALUE_BYTES),
       another: () => new LocalKeyValueStoreFactory(dir, MAX_VALUE_BYTES),

@@ -1,7 +1,6 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { appendFile, mkdir, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,6 +17,7 @@ import {
   startApp,
 } from '../support/app';
 import { azurite } from '../support/azurite';
+import { tempDir } from '../support/cleanup';
 import { sessionIndexSettings } from '../support/tables';
 
 /**
@@ -48,7 +48,7 @@ function countingSender(failEvery = 0) {
 }
 
 async function newSessionDir(files: Record<string, Buffer>): Promise<string> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-session-'));
+  const dir = tempDir('session');
   for (const [name, bytes] of Object.entries(files)) {
     await mkdir(path.dirname(path.join(dir, name)), { recursive: true });
     await writeFile(path.join(dir, name), bytes);
@@ -62,7 +62,8 @@ async function expectSameTree(restored: string, original: Record<string, Buffer>
   }
 }
 
-const tempDir = () => path.join(os.tmpdir(), `cairn-restore-${randomBytes(6).toString('hex')}`);
+/** A folder path that does not exist yet (restore wants an empty or absent target). */
+const restoreTarget = () => path.join(tempDir('restore'), 'target');
 
 describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (backend) => {
   const tenant = newTenant('agent');
@@ -105,12 +106,12 @@ describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (b
     expect(incremental.objectsUploaded).toBe(second.counts.PUT);
     expect(second.counts.POST).toBe(1);
 
-    const restored = tempDir();
+    const restored = restoreTarget();
     const restore = await client().restoreCheckpoint(sid, restored);
     expect(restore).toMatchObject({ checkpointId: incremental.checkpointId, files: 1 });
     await expectSameTree(restored, { 'events.jsonl': Buffer.concat([events, line]) });
     // The previous checkpoint is still there, exactly.
-    const older = tempDir();
+    const older = restoreTarget();
     await client().restoreCheckpoint(sid, older, { checkpointId: report.checkpointId });
     await expectSameTree(older, { 'events.jsonl': events });
     await Promise.all([dir, restored, older].map((d) => rm(d, { recursive: true, force: true })));
@@ -141,7 +142,7 @@ describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (b
     expect(shrunk?.generation).not.toBe(g2);
     expect(shrunk?.size).toBe(2 * BLOCK_BYTES + 5);
 
-    const restored = tempDir();
+    const restored = restoreTarget();
     await archive.restoreCheckpoint(sid, restored);
     await expectSameTree(restored, { 'events.jsonl': rewritten.subarray(0, 2 * BLOCK_BYTES + 5) });
     await Promise.all([dir, restored].map((d) => rm(d, { recursive: true, force: true })));
@@ -153,7 +154,7 @@ describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (b
     const sid = sessionId('resume');
     await client().publishCheckpoint(dir, sid);
 
-    const restored = tempDir();
+    const restored = restoreTarget();
     await client().restoreCheckpoint(sid, restored);
     await appendFile(path.join(restored, 'events.jsonl'), 'more\n');
     const counted = countingSender();
@@ -172,7 +173,7 @@ describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (b
     const sid = sessionId('flaky');
     const flaky = countingSender(7);
     await client(flaky.send).publishCheckpoint(dir, sid);
-    const restored = tempDir();
+    const restored = restoreTarget();
     await client(countingSender(7).send).restoreCheckpoint(sid, restored);
     expect(flaky.counts.failed).toBeGreaterThan(0);
     await expectSameTree(restored, files);
@@ -229,7 +230,7 @@ describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (b
     const report = JSON.parse(published.stdout) as { checkpointId: string; objectsUploaded: number };
     expect(report.objectsUploaded).toBe(4);
 
-    const restored = tempDir();
+    const restored = restoreTarget();
     const restore = await runCli(['checkpoint', 'restore', '--session', sid, restored], env);
     expect(restore.code, restore.stderr).toBe(0);
     expect(JSON.parse(restore.stdout)).toMatchObject({ checkpointId: report.checkpointId, files: 2 });
@@ -240,7 +241,7 @@ describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (b
     const refused = await runCli(['checkpoint', 'publish', dir, '--session', sid], otherEnv);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('tenant mismatch');
-    const hidden = await runCli(['checkpoint', 'restore', '--session', sid, tempDir()], otherEnv);
+    const hidden = await runCli(['checkpoint', 'restore', '--session', sid, restoreTarget()], otherEnv);
     expect(hidden.code).toBe(1);
     expect(hidden.stderr).toContain('404');
 

@@ -1,11 +1,10 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { type Azurite, startAzurite } from '../../dev/azurite';
+import type { Azurite } from '../../dev/azurite';
 import {
   apiKeysSetting,
   backendSettings,
@@ -14,6 +13,8 @@ import {
   type RunningApp,
   startApp,
 } from '../support/app';
+import { tempDir } from '../support/cleanup';
+import { startAzurite } from '../support/cleanup';
 
 /** The `cairn` command against a running app: migrate's exit codes, persona push and pull. */
 const CLI = path.resolve('dist/client/cli/main.js');
@@ -36,7 +37,7 @@ function cairn(
 }
 
 function folder(files: Record<string, string>): string {
-  const root = mkdtempSync(path.join(os.tmpdir(), 'cairn-cli-'));
+  const root = tempDir('cli');
   for (const [relative, content] of Object.entries(files)) {
     mkdirSync(path.dirname(path.join(root, relative)), { recursive: true });
     writeFileSync(path.join(root, relative), content);

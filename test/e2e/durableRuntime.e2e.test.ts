@@ -1,10 +1,9 @@
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { client, type RunningApp, startApp } from '../support/app';
+import { tempDir } from '../support/cleanup';
 
 /**
  * Durable orchestrations in the local runtime: started by a real `df.app.client.http` starter
@@ -17,7 +16,7 @@ describe('local durable runtime', () => {
 
   beforeAll(async () => {
     app = await startApp(
-      { ATTEMPTS_DIR: mkdtempSync(path.join(os.tmpdir(), 'cairn-attempts-')) },
+      { ATTEMPTS_DIR: tempDir('attempts') },
       path.resolve('dist/test/fixtures/serveFixture.js'),
       { args: ['durableApp'] },
     );

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
-import { type Azurite, startAzurite } from '../../dev/azurite';
+import type { Azurite } from '../../dev/azurite';
 import {
   apiKeysSetting,
   backendSettings,
@@ -9,6 +9,7 @@ import {
   type RunningApp,
   startApp,
 } from '../support/app';
+import { startAzurite } from '../support/cleanup';
 import { expectStorageUnavailable } from '../support/faults';
 
 /**

@@ -1,14 +1,14 @@
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import os from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { client, type RunningApp, startApp } from '../support/app';
+import { tempDir } from '../support/cleanup';
 
 /** The local runtime serves an app's own registrations: HTTP routes and methods, timers, admin invoke. */
 describe('local runtime', () => {
-  const tickFile = path.join(mkdtempSync(path.join(os.tmpdir(), 'cairn-ticks-')), 'ticks.jsonl');
+  const tickFile = path.join(tempDir('ticks'), 'ticks.jsonl');
   let app: RunningApp;
 
   beforeAll(async () => {

@@ -1,7 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +15,7 @@ import {
   startApp,
 } from '../support/app';
 import { azurite } from '../support/azurite';
+import { tempDir } from '../support/cleanup';
 
 /**
  * The migration end to end (API.md §6): HTTP starter, the durable orchestration run by the local
@@ -30,7 +30,7 @@ interface Status {
 }
 
 function tree(files: Record<string, string | Buffer>): string {
-  const root = mkdtempSync(path.join(os.tmpdir(), 'cairn-migrate-'));
+  const root = tempDir('migrate');
   for (const [relative, content] of Object.entries(files)) {
     const full = path.join(root, relative);
     mkdirSync(path.dirname(full), { recursive: true });

@@ -1,12 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { stopProcess } from '../support/app';
+import { tempDir } from '../support/cleanup';
 import { startNpmStart, stopNpmStarts } from '../support/npmStart';
 
 /**
@@ -32,7 +32,7 @@ function azuriteBlobPort(output: string): number {
 
 describe('npm start', () => {
   it('serves on embedded defaults, prints a working example once, and stops everything on Ctrl-C', async () => {
-    const cwd = mkdtempSync(path.join(os.tmpdir(), 'cairn-start-'));
+    const cwd = tempDir('start');
     const first = await startNpmStart(cwd);
     const health = await fetch(`${first.url}/api/health`);
     expect(await health.json()).toMatchObject({ status: 'ok', backend: 'local' });
@@ -72,7 +72,7 @@ describe('npm start', () => {
   });
 
   it('puts values into its Azurite blob service when only CAIRN_BLOB_CONTAINER is set', async () => {
-    const cwd = mkdtempSync(path.join(os.tmpdir(), 'cairn-start-blob-'));
+    const cwd = tempDir('start-blob');
     const started = await startNpmStart(cwd, { CAIRN_BLOB_CONTAINER: 'cairn' });
     expect(await (await fetch(`${started.url}/api/health`)).json()).toMatchObject({ backend: 'blob' });
     const curls = started
@@ -86,7 +86,7 @@ describe('npm start', () => {
   });
 
   it('refuses to start on a half-configured blob backend, naming the missing setting', async () => {
-    const cwd = mkdtempSync(path.join(os.tmpdir(), 'cairn-start-bad-'));
+    const cwd = tempDir('start-bad');
     const failure = (await startNpmStart(cwd, {
       CAIRN_BLOB_ENDPOINT: 'https://acct.blob.core.windows.net',
     }).catch((error: unknown) => error)) as { output: string; code: number };

@@ -1,11 +1,11 @@
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { ArchiveClient } from '../../client/archiveClient';
+import { tempDir } from '../support/cleanup';
 import { startNpmStart, stopNpmStarts } from '../support/npmStart';
 
 /**
@@ -20,7 +20,7 @@ describe.each([
   ['only CAIRN_BLOB_CONTAINER set', { CAIRN_BLOB_CONTAINER: 'cairn' }],
 ] as const)('session archives under npm start with %s', (_name, env) => {
   it('publishes, lists and restores a checkpoint', async () => {
-    const cwd = mkdtempSync(path.join(os.tmpdir(), 'cairn-start-sessions-'));
+    const cwd = tempDir('start-sessions');
     const { url } = await startNpmStart(cwd, env);
     const key = readFileSync(path.join(cwd, '.cairn', 'dev-api-key'), 'utf8').trim();
     const session = path.join(cwd, 'session');

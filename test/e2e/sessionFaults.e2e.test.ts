@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { type Azurite, startAzurite } from '../../dev/azurite';
+import type { Azurite } from '../../dev/azurite';
 import { BLOCK_BYTES } from '../../shared/archive/identifiers';
 import {
   apiKeysSetting,
@@ -13,6 +13,7 @@ import {
   type RunningApp,
   startApp,
 } from '../support/app';
+import { startAzurite } from '../support/cleanup';
 import { expectStorageUnavailable } from '../support/faults';
 import { sessionIndexSettings } from '../support/tables';
 import { splitFile } from '../unit/archiveTestKit';

@@ -1,12 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
 import path from 'node:path';
 
 import { AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { sha256Hex } from '../../shared/auth';
+import { onCleanUp, tempDir } from './cleanup';
 
 export const SERVE_SCRIPT = path.resolve('dist/dev/host/serve.js');
 
@@ -33,7 +32,7 @@ export type Backend = 'local' | 'blob';
 /** Settings of a fresh store for `backend`: a new temp folder, or a new container base in Azurite. */
 export function backendSettings(backend: Backend, blobEndpoint: string): Record<string, string> {
   if (backend === 'local') {
-    return { CAIRN_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'cairn-test-')) };
+    return { CAIRN_DATA_DIR: tempDir('test') };
   }
   return {
     CAIRN_BLOB_ENDPOINT: blobEndpoint,
@@ -69,8 +68,13 @@ export async function startApp(
     if (keep) output += data.toString();
   });
   child.stderr?.on('data', (data: Buffer) => (output += data.toString()));
+  const forget = onCleanUp(() => stopProcess(child));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`app did not start:\n${output}`)), 30_000);
+    const timer = setTimeout(() => {
+      // Never leave a child that did not start in time running.
+      void stopProcess(child, 'SIGKILL');
+      reject(new Error(`app did not start:\n${output}`));
+    }, 30_000);
     const check = () => {
       const match = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(output);
       if (match?.[1] !== undefined) {
@@ -90,7 +94,10 @@ export async function startApp(
     url,
     child,
     output: () => output,
-    stop: () => stopProcess(child),
+    stop: async () => {
+      forget();
+      await stopProcess(child);
+    },
   };
 }
 

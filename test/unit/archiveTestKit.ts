@@ -1,6 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 import {
@@ -25,6 +24,7 @@ import type {
 } from '../../shared/storage/immutableObjectStore';
 import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
 import type { SessionIndex, SessionPage, SessionRecord } from '../../shared/storage/sessionIndex';
+import { tempDir } from '../support/cleanup';
 
 /** Test support for the archive: real stores wrapped to count calls and to fail at a chosen step. */
 
@@ -125,7 +125,7 @@ export function storeBackends(blobEndpoint: () => string): StoreBackend[] {
     {
       name: 'local',
       async create() {
-        const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-archive-'));
+        const dir = tempDir('archive');
         const root = path.join(dir, 'sessions');
         return {
           store: new LocalImmutableObjectStore(root, path.join(dir, 'tmp')),

@@ -1,7 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 import { QueueClient, StorageSharedKeyCredential as QueueKeyCredential } from '@azure/storage-queue';
@@ -26,6 +23,7 @@ import type {
 } from '../../shared/storage/keyValueStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { azurite } from '../support/azurite';
+import { tempDir } from '../support/cleanup';
 
 /**
  * Real stores for the coordination tests (a fresh temp folder, or a fresh container base in the
@@ -39,10 +37,7 @@ export const BACKENDS: Backend[] = ['local', 'blob'];
 
 export function realStores(backend: Backend): KeyValueStoreFactory {
   if (backend === 'local') {
-    return new LocalKeyValueStoreFactory(
-      mkdtempSync(path.join(os.tmpdir(), 'cairn-coord-')),
-      2 * 1024 * 1024,
-    );
+    return new LocalKeyValueStoreFactory(tempDir('coord'), 2 * 1024 * 1024);
   }
   const service = new BlobServiceClient(
     azurite().blobEndpoint,

@@ -1,7 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 
 import { InvocationContext, type Timer } from '@azure/functions';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -10,6 +7,7 @@ import { AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { EMAIL_CURSOR_KEY } from '../../shared/coordination/emailCursor';
 import type { ConfigurationError } from '../../shared/errors';
 import { azurite } from '../support/azurite';
+import { tempDir } from '../support/cleanup';
 import { drainQueue, freshQueue } from './coordinationSupport';
 
 /**
@@ -27,7 +25,7 @@ async function appWith(settings: Record<string, string | undefined>) {
   for (const name of [...SETTINGS, 'CAIRN_EMAIL_WINDOW_QUEUE']) delete process.env[name];
   Object.assign(process.env, {
     CAIRN_API_KEYS: `t:${'a'.repeat(64)}`,
-    CAIRN_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'cairn-timer-')),
+    CAIRN_DATA_DIR: tempDir('timer'),
   });
   for (const [name, value] of Object.entries(settings)) if (value !== undefined) process.env[name] = value;
   const { emailWindowPoll } = await import('../../functions/emailWindowPoll');

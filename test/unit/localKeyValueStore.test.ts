@@ -1,16 +1,16 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync } from 'node:fs';
-import os from 'node:os';
+import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { PreconditionFailedError } from '../../shared/errors';
+import { ConflictError, PreconditionFailedError } from '../../shared/errors';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
+import { tempDir } from '../support/cleanup';
 
 /** What the local implementation promises beyond the shared contract: files, folders, crashes. */
 describe('local filesystem store', () => {
-  const newDir = () => mkdtempSync(path.join(os.tmpdir(), 'cairn-local-'));
+  const newDir = () => tempDir('local');
 
   it('keeps each key as the file of the same path, readable by people and the migration', async () => {
     const dir = newDir();
@@ -30,6 +30,20 @@ describe('local filesystem store', () => {
       await store.append('k', Buffer.from('y'));
     }
     expect(readdirSync(path.join(dir, 'tmp'))).toEqual([]);
+  });
+
+  it('keeps the folder rule across keys with and without segments over 255 bytes', async () => {
+    const store = new LocalKeyValueStoreFactory(newDir(), 1024).forTenant('t1');
+    const long = 'l'.repeat(300);
+    await store.write('a', Buffer.from('plain'));
+    await expect(store.write(`a/${long}`, Buffer.from('x'))).rejects.toBeInstanceOf(ConflictError);
+    await store.write(`b/${long}`, Buffer.from('long'));
+    await expect(store.write('b', Buffer.from('x'))).rejects.toBeInstanceOf(ConflictError);
+    await expect(store.append(`b/${long}/c`, Buffer.from('x'))).rejects.toBeInstanceOf(ConflictError);
+    expect(await store.read('b')).toBeNull();
+    await store.delete(`b/${long}`);
+    await store.write('b', Buffer.from('now free'));
+    expect((await store.read('b'))?.value.toString()).toBe('now free');
   });
 
   it('removes folders left empty by a delete, so their name can become a key', async () => {

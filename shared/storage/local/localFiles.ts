@@ -1,7 +1,8 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
-import { CairnError, ConflictError, InvalidArgumentError, StorageUnavailableError } from '../../errors';
+import { CairnError, ConflictError, StorageUnavailableError } from '../../errors';
+import { compareKeys, walkInKeyOrder } from '../../keyOrderWalk';
 import { validateKey } from '../../keys';
 
 /** What the local stores (key/value and immutable objects) share about the filesystem. */
@@ -34,18 +35,129 @@ export async function guarded<T>(operation: () => Promise<T>): Promise<T> {
 
 /** Filesystems allow 255 bytes in one name. */
 const MAX_SEGMENT_BYTES = 255;
+/** Hex characters per folder of a long key's path (126 bytes of the key). */
+const LONG_CHUNK = 252;
+/** Ends the file name of a long key: `.` sorts before `/` and every hex digit, which keeps order. */
+const LONG_FILE_SUFFIX = '.k';
 
-/** The file of `key` under `root`: the key validated, and each segment within the filesystem's limit. */
-export function localPathOf(root: string, key: string): string {
-  validateKey(key);
-  const segments = key.split('/');
-  if (segments.some((segment) => Buffer.byteLength(segment, 'utf8') > MAX_SEGMENT_BYTES)) {
-    throw new InvalidArgumentError(
-      'key',
-      `segments must be at most ${MAX_SEGMENT_BYTES} bytes on the local backend`,
+/**
+ * Where the keys of a local store live. A key whose segments all fit the filesystem's 255-byte
+ * name limit is the file of the same path under `root`, so people can read it and the migration
+ * can copy it. A key with a longer segment (valid: keys may have up to 1,024 bytes in one segment,
+ * as on Blob) lives in a parallel tree under `longRoot`: the hex of its UTF-8 bytes cut into
+ * folders of 252 characters, the last piece a file ending in `.k`. That path round-trips, and its
+ * byte order is the key's byte order (hex keeps byte order; `.` < `/` < hex digits settles a key
+ * that is the beginning of another), so a listing merges the two trees in key order.
+ *
+ * The rule that a key cannot also be the folder of another key holds across both trees
+ * ({@link LocalKeyTree.folderConflict}).
+ */
+export class LocalKeyTree {
+  constructor(
+    readonly root: string,
+    readonly longRoot: string,
+  ) {}
+
+  /** The file of `key`; validates it first. */
+  fileOf(key: string): string {
+    validateKey(key);
+    const segments = key.split('/');
+    if (segments.every((segment) => Buffer.byteLength(segment, 'utf8') <= MAX_SEGMENT_BYTES)) {
+      return path.join(this.root, ...segments);
+    }
+    return path.join(this.longRoot, ...longPath(key).split('/'));
+  }
+
+  /** The folder at which removing empty folders above a deleted key's file stops. */
+  rootOf(file: string): string {
+    return file.startsWith(this.longRoot + path.sep) ? this.longRoot : this.root;
+  }
+
+  /** Keys (files) with `prefix` strictly after `after`, ascending, at most `limit`. */
+  async keys(options: { prefix: string; after: string; limit: number }): Promise<string[]> {
+    const [plain, long] = await Promise.all([walkInKeyOrder(this.root, options), this.longKeys(options)]);
+    return mergeSorted(
+      plain.map((entry) => entry.key),
+      long,
+      options.limit,
     );
   }
-  return path.join(root, ...segments);
+
+  /** As {@link keys}, of the long tree only. */
+  async longKeys(options: { prefix: string; after: string; limit: number }): Promise<string[]> {
+    const files = await walkInKeyOrder(this.longRoot, {
+      prefix: longPath(options.prefix, false),
+      after: options.after === '' ? '' : longPath(options.after),
+      limit: options.limit,
+      include: (entry) => entry.kind === 'file' && entry.key.endsWith(LONG_FILE_SUFFIX),
+    });
+    return files.map((entry) => keyOfLongPath(entry.key));
+  }
+
+  /**
+   * True when storing `key` would make a key the folder of another across the two trees: a
+   * shorter key on its path is stored, or a key below it. (Within the plain tree the filesystem
+   * itself refuses such writes; this covers what involves the long tree, which is usually absent.)
+   */
+  async folderConflict(key: string): Promise<boolean> {
+    const segments = key.split('/');
+    const long = segments.some((segment) => Buffer.byteLength(segment, 'utf8') > MAX_SEGMENT_BYTES);
+    // A plain key's shorter keys are plain too: the filesystem refuses those conflicts itself.
+    if (long) {
+      for (let count = 1; count < segments.length; count++) {
+        if (await isFile(this.fileOf(segments.slice(0, count).join('/')))) return true;
+      }
+    }
+    // Keys below a long key are long; keys below a plain key may be either.
+    if (!(await exists(this.longRoot))) return false;
+    return (await this.longKeys({ prefix: `${key}/`, after: '', limit: 1 })).length > 0;
+  }
+}
+
+/** The long-tree path of `key`: hex in folders of LONG_CHUNK characters, a file ending in `.k`. */
+function longPath(key: string, asFile = true): string {
+  const hex = Buffer.from(key, 'utf8').toString('hex');
+  const pieces: string[] = [];
+  for (let at = 0; at < hex.length; at += LONG_CHUNK) pieces.push(hex.slice(at, at + LONG_CHUNK));
+  const joined = pieces.join('/');
+  // A prefix ending exactly at a folder boundary matches the folder and a file of that name.
+  return asFile ? joined + LONG_FILE_SUFFIX : joined;
+}
+
+function keyOfLongPath(file: string): string {
+  return Buffer.from(file.slice(0, -LONG_FILE_SUFFIX.length).replaceAll('/', ''), 'hex').toString('utf8');
+}
+
+/** The first `limit` of two ascending lists, merged. */
+export function mergeSorted(a: string[], b: string[], limit: number): string[] {
+  if (b.length === 0) return a.slice(0, limit);
+  const merged: string[] = [];
+  let i = 0;
+  let j = 0;
+  while (merged.length < limit && (i < a.length || j < b.length)) {
+    const next = j >= b.length || (i < a.length && compareKeys(a[i] ?? '', b[j] ?? '') < 0) ? a[i++] : b[j++];
+    if (next !== undefined) merged.push(next);
+  }
+  return merged;
+}
+
+async function exists(folder: string): Promise<boolean> {
+  try {
+    await fs.stat(folder);
+    return true;
+  } catch (error) {
+    if (isAbsence(error)) return false;
+    throw error;
+  }
+}
+
+async function isFile(file: string): Promise<boolean> {
+  try {
+    return (await fs.stat(file)).isFile();
+  } catch (error) {
+    if (isAbsence(error)) return false;
+    throw error;
+  }
 }
 
 /** Makes the folders above `file`; a key standing where a folder must be is a folderConflict. */

@@ -15,7 +15,15 @@ import {
 } from '../immutableObjectStore';
 import { KeyedMutex } from '../keyedMutex';
 import { writeDurableTempFile } from './durableTempFile';
-import { errnoOf, folderConflict, guarded, isAbsence, localPathOf, makeParentFolders } from './localFiles';
+import {
+  errnoOf,
+  folderConflict,
+  guarded,
+  isAbsence,
+  LocalKeyTree,
+  makeParentFolders,
+  mergeSorted,
+} from './localFiles';
 
 /**
  * The local filesystem implementation: each key is the file of the same path under `root`
@@ -27,17 +35,24 @@ import { errnoOf, folderConflict, guarded, isAbsence, localPathOf, makeParentFol
  * - A pointer is replaced the same way (temp file, then `rename`), under a per-key lock of this
  *   process; its first value is linked, so two first writers cannot both win. As for the key/value
  *   store, one process serves one data folder (instances that share state use the Blob backend).
+ * - A key with a segment over 255 bytes is kept in the parallel tree `<root>-long` (see
+ *   {@link LocalKeyTree}).
  */
 export class LocalImmutableObjectStore implements ImmutableObjectStore {
+  private readonly tree: LocalKeyTree;
+
   constructor(
     private readonly root: string,
     private readonly tmpDir: string,
-  ) {}
+  ) {
+    this.tree = new LocalKeyTree(root, `${root}-long`);
+  }
 
   async put(key: string, bytes: Buffer): Promise<PutResult> {
     checkObject(key, bytes);
     const file = this.pathOf(key);
     return guarded(async () => {
+      if (await this.tree.folderConflict(key)) throw folderConflict();
       const temp = await this.writeTemp(bytes);
       try {
         if (await this.placeNew(temp, file)) return { created: true };
@@ -71,11 +86,17 @@ export class LocalImmutableObjectStore implements ImmutableObjectStore {
     const folderKey = prefix.slice(0, prefix.lastIndexOf('/') + 1);
     const folder = path.join(this.root, ...folderKey.split('/').filter((segment) => segment !== ''));
     const found = await guarded(async () => {
-      const files = await walkInKeyOrder(folder, { prefix: prefix.slice(folderKey.length), limit: Infinity });
-      const sizes = await Promise.all(
-        files.map((file) => sizeIfFile(path.join(folder, ...file.key.split('/')))),
+      const [files, long] = await Promise.all([
+        walkInKeyOrder(folder, { prefix: prefix.slice(folderKey.length), limit: Infinity }),
+        this.tree.longKeys({ prefix, after: '', limit: Infinity }),
+      ]);
+      const keys = mergeSorted(
+        files.map((file) => folderKey + file.key),
+        long,
+        Infinity,
       );
-      return files.map((file, index) => ({ key: folderKey + file.key, size: sizes[index] ?? null }));
+      const sizes = await Promise.all(keys.map((key) => sizeIfFile(this.tree.fileOf(key))));
+      return keys.map((key, index) => ({ key, size: sizes[index] ?? null }));
     });
     // A file gone between the listing and its size is not listed.
     for (const { key, size } of found) if (size !== null) yield { key, size };
@@ -111,7 +132,7 @@ export class LocalImmutableObjectStore implements ImmutableObjectStore {
   }
 
   private pathOf(key: string): string {
-    return localPathOf(this.root, key);
+    return this.tree.fileOf(key);
   }
 
   /** Links `temp` to `file`; false when `file` exists. Makes missing parent folders. */

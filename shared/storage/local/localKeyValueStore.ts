@@ -2,7 +2,6 @@ import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 
 import { PayloadTooLargeError, PreconditionFailedError } from '../../errors';
-import { walkInKeyOrder } from '../../keyOrderWalk';
 import { checkConditions } from '../conditions';
 import { KeyedMutex } from '../keyedMutex';
 import type {
@@ -17,7 +16,7 @@ import type {
 } from '../keyValueStore';
 import { decodeCursor, encodeCursor } from '../listCursor';
 import { writeDurableTempFile } from './durableTempFile';
-import { errnoOf, folderConflict, guarded, isAbsence, localPathOf, makeParentFolders } from './localFiles';
+import { errnoOf, folderConflict, guarded, isAbsence, LocalKeyTree, makeParentFolders } from './localFiles';
 
 /**
  * The local filesystem implementation: each key is the file of the same path under
@@ -33,7 +32,8 @@ import { errnoOf, folderConflict, guarded, isAbsence, localPathOf, makeParentFol
  *   for one process per data folder (`npm start`); instances that share state use the Blob backend.
  * - A key cannot also be the folder of another key: that write is a {@link ConflictError}. Deleting
  *   the last key of a folder removes the empty folders above it.
- * - Path segments are limited to 255 bytes by the filesystem: longer ones are refused as invalid.
+ * - A key with a segment over the filesystem's 255-byte name limit is kept in a parallel tree
+ *   `<dataDir>/kv-long/<tenant>/` (see {@link LocalKeyTree}), so every valid key can be stored.
  */
 export class LocalKeyValueStoreFactory implements KeyValueStoreFactory {
   readonly kind = 'local';
@@ -47,7 +47,11 @@ export class LocalKeyValueStoreFactory implements KeyValueStoreFactory {
   }
 
   forTenant(tenant: string): KeyValueStore {
-    return new LocalKeyValueStore(path.join(this.dataDir, 'kv', tenant), this.tmpDir, this.maxValueBytes);
+    return new LocalKeyValueStore(
+      new LocalKeyTree(path.join(this.dataDir, 'kv', tenant), path.join(this.dataDir, 'kv-long', tenant)),
+      this.tmpDir,
+      this.maxValueBytes,
+    );
   }
 }
 
@@ -67,7 +71,7 @@ function etagOf(stat: { ino: bigint; mtimeNs: bigint }): string {
 
 class LocalKeyValueStore implements KeyValueStore {
   constructor(
-    private readonly root: string,
+    private readonly tree: LocalKeyTree,
     private readonly tmpDir: string,
     private readonly maxValueBytes: number,
   ) {}
@@ -106,6 +110,7 @@ class LocalKeyValueStore implements KeyValueStore {
           throw new PayloadTooLargeError(this.maxValueBytes, 'the value');
         const current = await statItem(file);
         checkConditions(conditions, current);
+        if (current === null && (await this.tree.folderConflict(key))) throw folderConflict();
         return this.replace(file, value, current, conditions.ifAbsent === true);
       }),
     );
@@ -118,6 +123,7 @@ class LocalKeyValueStore implements KeyValueStore {
         const current = await this.read(key);
         const currentItem = current && { etag: current.etag, size: current.value.length };
         checkConditions(conditions, currentItem);
+        if (currentItem === null && (await this.tree.folderConflict(key))) throw folderConflict();
         const size = (current?.value.length ?? 0) + bytes.length;
         if (size > this.maxValueBytes)
           throw new PayloadTooLargeError(this.maxValueBytes, 'the value after the append');
@@ -147,9 +153,7 @@ class LocalKeyValueStore implements KeyValueStore {
     const after = options.cursor === undefined ? '' : decodeCursor(options.cursor, prefix);
     return guarded(async () => {
       // One more than asked tells whether another page exists.
-      const keys = (await walkInKeyOrder(this.root, { prefix, after, limit: options.limit + 1 })).map(
-        (entry) => entry.key,
-      );
+      const keys = await this.tree.keys({ prefix, after, limit: options.limit + 1 });
       if (keys.length <= options.limit) return { keys, cursor: null };
       keys.length = options.limit;
       return { keys, cursor: encodeCursor(prefix, keys[keys.length - 1] ?? '') };
@@ -157,7 +161,7 @@ class LocalKeyValueStore implements KeyValueStore {
   }
 
   private pathOf(key: string): string {
-    return localPathOf(this.root, key);
+    return this.tree.fileOf(key);
   }
 
   /** Puts `value` at `file` atomically; `createOnly` fails (412) when the key exists by then. */
@@ -208,7 +212,8 @@ class LocalKeyValueStore implements KeyValueStore {
   }
 
   private async removeEmptyFolders(folder: string): Promise<void> {
-    for (let current = folder; current.startsWith(this.root + path.sep); current = path.dirname(current)) {
+    const root = this.tree.rootOf(folder);
+    for (let current = folder; current.startsWith(root + path.sep); current = path.dirname(current)) {
       try {
         await fs.rmdir(current);
       } catch (error) {
