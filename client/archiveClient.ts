@@ -22,7 +22,7 @@ import {
 import { CairnHttpError, keyPath, segment, Transport, type TransportOptions } from './transport';
 
 /**
- * The agent's side of session archives (brain's `Archive`), for Node code and the `cairn` CLI.
+ * The agent's side of session archives, for Node code and the `cairn` CLI.
  *
  * Publish splits every file of a session directory (`events.jsonl`, `native/**`) into 64 KiB blocks
  * of a generation, uploads only the blocks not uploaded before (it remembers them in

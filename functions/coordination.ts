@@ -22,7 +22,7 @@ import { json, parseQuery } from './http/request';
 import { readJsonBody } from './jsonBody';
 
 /**
- * Fleet coordination over HTTP (API.md §5): email cursor, watched chats, chat cursors and delivery
+ * Fleet coordination over HTTP (docs/coordination.md): email cursor, watched chats, chat cursors and delivery
  * claims, promises, interaction log. Everything lives in the caller's tenant's key/value space.
  * Handlers parse and validate (400 naming the field, 413 first), call shared/coordination, and
  * shape the answer; reads that fail report `unresolved` rather than 503 where §5 says so.

@@ -7,7 +7,7 @@ import { createLogger } from '../shared/logging';
 import { getServices } from '../shared/services';
 
 /**
- * The `emailWindowPoll` timer (API.md §5): for every tenant that initialised its email cursor,
+ * The `emailWindowPoll` timer (docs/coordination.md): for every tenant that initialised its email cursor,
  * claims the window from the cursor to now and enqueues it on CAIRN_EMAIL_WINDOW_QUEUE. Safe to run
  * twice or on two instances at once (see shared/coordination/emailWindowPoll.ts). Each tenant's
  * outcome is logged with the tenant; the invocation fails (throws) when any tenant needs attention,

@@ -6,7 +6,7 @@ import type { KeyValueStore } from '../shared/storage/keyValueStore';
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, readBody, writeConditions } from './http/request';
 
-/** Key/value with compare-and-swap (API.md §3). Every store is the caller's tenant's. */
+/** Key/value with compare-and-swap (docs/kv.md). Every store is the caller's tenant's. */
 
 /**
  * The key is the path after `/api/kv/` as the host's routing hands it over: each segment

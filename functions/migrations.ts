@@ -22,7 +22,7 @@ import { json } from './http/request';
 import { readJsonBody } from './jsonBody';
 
 /**
- * Local-to-blob migration as a durable orchestration (API.md §6): an HTTP starter, a deterministic
+ * Local-to-blob migration as a durable orchestration (docs/migration.md): an HTTP starter, a deterministic
  * orchestrator that pages through each source and fans out copy batches with bounded parallelism,
  * and two activities. Names are declared once here and shared by callers and registrations.
  */
@@ -189,7 +189,7 @@ function requireAdmin(call: AuthenticatedCall): void {
   if (!call.principal.admin) throw new ForbiddenError('migrations are for admins');
 }
 
-/** API.md §6 statuses from the durable runtime status. */
+/** The migration statuses of the API from the durable runtime status. */
 function statusOf(runtimeStatus: string): 'pending' | 'running' | 'completed' | 'failed' {
   switch (runtimeStatus) {
     case 'Pending':

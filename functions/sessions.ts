@@ -12,7 +12,7 @@ import { json, parseQuery, readBody } from './http/request';
 import { readJsonBody } from './jsonBody';
 
 /**
- * Session archives (API.md §4). Every route works for the caller's tenant: a session belongs to the
+ * Session archives (docs/archives.md). Every route works for the caller's tenant: a session belongs to the
  * tenant that first wrote to it; another tenant's write is 403 `tenant mismatch`, its read 404.
  */
 

@@ -16,7 +16,7 @@ import { ConfigurationError } from './errors';
 
 export const TENANT_ID_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
 
-/** A tenant id as API.md §1 defines it; `.` and `..` are refused because tenants name folders. */
+/** A tenant id: 1-64 characters of `[A-Za-z0-9._-]`; `.` and `..` are refused because tenants name folders. */
 export function isValidTenantId(tenant: string): boolean {
   return TENANT_ID_PATTERN.test(tenant) && tenant !== '.' && tenant !== '..';
 }
@@ -181,7 +181,7 @@ const QUEUE_NAME = /^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}$/;
 export const DEFAULT_EMAIL_POLL_SCHEDULE = '0 */1 * * * *';
 export const DEFAULT_EMAIL_WINDOW_QUEUE = 'email-windows';
 
-/** Reads a setting; the empty string counts as unset (as in entrabot). */
+/** Reads a setting; the empty string counts as unset (a half-set variable is no setting). */
 function read(env: Env, name: SettingName): string | undefined {
   const value = env[name]?.trim();
   return value === undefined || value === '' ? undefined : value;

@@ -1,6 +1,6 @@
 /**
  * The error taxonomy. Every error the domain raises on purpose is a {@link CairnError} with a stable
- * `code` from API.md §1 and a `fault`: `caller` when the request was wrong (4xx), `system` when Cairn
+ * `code` of the API's error JSON (docs/api.md) and a `fault`: `caller` when the request was wrong (4xx), `system` when Cairn
  * or its storage failed (5xx). The HTTP layer maps codes to statuses in exactly one place
  * (`functions/http/errorResponse.ts`); nothing else chooses a status.
  */

@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from './errors';
 
-/** Longest key in UTF-8 bytes (API.md §3; also Azure's blob name limit). */
+/** Longest key in UTF-8 bytes (also Azure's blob name limit). */
 export const MAX_KEY_BYTES = 1024;
 
 // eslint-disable-next-line no-control-regex

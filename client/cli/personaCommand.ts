@@ -8,7 +8,7 @@ import { ApiError, type ApiSettings, apiSettingsFrom, callApi, expectStatus } fr
 import type { CommandIo } from './migrateCommand';
 
 /**
- * `cairn persona push|pull --dir <d> [--prefix claude_memory]` (entrabot's PersonaBackend): copies
+ * `cairn persona push|pull --dir <d> [--prefix claude_memory]` : copies
  * a persona-memory folder into the caller's key/value space under the prefix, or back.
  * - push: every regular file not yet stored (create-only, never overwrites; existing keys are
  *   skipped); symbolic links and anything resolving outside the folder are errors, not followed.

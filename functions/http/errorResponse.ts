@@ -8,7 +8,7 @@ import {
 } from '../../shared/errors';
 import type { Logger } from '../../shared/logging';
 
-/** The one mapping from error codes to HTTP statuses (API.md §1). */
+/** The one mapping from error codes to HTTP statuses (docs/api.md). */
 export const STATUS_BY_CODE: Readonly<Record<ErrorCode, number>> = {
   invalid_argument: 400,
   unauthorized: 401,

@@ -27,7 +27,7 @@ export async function readBody(request: HttpRequest, limit: number): Promise<Buf
 // eslint-disable-next-line no-control-regex
 const ETAG = /^"[^"\u0000-\u001f\u007f]*"$/;
 
-/** If-Match / If-None-Match as store conditions (API.md §3); both at once is a 400. */
+/** If-Match / If-None-Match as store conditions (docs/kv.md); both at once is a 400. */
 export function writeConditions(request: HttpRequest): WriteConditions {
   const ifMatch = request.headers.get('if-match')?.trim();
   const ifNoneMatch = request.headers.get('if-none-match')?.trim();

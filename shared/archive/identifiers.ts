@@ -1,12 +1,12 @@
 import { InvalidArgumentError } from '../errors';
 
 /**
- * Names inside session archives (API.md §4). Session ids, generations and checkpoint ids share one
+ * Names inside session archives (docs/archives.md). Session ids, generations and checkpoint ids share one
  * alphabet; object keys inside a session are `blocks/<generation>/<index>` and
  * `tails/<checkpointId>/<generation>`. Everything is validated before any I/O.
  */
 
-/** A full block: files are split into blocks of exactly this size (brain's `BlockBytes`). */
+/** A full block: files are split into blocks of exactly this size . */
 export const BLOCK_BYTES = 64 * 1024;
 /** The most files one checkpoint may hold. */
 export const MAX_FILES_PER_CHECKPOINT = 128;

@@ -5,7 +5,7 @@ import { validateKey } from '../keys';
 import { ID_RULE, isValidId, LATEST, MAX_DATA_BYTES, MAX_FILES_PER_CHECKPOINT } from './identifiers';
 
 /**
- * Checkpoint manifests (API.md §4). A manifest is the commit point of a checkpoint: it is stored
+ * Checkpoint manifests (docs/archives.md). A manifest is the commit point of a checkpoint: it is stored
  * immutably under `checkpoints/<checkpointId>` only after every object it references is stored.
  */
 
@@ -33,16 +33,21 @@ export interface Manifest extends PublishRequest {
 
 const id = z.string({ error: ID_RULE }).refine(isValidId, ID_RULE);
 
-const path = z.string({ error: 'must be a key as in API.md §3' }).superRefine((value, context) => {
-  try {
-    validateKey(value, 'path');
-  } catch (error) {
-    context.addIssue({
-      code: 'custom',
-      message: error instanceof InvalidArgumentError ? error.message.replace(/^path: /, '') : 'is invalid',
-    });
-  }
-});
+const path = z
+  .string({
+    error:
+      'must be a key: /-separated non-empty segments, no . or .. segment, no \\ or control characters, at most 1024 bytes',
+  })
+  .superRefine((value, context) => {
+    try {
+      validateKey(value, 'path');
+    } catch (error) {
+      context.addIssue({
+        code: 'custom',
+        message: error instanceof InvalidArgumentError ? error.message.replace(/^path: /, '') : 'is invalid',
+      });
+    }
+  });
 
 const manifestFile = z.strictObject({
   path,

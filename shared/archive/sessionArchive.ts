@@ -32,7 +32,7 @@ import {
 } from './manifest';
 
 /**
- * Session archives (brain's `persistence.Archive`): objects, checkpoint manifests, the `latest`
+ * Session archives: objects, checkpoint manifests, the `latest`
  * pointer and the session index, for one tenant at a time.
  *
  * Store layout, per session `<sid>`: `<sid>/blocks/<generation>/<index>`, `<sid>/tails/<checkpointId>/<generation>`,

@@ -7,10 +7,10 @@ import { conditionalWrite, decodeUtf8, parseJson, readOutcome } from './conditio
 import { formatTimestamp, laterTimestamp, rfc3339Millis } from './timestamps';
 
 /**
- * Per-chat delivery cursors (entrabot `chat_cursors`), shared by every instance of a fleet, and
+ * Per-chat delivery cursors, shared by every instance of a fleet, and
  * `claimDelivery`: the compare-and-swap that hands each new message id to exactly one caller.
  *
- * ## Stored value (`chat_cursors/<percent-encoded chat id>.json`), the seed's shape
+ * ## Stored value (`chat_cursors/<percent-encoded chat id>.json`)
  *
  *     {"last_ts":"2026-11-29T21:16:51.123Z","seen_ids_tail":["1764450000000","1764450011000"],
  *      "bootstrapped":true,"last_written_at":"2026-11-29T21:16:52.000Z"}
@@ -137,7 +137,7 @@ export function undeliveredIds(cursor: ChatCursor | null, candidateIds: readonly
   return result;
 }
 
-/** The cursor after delivering `candidateIds` (seed rules: sorted tail of 50, later lastTs, stamped). */
+/** The cursor after delivering `candidateIds` (sorted tail of 50, later lastTs, stamped). */
 export function mergedChatCursor(
   cursor: ChatCursor | null,
   candidateIds: readonly string[],

@@ -1,7 +1,7 @@
 /**
  * Chat ids as fleet coordination accepts them. Every chat id ends up in a Graph URL path and in a
  * store key, so ids holding whitespace, `/`, `\`, `?`, `#`, `%` or control characters are refused
- * (entrabot drops them from the watched list for the same reason). Being a valid chat id grants
+ * (they are dropped from the watched list for the same reason). Being a valid chat id grants
  * nothing: authorisation happens elsewhere.
  */
 
@@ -32,9 +32,9 @@ export function isValidChatId(chatId: string): boolean {
 }
 
 /**
- * Percent-encodes a chat id exactly as entrabot's `quote(chat_id, safe="")` does (everything but
- * `A-Z a-z 0-9 _ . - ~`), so that `19:c@thread.v2` is stored at `chat_cursors/19%3Ac%40thread.v2.json`
- * in Cairn as in the original, and migrated state lines up.
+ * Percent-encodes a chat id: everything but `A-Z a-z 0-9 _ . - ~` (UTF-8 bytes, upper-case hex),
+ * so that `19:c@thread.v2` is stored at `chat_cursors/19%3Ac%40thread.v2.json`, the key that agents
+ * already keep their cursors under, and migrated state lines up.
  */
 export function encodeChatId(chatId: string): string {
   return encodeURIComponent(chatId).replace(

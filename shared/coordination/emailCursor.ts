@@ -5,7 +5,7 @@ import { conditionalWrite, decodeUtf8, parseJson, readOutcome, type WriteOutcome
 import { isRfc3339 } from './timestamps';
 
 /**
- * The shared email cursor of a tenant (entrabot `poll_state`): the instant up to which mail has been
+ * The shared email cursor of a tenant: the instant up to which mail has been
  * claimed by some instance of the fleet. Instances claim the window from the cursor to "now" with
  * ONE conditional write (If-Match the version they read) and no retry on conflict: losing means
  * another instance owns that window. None of these functions throws for a storage failure.
@@ -24,7 +24,7 @@ import { isRfc3339 } from './timestamps';
  *   queue, each leased to the run that is enqueueing it until `leaseExpires` (see emailWindowPoll.ts).
  *   Every writer carries them over unchanged, so a claim made through the API never drops them.
  *
- * A value that is just an RFC 3339 timestamp (entrabot's format, or one written by hand) is read as
+ * A value that is just an RFC 3339 timestamp (the format older agents write, or one written by hand) is read as
  * a cursor with no recent claims and no pending windows. Anything else (invalid JSON, unknown
  * fields, a cursor that is not RFC 3339) is `unresolved`: never `absent`, and never overwritten.
  */
@@ -71,7 +71,7 @@ export type PresentEmailCursor = Extract<EmailCursorRead, { outcome: 'present' }
 
 export type EmailClaim = 'won' | 'lost' | 'failed' | 'unknown';
 
-/** What a caller asks to claim: the seed's `claim_email_window(new_cursor, etag, claim_id, prior_claims)`. */
+/** What a caller asks to claim: `claim(newCursor, etag, claimId, priorClaims)`. */
 export interface EmailClaimRequest {
   readonly newCursor: string;
   /** The ETag of the cursor version the window starts from, as read. */

@@ -29,7 +29,7 @@ import { compareTimestamps, formatTimestamp } from './timestamps';
  * - Enqueue first, claim second: a run that enqueues and then loses the claim (or dies before it)
  *   leaves a message for a window another run also enqueues. Queue Storage has no deduplication and
  *   no client-chosen message ids, so the extra message cannot be withdrawn reliably. Rejected.
- * - Claim first, enqueue second (the seed's order), but with the claimed window written into the
+ * - Claim first, enqueue second, but with the claimed window written into the
  *   cursor in the same conditional write (`pendingWindows`, leased to the claiming run): if the
  *   enqueue then fails, or the run dies, the window is not lost. It stays in the cursor until a
  *   run enqueues it and removes it (the "confirm" write). A failed send releases the lease at once,

@@ -6,8 +6,8 @@ import { decodeUtf8, parseJson } from './conditionalWrite';
 import { formatTimestamp, utcDay } from './timestamps';
 
 /**
- * The interaction log (entrabot `tools/interaction_log.py`): one JSONL file per UTC day,
- * `interactions/<YYYY-MM-DD>.jsonl`, one line per interaction, in the seed's shape:
+ * The interaction log: one JSONL file per UTC day,
+ * `interactions/<YYYY-MM-DD>.jsonl`, one line per interaction, in this shape:
  *
  *     {"id":"<uuid4>","ts":"…","channel":"teams","direction":"inbound","sender":"…","summary":"…",
  *      "recipient":"…","action":"…","content_ref":"…","metadata":{…}}

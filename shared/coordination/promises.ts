@@ -8,8 +8,8 @@ import { decodeUtf8, parseJson } from './conditionalWrite';
 import { formatTimestamp, rfc3339Millis } from './timestamps';
 
 /**
- * Promises an agent made in a chat (entrabot `tools/promises.py`), one tenant-wide JSONL file,
- * `promises.jsonl`. Each line is one version of a promise, in the seed's shape:
+ * Promises an agent made in a chat, one tenant-wide JSONL file,
+ * `promises.jsonl`. Each line is one version of a promise, in this shape:
  *
  *     {"id":"<uuid4 hex>","created_at":"…","chat_id":"…","description":"…","due_by":"…","status":"open"}
  *     {"id":"<same>","created_at":"…","chat_id":"…","description":"…","status":"resolved","resolved_at":"…","resolution":"…"}
@@ -151,7 +151,7 @@ export function compacted(promises: readonly PromiseRecord[], now: Date): string
 
 /**
  * Reads, lets `change` decide, and writes what it returns with If-Match (create-only when absent):
- * the seed's shape, retried once on a conflict, then ConflictError. `change` returns no `text` to
+ * the shape above, retried once on a conflict, then ConflictError. `change` returns no `text` to
  * write nothing. Storage failures throw.
  */
 async function changePromises<T>(

@@ -1,5 +1,5 @@
 /**
- * RFC 3339 timestamps as the coordination state stores them (API.md §1: UTC, `2026-11-29T21:16:51.123Z`).
+ * RFC 3339 timestamps as the coordination state stores them (UTC, `2026-11-29T21:16:51.123Z`).
  * Stored values written by others may carry an offset or more than millisecond precision; they are
  * accepted and compared exactly, never rounded.
  */
@@ -46,7 +46,7 @@ export function rfc3339Millis(value: string): number | null {
 
 /**
  * Orders two timestamps by the instant they name (so `…15Z` < `…15.261Z`, and offsets count).
- * When either does not parse, falls back to plain string order, as entrabot does.
+ * When either does not parse, falls back to plain string order (values written by older agents).
  */
 export function compareTimestamps(a: string, b: string): number {
   const left = parseRfc3339(a);

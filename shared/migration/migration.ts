@@ -7,8 +7,7 @@ import { validateKey } from '../keys';
 import type { KeyValueStore } from '../storage/keyValueStore';
 
 /**
- * Moving a machine's local state into a tenant's key/value space (entrabot's
- * `migrate_local_to_backend`): every file under a source root is copied to `prefix/relative/path`
+ * Moving a machine's local state into a tenant's key/value space: every file under a source root is copied to `prefix/relative/path`
  * (the relative path alone for an empty prefix); a key that exists is skipped, never overwritten;
  * sources are never changed; a missing root is skipped; per-file problems are recorded and the rest
  * goes on; at the root prefix the poll-state, chat-cursor and lock keys are neither copied nor
@@ -68,7 +67,7 @@ export function targetKey(prefix: string, relativePath: string): string {
 }
 
 interface SourcePage {
-  /** False when the root does not exist (skipped, as in the seed). */
+  /** False when the root does not exist (skipped, not an error). */
   readonly exists: boolean;
   /** Relative POSIX paths, in key order (excluded root keys left out). */
   readonly files: string[];
@@ -115,7 +114,7 @@ export interface CopyBatch {
 
 /** What to do with one page of a source: only key ranges and counts, never the file names. */
 export interface SourcePlan {
-  /** False when the root does not exist (skipped, as in the seed). */
+  /** False when the root does not exist (skipped, not an error). */
   readonly exists: boolean;
   /** Files of the page already stored in the target: skipped, never overwritten. */
   readonly stored: number;

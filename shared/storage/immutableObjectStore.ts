@@ -2,7 +2,7 @@ import { ConflictError, InvalidArgumentError, PayloadTooLargeError } from '../er
 import { validateKey } from '../keys';
 
 /**
- * The storage contract of session archives (brain's `persistence.Objects`, done strictly): write-once
+ * The storage contract of session archives: write-once
  * objects (blocks, tails, manifests) plus one kind of mutable value, the pointer (`latest`), moved
  * only by compare-and-swap. Keys are global to the store (session archives are not tenant-scoped
  * in storage: the session index decides who owns a session, before any byte is written).
@@ -22,7 +22,7 @@ import { validateKey } from '../keys';
  *   told the current value.
  */
 
-/** The largest object, in bytes (brain's `MaxObjectBytes = 2 << 20`). */
+/** The largest object, in bytes (2 MiB). */
 export const MAX_OBJECT_BYTES = 2 * 1024 * 1024;
 
 export interface ObjectInfo {

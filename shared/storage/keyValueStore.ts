@@ -1,5 +1,5 @@
 /**
- * The key/value storage contract (entrabot's MemoryBackend, done right). One store holds one
+ * The key/value storage contract. One store holds one
  * namespace, a tenant's; {@link KeyValueStoreFactory} hands out the store of a tenant.
  *
  * Every implementation MUST:

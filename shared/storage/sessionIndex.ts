@@ -1,5 +1,5 @@
 /**
- * The tenant-scoped session index (brain's `persistence.Metadata`, plus ownership): who owns a
+ * The tenant-scoped session index, with ownership: who owns a
  * session id, and per tenant one record per session with its latest checkpoint.
  *
  * Every implementation MUST:

@@ -15,7 +15,7 @@ import {
 import { azurite } from '../support/azurite';
 import { drainQueue, freshQueue } from '../unit/coordinationSupport';
 
-/** API.md §5 over real HTTP, against the app in the local runtime, on both backends. */
+/** Fleet coordination over real HTTP, against the app in the local runtime, on both backends. */
 
 type Call = ReturnType<typeof client>;
 type Json = Record<string, unknown>;
@@ -233,7 +233,7 @@ describe.each<Backend>(['local', 'blob'])('fleet coordination API on the %s back
     expect(await ok(await asAlpha('/api/poll/watched-chats'))).toStrictEqual(listed);
   });
 
-  it('claims deliveries on a chat cursor and reads the cursor back in the seed shape', async () => {
+  it('claims deliveries on a chat cursor and reads the cursor back in the stored shape', async () => {
     expect(await ok(await asAlpha(`${chatPath(CHAT)}/cursor`))).toStrictEqual({
       outcome: 'absent',
       cursor: null,

@@ -12,7 +12,7 @@ import {
 } from '../support/app';
 import { azurite } from '../support/azurite';
 
-/** API.md §1-§3 over real HTTP, against the app served by the local runtime, on both backends. */
+/** The common rules and key/value over real HTTP, against the app served by the local runtime, on both backends. */
 
 const MAX = 2 * 1024 * 1024;
 

@@ -18,7 +18,7 @@ import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 
 /**
- * The migration end to end (API.md §6): HTTP starter, the durable orchestration run by the local
+ * The migration end to end (docs/migration.md): HTTP starter, the durable orchestration run by the local
  * runtime through the real durable-functions library, activities writing to Azurite.
  */
 

@@ -21,7 +21,7 @@ import { azurite } from '../support/azurite';
 import { sessionIndexSettings } from '../support/tables';
 import { sha256, splitFile } from '../unit/archiveTestKit';
 
-/** API.md §4 over real HTTP, against the app served by the local runtime, on both backends. */
+/** Session archives over real HTTP, against the app served by the local runtime, on both backends. */
 
 type Caller = ReturnType<typeof client>;
 

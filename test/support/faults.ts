@@ -3,7 +3,7 @@ import { expect } from 'vitest';
 import type { client } from './app';
 
 /**
- * Sends `init` to `path` while the storage is down and expects what API.md promises for a storage
+ * Sends `init` to `path` while the storage is down and expects what the API promises for a storage
  * fault: 503 `storage_unavailable` with `Retry-After: 1`, never 404, within 10 s.
  */
 export async function expectStorageUnavailable(

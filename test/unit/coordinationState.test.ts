@@ -299,7 +299,7 @@ describe.each(BACKENDS)('coordination state on the %s backend', (backend) => {
     const ids = (from: number, count: number) =>
       Array.from({ length: count }, (_, i) => String(1_764_450_000_000 + from + i));
 
-    it('stores the cursor at the percent-encoded key, in the seed shape', async () => {
+    it('stores the cursor at the percent-encoded key, in the stored shape', async () => {
       const store = newStore();
       const claim = await claimDelivery(store, CHAT, ['2', '1'], {
         lastTs: '2026-04-17T10:00:15Z',
@@ -474,7 +474,7 @@ describe.each(BACKENDS)('coordination state on the %s backend', (backend) => {
       const before = await store.read(PROMISES_KEY);
       expect(await resolvePromise(store, promise.id, 'again', new Date(T2))).toEqual(resolved);
       expect((await store.read(PROMISES_KEY))?.etag).toBe(before?.etag);
-      // The seed's line shape: one line per version, snake_case, absent fields left out.
+      // The stored line shape: one line per version, snake_case, absent fields left out.
       const lines = ((await text(store, PROMISES_KEY)) ?? '')
         .trim()
         .split('\n')

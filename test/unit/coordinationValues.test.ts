@@ -66,7 +66,7 @@ describe('timestamps', () => {
 });
 
 describe('chat ids', () => {
-  it('percent-encodes exactly as entrabot quote(chat_id, safe="")', () => {
+  it('percent-encodes everything but unreserved ASCII, in upper-case hex', () => {
     expect(encodeChatId('19:c@thread.v2')).toBe('19%3Ac%40thread.v2');
     expect(encodeChatId("a!b'(c)*")).toBe('a%21b%27%28c%29%2A');
     expect(encodeChatId('A-z_0.9~')).toBe('A-z_0.9~');
@@ -117,7 +117,7 @@ describe('email cursor values', () => {
     expect(parseEmailCursorValue(bytes)).toEqual(state);
   });
 
-  it("reads a bare timestamp (entrabot's format) and refuses what it does not understand", () => {
+  it('reads a bare timestamp (the format older agents write) and refuses what it does not understand', () => {
     expect(parseEmailCursorValue(Buffer.from(' 2026-11-29T21:16:51Z\n'))).toEqual({
       cursor: '2026-11-29T21:16:51Z',
       recentClaims: [],

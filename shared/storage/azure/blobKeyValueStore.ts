@@ -346,7 +346,7 @@ class BlobKeyValueStore implements KeyValueStore {
     }
   }
 
-  /** Runs a conditional write; a lost one is reported with the current ETag (API.md: 412 carries it). */
+  /** Runs a conditional write; a lost one is reported with the current ETag (a 412 answer carries it). */
   private async withCurrentEtag(
     blob: BlockBlobClient,
     abortSignal: AbortSignal,
