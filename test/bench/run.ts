@@ -1,12 +1,19 @@
 /**
- * `npm run bench -- <name>...`: runs the named benchmarks (all when none is named) and prints
- * their markdown tables. Each starts its own Azurite and apps; nothing else needs to run.
+ * `npm run bench -- <name>...` (or `all`): runs the named benchmarks, prints their markdown, and
+ * records each run in `docs/benchmarks.json`; `docs/benchmark-results.md` is then rendered from that
+ * file alone, so every figure in the docs is one this code printed. A run of some benchmarks
+ * replaces their entries and keeps the others'. Each bench starts its own Azurite and apps.
  */
+import { readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
 import { cleanUp } from '../support/cleanup';
 import { runArchiveBench } from './archive';
 import { runCoordinationBench } from './coordination';
 import { runKvBench } from './kv';
 import { runMigrationBench } from './migration';
+import { type BenchRecord, type BenchResults, renderResults } from './results';
 
 const benches: Record<string, (progress: (line: string) => void) => Promise<string>> = {
   archive: runArchiveBench,
@@ -15,16 +22,46 @@ const benches: Record<string, (progress: (line: string) => void) => Promise<stri
   migration: runMigrationBench,
 };
 
+const RESULTS_JSON = path.resolve('docs/benchmarks.json');
+const RESULTS_MD = path.resolve('docs/benchmark-results.md');
+
+function readResults(): BenchResults {
+  try {
+    return JSON.parse(readFileSync(RESULTS_JSON, 'utf8')) as BenchResults;
+  } catch {
+    return { benches: {} };
+  }
+}
+
 async function main(): Promise<void> {
-  const names = process.argv.slice(2);
-  for (const name of names.length === 0 ? Object.keys(benches) : names) {
-    const bench = benches[name];
-    if (bench === undefined)
-      throw new Error(`unknown benchmark ${name}; known: ${Object.keys(benches).join(', ')}`);
+  const asked = process.argv.slice(2);
+  const names = asked.length === 0 || asked.includes('all') ? Object.keys(benches) : asked;
+  for (const name of names) {
+    if (benches[name] === undefined) {
+      throw new Error(`unknown benchmark ${name}; known: all, ${Object.keys(benches).join(', ')}`);
+    }
+  }
+  for (const name of names) {
+    const bench = benches[name]!;
     const started = Date.now();
-    console.log(`## ${name} (node ${process.version}, ${new Date().toISOString()})\n`);
-    console.log(await bench((line) => console.error(`  ${line}`)));
-    console.log(`\n(${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
+    const startedAt = new Date(started).toISOString();
+    console.log(`## ${name} (node ${process.version}, ${startedAt})\n`);
+    const markdown = await bench((line) => console.error(`  ${line}`));
+    const record: BenchRecord = {
+      startedAt,
+      seconds: Math.round((Date.now() - started) / 1000),
+      node: process.version,
+      cpus: os.cpus().length,
+      command: `npm run bench -- ${name}`,
+      markdown,
+    };
+    console.log(markdown);
+    console.log(`\n(${record.seconds} s)\n`);
+    // Written after each bench, so a later failure keeps the figures already measured.
+    const results = readResults();
+    results.benches[name] = record;
+    writeFileSync(RESULTS_JSON, JSON.stringify(results, null, 2) + '\n');
+    writeFileSync(RESULTS_MD, renderResults(results));
   }
 }
 
