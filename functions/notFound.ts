@@ -6,7 +6,9 @@ import { httpHandler, registerHttp } from './http/pipeline';
  * A catch-all template has the lowest precedence on the Functions host and in the local runtime.
  */
 function noRoute(): Promise<never> {
-  return Promise.reject(new NotFoundError('no such route; see API.md for the routes Cairn serves'));
+  return Promise.reject(
+    new NotFoundError('no such route; GET /api/openapi.json lists the routes Cairn serves'),
+  );
 }
 
 export const notFound = httpHandler(
