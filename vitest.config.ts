@@ -4,7 +4,7 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/support/globalSetup.ts'],
-    setupFiles: ['test/support/setup.ts'],
+    setupFiles: ['test/support/setup.ts', 'test/support/contractHooks.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',

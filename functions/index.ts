@@ -8,6 +8,7 @@ import './health';
 import './kv';
 import './migrations';
 import './notFound';
+import './openapi';
 import './sessions';
 
 import { getServices } from '../shared/services';

@@ -32,6 +32,15 @@ export interface AuthenticatedCall extends Call {
 
 export type HttpHandler = (request: HttpRequest, context: InvocationContext) => Promise<HttpResponseInit>;
 
+/**
+ * A route's handler, carrying the methods it serves. Routes register every method (see
+ * {@link registerHttp}), so the registration alone does not say which ones the route answers;
+ * this does, for whoever reads the registrations (the test that holds the OpenAPI document to them).
+ */
+export interface RouteHandler extends HttpHandler {
+  readonly methods: readonly HttpMethod[];
+}
+
 type RouteHandlers<C> = Partial<
   Record<HttpMethod, (request: HttpRequest, call: C) => Promise<HttpResponseInit>>
 >;
@@ -52,18 +61,18 @@ function logSinkOf(context: InvocationContext) {
  * `Allow` for the others), authentication (unless `anonymous`), and the single error mapping. The
  * route's handlers only parse, call `shared/` and shape the answer.
  */
-export function httpHandler(name: string, handlers: RouteHandlers<AuthenticatedCall>): HttpHandler;
+export function httpHandler(name: string, handlers: RouteHandlers<AuthenticatedCall>): RouteHandler;
 export function httpHandler(
   name: string,
   handlers: RouteHandlers<Call>,
   options: { anonymous: true },
-): HttpHandler;
+): RouteHandler;
 export function httpHandler(
   name: string,
   handlers: RouteHandlers<AuthenticatedCall> | RouteHandlers<Call>,
   options: { anonymous?: boolean } = {},
-): HttpHandler {
-  const allowed = Object.keys(handlers);
+): RouteHandler {
+  const allowed = Object.keys(handlers) as HttpMethod[];
   const handle = async (request: HttpRequest, context: InvocationContext): Promise<HttpResponseInit> => {
     const started = performance.now();
     const offered = request.headers.get('x-request-id');
@@ -115,8 +124,9 @@ export function httpHandler(
     );
     return response;
   };
-  return (request, context) =>
+  const handler: HttpHandler = (request, context) =>
     withLogSink(context.invocationId, logSinkOf(context), () => handle(request, context));
+  return Object.assign(handler, { methods: Object.freeze([...allowed]) });
 }
 
 /**

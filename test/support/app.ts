@@ -5,6 +5,7 @@ import path from 'node:path';
 
 import { AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { sha256Hex } from '../../shared/auth';
+import { checkAnswer } from './answerContract';
 import { onCleanUp, tempDir } from './cleanup';
 
 export const SERVE_SCRIPT = path.resolve('dist/dev/host/serve.js');
@@ -113,18 +114,46 @@ export function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 'SIGTE
   });
 }
 
-/** A small HTTP client for one caller. */
-export function client(baseUrl: string, key?: string) {
-  return (pathname: string, init: RequestInit = {}) => {
+/**
+ * A small HTTP client for one caller. Every answer is checked against the OpenAPI document (status,
+ * declared headers, JSON body); one that differs rejects (see answerContract.ts). `contract: false`
+ * is for apps that are not Cairn (the local runtime's test fixtures).
+ */
+export function client(baseUrl: string, key?: string, options: { contract?: boolean } = {}) {
+  return async (pathname: string, init: RequestInit = {}) => {
     const headers = new Headers(init.headers);
     if (key !== undefined && !headers.has('authorization')) headers.set('authorization', `Bearer ${key}`);
-    return fetch(baseUrl + pathname, { ...init, headers });
+    const response = await fetch(baseUrl + pathname, { ...init, headers });
+    if (options.contract !== false) {
+      const isJson = /^application\/json\b/i.test(response.headers.get('content-type') ?? '');
+      // A clone, so that the test still reads the body; only JSON is read (bytes may be large or cut).
+      const text = isJson ? await response.clone().text() : undefined;
+      checkAnswer({
+        method: init.method ?? 'GET',
+        path: pathname,
+        status: response.status,
+        header: (name) => response.headers.get(name) ?? undefined,
+        json: parsedJson(text),
+      });
+    }
+    return response;
   };
+}
+
+/** The body as JSON, or the text itself when it is not JSON (so that the check reports it). */
+function parsedJson(text: string | undefined): unknown {
+  if (text === undefined || text === '') return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
 }
 
 /**
  * A request with the path sent exactly as given. `fetch` normalises paths the WHATWG way
  * (`a/%2E%2E/b` becomes `b`) before sending, which would hide what the server does with them.
+ * The answer is checked against the OpenAPI document as {@link client}'s are.
  */
 export function rawRequest(
   baseUrl: string,
@@ -138,13 +167,31 @@ export function rawRequest(
       (response) => {
         const chunks: Buffer[] = [];
         response.on('data', (chunk: Buffer) => chunks.push(chunk));
-        response.on('end', () =>
-          resolve({
+        response.on('end', () => {
+          const answer = {
             status: response.statusCode ?? 0,
             headers: response.headers,
             body: Buffer.concat(chunks).toString(),
-          }),
-        );
+          };
+          const header = (name: string) => {
+            const value = response.headers[name.toLowerCase()];
+            return Array.isArray(value) ? value.join(', ') : value;
+          };
+          try {
+            checkAnswer({
+              method: init.method ?? 'GET',
+              path: rawPath,
+              status: answer.status,
+              header,
+              json: /^application\/json\b/i.test(header('content-type') ?? '')
+                ? parsedJson(answer.body)
+                : undefined,
+            });
+            resolve(answer);
+          } catch (error) {
+            reject(error instanceof Error ? error : new Error(String(error)));
+          }
+        });
       },
     );
     request.on('error', reject);

@@ -1,0 +1,507 @@
+import { BLOCK_BYTES, MAX_DATA_BYTES, MAX_FILES_PER_CHECKPOINT } from '../archive/identifiers';
+import { MAX_KEY_BYTES } from '../keys';
+import { header, type JsonObject, REQUEST_ID_HEADER, type Schema, schemaRef } from './openapiKit';
+
+/**
+ * The shared parts of the OpenAPI document: schemas of names and bodies, the error answers, the
+ * common headers and parameters, and the security schemes. Patterns mirror the validation in
+ * shared/ (keys.ts, archive/identifiers.ts, coordination/chatIds.ts); where a rule cannot be a
+ * pattern (bytes of UTF-8), the description says it.
+ */
+
+const nullable = (schema: Schema): Schema => ({ ...schema, type: [schema['type'] as string, 'null'] });
+
+/** RFC 3339 date-time, as Cairn writes them in UTC (`2026-11-29T21:16:51.123Z`). */
+const timestamp: Schema = {
+  type: 'string',
+  format: 'date-time',
+  description: 'RFC 3339 date-time; Cairn writes UTC with milliseconds, e.g. 2026-11-29T21:16:51.123Z.',
+};
+
+const ID_PATTERN = String.raw`^(?!\.\.?$)[A-Za-z0-9._-]{1,128}$`;
+const ID_SEGMENT = String.raw`(?!\.\.?/)[A-Za-z0-9._-]{1,128}`;
+const ID_LAST_SEGMENT = String.raw`(?!\.\.?$)[A-Za-z0-9._-]{1,128}`;
+
+const schemas: Record<string, Schema> = {
+  Key: {
+    type: 'string',
+    minLength: 1,
+    maxLength: MAX_KEY_BYTES,
+    pattern: String.raw`^(?!/)(?!.*/$)(?!.*//)(?!(?:.*/)?\.\.?(?:/|$))[^\\\u0000-\u001F\u007F]+$`,
+    description:
+      `A key: 1-${MAX_KEY_BYTES} bytes of UTF-8, "/"-separated non-empty segments, no "." or ".." ` +
+      'segment, no backslash, no control characters.',
+  },
+  Id: {
+    type: 'string',
+    pattern: ID_PATTERN,
+    description:
+      'A session id, generation or checkpoint id: 1-128 characters of [A-Za-z0-9._-], not "." or "..".',
+  },
+  TenantId: {
+    type: 'string',
+    pattern: String.raw`^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$`,
+    description: 'A tenant id: 1-64 characters of [A-Za-z0-9._-], not "." or "..".',
+  },
+  ChatId: {
+    type: 'string',
+    minLength: 1,
+    pattern: String.raw`^[^\s/\\?#%\u0000-\u001F\u007F-\u009F]+$`,
+    description:
+      'A chat id: no whitespace, "/", "\\", "?", "#", "%" or control characters; at most 250 bytes once percent-encoded.',
+  },
+  ClaimId: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
+  Etag: {
+    type: 'string',
+    pattern: String.raw`^"[^"\u0000-\u001F\u007F]*"$`,
+    description: 'An opaque ETag, quoted, as Cairn returned it. It changes on every successful write.',
+  },
+  Timestamp: timestamp,
+  WriteResult: {
+    type: 'object',
+    required: ['key', 'etag', 'size'],
+    additionalProperties: false,
+    properties: {
+      key: schemaRef('Key'),
+      etag: schemaRef('Etag'),
+      size: { type: 'integer', minimum: 0, description: 'The size of the stored value in bytes.' },
+    },
+  },
+  KeyPage: {
+    type: 'object',
+    required: ['keys', 'cursor'],
+    additionalProperties: false,
+    properties: {
+      keys: { type: 'array', items: schemaRef('Key') },
+      cursor: nullable({
+        type: 'string',
+        description: 'Opaque; pass it as `cursor` for the next page. Null on the last page.',
+      }),
+    },
+  },
+  ObjectStored: {
+    type: 'object',
+    required: ['key', 'size'],
+    additionalProperties: false,
+    properties: { key: { type: 'string' }, size: { type: 'integer', minimum: 1 } },
+  },
+  ManifestFile: {
+    type: 'object',
+    required: ['path', 'generation', 'size', 'sha256'],
+    additionalProperties: false,
+    properties: {
+      path: schemaRef('Key'),
+      generation: schemaRef('Id'),
+      size: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
+      sha256: { type: 'string', pattern: '^[0-9a-fA-F]{64}$', description: 'Hex SHA-256 of the whole file.' },
+    },
+    description:
+      `A file of \`size\` bytes is blocks 0 … floor(size/${BLOCK_BYTES})-1 of its generation and, when ` +
+      `size % ${BLOCK_BYTES} > 0, the tail tails/<checkpointId>/<generation> of that length.`,
+  },
+  CheckpointData: nullable({
+    type: 'object',
+    description: `Any JSON object of at most ${MAX_DATA_BYTES} bytes, or null.`,
+  }),
+  PublishRequest: {
+    type: 'object',
+    required: ['checkpointId', 'files'],
+    additionalProperties: false,
+    properties: {
+      checkpointId: { allOf: [schemaRef('Id')], not: { const: 'latest' } },
+      parent: {
+        ...nullable({ type: 'string', pattern: ID_PATTERN }),
+        default: null,
+        description: 'The checkpoint this one follows; null (the default) for the first.',
+      },
+      files: {
+        type: 'array',
+        maxItems: MAX_FILES_PER_CHECKPOINT,
+        items: schemaRef('ManifestFile'),
+        description: 'Paths and generations are unique within a checkpoint.',
+      },
+      data: { ...schemaRef('CheckpointData'), default: null },
+    },
+  },
+  Published: {
+    type: 'object',
+    required: ['checkpointId', 'latest'],
+    additionalProperties: false,
+    properties: { checkpointId: schemaRef('Id'), latest: schemaRef('Id') },
+  },
+  Manifest: {
+    type: 'object',
+    required: ['checkpointId', 'parent', 'createdAt', 'files', 'data'],
+    additionalProperties: false,
+    properties: {
+      checkpointId: schemaRef('Id'),
+      parent: nullable({ type: 'string', pattern: ID_PATTERN }),
+      createdAt: timestamp,
+      files: { type: 'array', items: schemaRef('ManifestFile') },
+      data: schemaRef('CheckpointData'),
+    },
+  },
+  Session: {
+    type: 'object',
+    required: ['id', 'checkpointId', 'updatedAt', 'data'],
+    additionalProperties: false,
+    properties: {
+      id: schemaRef('Id'),
+      checkpointId: { ...schemaRef('Id'), description: 'The latest checkpoint the index knows of.' },
+      updatedAt: timestamp,
+      data: schemaRef('CheckpointData'),
+    },
+  },
+  SessionPage: {
+    type: 'object',
+    required: ['sessions', 'next'],
+    additionalProperties: false,
+    properties: {
+      sessions: { type: 'array', items: schemaRef('Session') },
+      next: {
+        ...nullable({ type: 'string', pattern: ID_PATTERN }),
+        description: 'The last id of this page when more follow (pass it as `after`), else null.',
+      },
+    },
+  },
+  ObjectKey: {
+    type: 'string',
+    pattern: `^(?:blocks/${ID_SEGMENT}/(?:0|[1-9][0-9]{0,14})|tails/${ID_SEGMENT}/${ID_LAST_SEGMENT})$`,
+    description:
+      `blocks/<generation>/<index> (exactly ${BLOCK_BYTES} bytes) or tails/<checkpointId>/<generation> ` +
+      `(1-${BLOCK_BYTES - 1} bytes); <index> is a decimal number without leading zeros.`,
+  },
+  EmailCursor: {
+    oneOf: [
+      {
+        type: 'object',
+        required: ['outcome', 'cursor', 'etag', 'recentClaims'],
+        additionalProperties: false,
+        properties: {
+          outcome: { const: 'present' },
+          cursor: timestamp,
+          etag: schemaRef('Etag'),
+          recentClaims: {
+            type: 'array',
+            items: schemaRef('ClaimId'),
+            description: 'The latest claims that moved the cursor, newest last.',
+          },
+        },
+      },
+      {
+        type: 'object',
+        required: ['outcome', 'cursor', 'etag', 'recentClaims'],
+        additionalProperties: false,
+        properties: {
+          outcome: {
+            enum: ['absent', 'unresolved'],
+            description:
+              'absent: the read succeeded and found no cursor. unresolved: the read failed or the value is not a cursor (never reported as absent).',
+          },
+          cursor: { type: 'null' },
+          etag: { type: 'null' },
+          recentClaims: { type: 'array', maxItems: 0 },
+        },
+      },
+    ],
+  },
+  EmailClaim: {
+    type: 'object',
+    required: ['newCursor', 'etag', 'claimId'],
+    additionalProperties: false,
+    properties: {
+      newCursor: timestamp,
+      etag: {
+        type: 'string',
+        pattern: String.raw`^"[^"\u0000-\u001F\u007F]{1,256}"$`,
+        description: 'The ETag of the cursor as read (GET /api/poll/email-cursor).',
+      },
+      claimId: schemaRef('ClaimId'),
+      priorClaims: { type: 'array', maxItems: 64, items: schemaRef('ClaimId') },
+    },
+  },
+  WatchedChats: {
+    oneOf: [
+      {
+        type: 'object',
+        required: ['outcome', 'chatIds', 'etag'],
+        additionalProperties: false,
+        properties: {
+          outcome: { const: 'present' },
+          chatIds: { type: 'array', items: { type: 'string' } },
+          etag: schemaRef('Etag'),
+        },
+      },
+      {
+        type: 'object',
+        required: ['outcome', 'chatIds', 'etag'],
+        additionalProperties: false,
+        properties: {
+          outcome: { enum: ['absent', 'unresolved'] },
+          chatIds: { type: 'array', maxItems: 0 },
+          etag: { type: 'null' },
+        },
+      },
+    ],
+  },
+  ChatCursor: {
+    type: 'object',
+    required: ['lastTs', 'seenIdsTail', 'bootstrapped', 'lastWrittenAt'],
+    additionalProperties: false,
+    properties: {
+      lastTs: nullable({ type: 'string', description: 'The newest message time seen, as stored.' }),
+      seenIdsTail: {
+        type: 'array',
+        items: { type: 'string' },
+        description: 'The ids of the latest messages delivered, newest last.',
+      },
+      bootstrapped: { type: 'boolean' },
+      lastWrittenAt: nullable({
+        type: 'string',
+        description: 'When the cursor was last written, as stored.',
+      }),
+    },
+  },
+  ChatCursorRead: {
+    oneOf: [
+      {
+        type: 'object',
+        required: ['outcome', 'cursor'],
+        additionalProperties: false,
+        properties: { outcome: { const: 'present' }, cursor: schemaRef('ChatCursor') },
+      },
+      {
+        type: 'object',
+        required: ['outcome', 'cursor'],
+        additionalProperties: false,
+        properties: { outcome: { enum: ['absent', 'unresolved'] }, cursor: { type: 'null' } },
+      },
+    ],
+  },
+  Promise: {
+    type: 'object',
+    required: ['id', 'createdAt', 'chatId', 'description', 'dueBy', 'status'],
+    additionalProperties: false,
+    properties: {
+      id: { type: 'string', minLength: 1 },
+      createdAt: { type: 'string', description: 'RFC 3339, as stored.' },
+      chatId: { type: 'string' },
+      description: { type: 'string' },
+      dueBy: nullable({ type: 'string', description: 'RFC 3339, as given.' }),
+      status: { enum: ['open', 'resolved'] },
+      resolvedAt: { type: 'string', description: 'Set once resolved.' },
+      resolution: { type: 'string', description: 'Set once resolved.' },
+    },
+  },
+  Interaction: {
+    type: 'object',
+    required: ['id', 'ts', 'channel', 'direction', 'sender', 'summary'],
+    additionalProperties: false,
+    properties: {
+      id: { type: 'string' },
+      ts: { type: 'string', description: 'RFC 3339, when the entry was written.' },
+      channel: { type: 'string' },
+      direction: {
+        type: 'string',
+        description: 'inbound or outbound; entries written by other tools are returned as stored.',
+      },
+      sender: { type: 'string' },
+      summary: { type: 'string' },
+      recipient: { type: 'string' },
+      action: { type: 'string' },
+      contentRef: { type: 'string' },
+      metadata: { type: 'object' },
+    },
+  },
+  MigrationReport: {
+    type: 'object',
+    required: ['copied', 'skipped', 'bytesCopied', 'keysCopied', 'errors'],
+    additionalProperties: false,
+    properties: {
+      copied: { type: 'integer', minimum: 0 },
+      skipped: {
+        type: 'integer',
+        minimum: 0,
+        description: 'Keys the target already held (never overwritten).',
+      },
+      bytesCopied: { type: 'integer', minimum: 0 },
+      keysCopied: { type: 'array', items: { type: 'string' }, description: 'The keys written.' },
+      errors: {
+        type: 'array',
+        items: {
+          type: 'array',
+          prefixItems: [{ type: 'string' }, { type: 'string' }],
+          minItems: 2,
+          maxItems: 2,
+          items: false,
+          description: '[key, message]',
+        },
+      },
+    },
+  },
+};
+
+/**
+ * The error JSON, `{"error": {"code", "message", ...details}}`, with `codes` allowed and `details`
+ * (each required unless listed in `optional`) inside the error object.
+ */
+function errorSchema(
+  codes: readonly string[],
+  details: Readonly<Record<string, Schema>> = {},
+  optional: readonly string[] = [],
+): Schema {
+  return {
+    type: 'object',
+    required: ['error'],
+    additionalProperties: false,
+    properties: {
+      error: {
+        type: 'object',
+        required: ['code', 'message', ...Object.keys(details).filter((name) => !optional.includes(name))],
+        additionalProperties: false,
+        properties: {
+          code: codes.length === 1 ? { const: codes[0] ?? '' } : { enum: [...codes] },
+          message: { type: 'string', minLength: 1, description: 'What went wrong and what to do.' },
+          ...details,
+        },
+      },
+    },
+  };
+}
+
+function errorAnswer(
+  description: string,
+  schema: Schema,
+  headers: Record<string, JsonObject> = {},
+): JsonObject {
+  return {
+    description,
+    headers: { ...REQUEST_ID_HEADER, ...headers },
+    content: { 'application/json': { schema } },
+  };
+}
+
+const responses: Record<string, JsonObject> = {
+  BadRequest: errorAnswer(
+    '`invalid_argument`: a bad key, name, JSON body, header combination or limit; the message names the field.',
+    errorSchema(['invalid_argument']),
+  ),
+  Unauthorized: errorAnswer(
+    '`unauthorized`: the credential is missing, malformed, unknown or expired.',
+    errorSchema(['unauthorized']),
+    { 'WWW-Authenticate': header('Always `Bearer`.', { type: 'string', const: 'Bearer' }) },
+  ),
+  Forbidden: errorAnswer(
+    '`forbidden`: authenticated but not allowed (an admin-only route, or a session owned by another tenant: `tenant mismatch`).',
+    errorSchema(['forbidden']),
+  ),
+  NotFound: errorAnswer(
+    "`not_found`: absent; another tenant's data answers exactly the same.",
+    errorSchema(['not_found']),
+  ),
+  MethodNotAllowed: errorAnswer(
+    '`method_not_allowed`: a known path with a method it does not list. Any operation may answer it.',
+    errorSchema(['method_not_allowed']),
+    { Allow: header('The methods the path serves, comma-separated.', { type: 'string', minLength: 1 }) },
+  ),
+  Conflict: errorAnswer(
+    '`conflict`: the write conflicts with what is stored; the operation says when.',
+    errorSchema(
+      ['conflict'],
+      {
+        latest: {
+          type: ['string', 'null'],
+          description: 'Publishing a checkpoint: the current latest checkpoint (null when none).',
+        },
+      },
+      ['latest'],
+    ),
+  ),
+  PreconditionFailed: errorAnswer(
+    '`precondition_failed`: If-Match or If-None-Match not met; nothing was written.',
+    errorSchema(['precondition_failed']),
+    { ETag: header('The current ETag, when the item exists.', schemaRef('Etag'), true) },
+  ),
+  PayloadTooLarge: errorAnswer(
+    "`payload_too_large`: the body is over the operation's limit, whatever else is wrong with it; nothing was written.",
+    errorSchema(['payload_too_large'], {
+      limit: { type: 'integer', minimum: 0, description: 'The limit in bytes.' },
+    }),
+  ),
+  MissingObjects: errorAnswer(
+    '`missing_objects`: the checkpoint references objects that are not stored, or not with the size it needs.',
+    errorSchema(['missing_objects'], {
+      missing: {
+        type: 'array',
+        maxItems: 1000,
+        items: { type: 'string' },
+        description: 'Their object keys (the first 1,000).',
+      },
+      missingCount: { type: 'integer', minimum: 1, description: 'How many in all.' },
+    }),
+  ),
+  InternalError: errorAnswer(
+    '`internal` (a bug, or a route that is not configured) or `integrity_error` (stored bytes failed their hash).',
+    errorSchema(['internal', 'integrity_error']),
+  ),
+  StorageUnavailable: errorAnswer(
+    '`storage_unavailable`: the storage (or the token signing keys) failed or timed out; retry after `Retry-After`. Never reported as 404.',
+    errorSchema(['storage_unavailable']),
+    { 'Retry-After': header('Seconds to wait before retrying.', { type: 'integer', minimum: 0 }) },
+  ),
+};
+
+const headers: Record<string, JsonObject> = {
+  RequestId: header(
+    "The request's id: the caller's `x-request-id` when it sent a valid one, otherwise a new one. Quote it when reporting a problem.",
+    { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
+  ),
+};
+
+const parameters: Record<string, JsonObject> = {
+  RequestId: {
+    name: 'x-request-id',
+    in: 'header',
+    required: false,
+    description:
+      'Your id for this request (1-128 characters of [A-Za-z0-9._:-]); the answer carries it back.',
+    schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
+  },
+  IfMatch: {
+    name: 'If-Match',
+    in: 'header',
+    required: false,
+    description:
+      'Write only if the current ETag is this one (an absent key fails), or with `*` only if the key exists. Not met: 412, nothing written. Not with If-None-Match (400).',
+    schema: { type: 'string', pattern: String.raw`^(\*|"[^"\u0000-\u001F\u007F]*")$` },
+  },
+  IfNoneMatch: {
+    name: 'If-None-Match',
+    in: 'header',
+    required: false,
+    description: 'Only `*`: write only if the key is absent. Not met: 412, nothing written.',
+    schema: { type: 'string', const: '*' },
+  },
+};
+
+export const components = {
+  securitySchemes: {
+    apiKey: {
+      type: 'http',
+      scheme: 'bearer',
+      description:
+        "An API key of a tenant: `Authorization: Bearer <key>`. The service keeps only the key's SHA-256; a key may carry the admin role.",
+    },
+    entraId: {
+      type: 'http',
+      scheme: 'bearer',
+      bearerFormat: 'JWT',
+      description:
+        'A Microsoft Entra ID access token for the service, checked in-process (signature, exp, nbf, issuer, audience). The tenant is a claim of the token (default `oid`); the app role `Cairn.Admin` grants admin.',
+    },
+  },
+  schemas,
+  responses,
+  headers,
+  parameters,
+} satisfies JsonObject;

@@ -1,0 +1,826 @@
+import { BLOCK_BYTES, MAX_FILES_PER_CHECKPOINT } from '../archive/identifiers';
+import { MAX_OBJECT_BYTES } from '../storage/immutableObjectStore';
+import { components } from './components';
+import {
+  bytesAnswer,
+  emptyAnswer,
+  header,
+  jsonAnswer,
+  type JsonObject,
+  operation,
+  OPERATION_METHODS,
+  pathParameter,
+  queryParameter,
+  ref,
+  schemaRef,
+} from './openapiKit';
+
+/**
+ * Cairn's HTTP API as an OpenAPI 3.1 document: every route the app registers, with its methods,
+ * parameters, bodies, answers and errors. Served at `GET /api/openapi.json`. A test holds it to the
+ * app's registrations both ways (a route missing here, or a path here that no route serves, fails
+ * it), and the end-to-end tests check every answer they get against it: a new route is added here
+ * with one `operation(...)` per method, or the tests fail.
+ */
+
+const TAGS = {
+  service: 'service',
+  kv: 'key/value',
+  sessions: 'session archives',
+  coordination: 'fleet coordination',
+  migrations: 'migrations',
+} as const;
+
+const KiB = 1024;
+const DEFAULT_MAX_VALUE_BYTES = 2 * 1024 * 1024;
+
+const etagHeader = header('The ETag of the stored value.', schemaRef('Etag'));
+const json = (schema: JsonObject) => ({ mediaType: 'application/json', schema }) as const;
+
+// ---------------------------------------------------------------------------------------------
+// Key/value
+
+const keyParameter = pathParameter(
+  'key',
+  'The key: the rest of the path, each segment percent-encoded on its own.',
+  schemaRef('Key'),
+  { restOfPath: true },
+);
+const writeConditions = [ref('#/components/parameters/IfMatch'), ref('#/components/parameters/IfNoneMatch')];
+const valueBody = (description: string) => ({
+  mediaType: 'application/octet-stream' as const,
+  description: `${description} Any media type: the bytes are stored as sent. The limit below is the default of the setting CAIRN_MAX_VALUE_BYTES.`,
+  schema: { type: 'string', contentMediaType: 'application/octet-stream' },
+  limitBytes: DEFAULT_MAX_VALUE_BYTES,
+  required: false,
+});
+
+const kvPath = {
+  parameters: [keyParameter],
+  get: operation({
+    operationId: 'getValue',
+    summary: 'Read a value',
+    tag: TAGS.kv,
+    access: 'tenant',
+    answers: { 200: bytesAnswer('The value.', { ETag: etagHeader }) },
+    errors: [400, 404],
+  }),
+  head: operation({
+    operationId: 'headValue',
+    summary: "A value's ETag and size",
+    description: 'Answers carry no body, errors included.',
+    tag: TAGS.kv,
+    access: 'tenant',
+    answers: {
+      200: emptyAnswer('The value exists.', {
+        ETag: etagHeader,
+        'Content-Length': header('The size of the value in bytes.', { type: 'integer', minimum: 0 }),
+      }),
+      404: emptyAnswer('No value is stored at this key.'),
+    },
+    errors: [400],
+  }),
+  put: operation({
+    operationId: 'putValue',
+    summary: 'Write a value',
+    description:
+      'Without a precondition, overwrites. On the local backend a key cannot also be the folder of another key (`a/b` when `a` exists, or `a` when `a/b` exists): 409, nothing changed.',
+    tag: TAGS.kv,
+    access: 'tenant',
+    parameters: writeConditions,
+    body: valueBody('The value.'),
+    answers: {
+      200: jsonAnswer('Replaced.', schemaRef('WriteResult'), { ETag: etagHeader }),
+      201: jsonAnswer('Created.', schemaRef('WriteResult'), { ETag: etagHeader }),
+    },
+    errors: [400, 409, 412],
+  }),
+  post: operation({
+    operationId: 'appendValue',
+    summary: 'Append to a value',
+    description:
+      'Atomic: concurrent appends are all kept, each contiguous, in some order. `size` is the size after the append.',
+    tag: TAGS.kv,
+    access: 'tenant',
+    parameters: writeConditions,
+    body: valueBody('The bytes to append.'),
+    answers: {
+      200: jsonAnswer('Appended.', schemaRef('WriteResult'), { ETag: etagHeader }),
+      201: jsonAnswer('Created.', schemaRef('WriteResult'), { ETag: etagHeader }),
+    },
+    errors: [400, 409, 412],
+  }),
+  delete: operation({
+    operationId: 'deleteValue',
+    summary: 'Delete a value',
+    description: 'Also 204 when the key is absent (unless a precondition says otherwise).',
+    tag: TAGS.kv,
+    access: 'tenant',
+    parameters: writeConditions,
+    answers: { 204: emptyAnswer('Deleted, or absent.') },
+    errors: [400, 412],
+  }),
+};
+
+const keysPath = {
+  get: operation({
+    operationId: 'listKeys',
+    summary: 'List keys',
+    description: 'Ascending; every key is returned exactly once across the pages.',
+    tag: TAGS.kv,
+    access: 'tenant',
+    parameters: [
+      queryParameter('prefix', 'Keys starting with this string (a plain prefix, not a folder); empty: all.', {
+        type: 'string',
+      }),
+      queryParameter('limit', 'Keys per page.', {
+        type: 'integer',
+        minimum: 1,
+        maximum: 5000,
+        default: 1000,
+      }),
+      queryParameter('cursor', 'The `cursor` of the previous page.', { type: 'string', minLength: 1 }),
+    ],
+    answers: { 200: jsonAnswer('One page of keys.', schemaRef('KeyPage')) },
+    errors: [400],
+  }),
+};
+
+// ---------------------------------------------------------------------------------------------
+// Session archives
+
+const SESSIONS_NOTE =
+  "A session id belongs to the tenant that first writes to it: another tenant's write is 403 `tenant mismatch`, its read 404. Without the session index configured (CAIRN_TABLE_ENDPOINT) these routes answer 500.";
+
+const sid = pathParameter('sid', 'The session id.', schemaRef('Id'));
+const cid = pathParameter('cid', 'A checkpoint id, or `latest` for the latest checkpoint.', schemaRef('Id'));
+
+const sessionsPath = {
+  get: operation({
+    operationId: 'listSessions',
+    summary: "List the caller's sessions",
+    description: `Ascending by id. ${SESSIONS_NOTE}`,
+    tag: TAGS.sessions,
+    access: 'tenant',
+    parameters: [
+      queryParameter('after', 'Sessions with an id greater than this one.', {
+        type: 'string',
+        pattern: '^[A-Za-z0-9._-]{0,128}$',
+      }),
+      queryParameter('limit', 'Sessions per page.', {
+        type: 'integer',
+        minimum: 1,
+        maximum: 1000,
+        default: 100,
+      }),
+    ],
+    answers: { 200: jsonAnswer('One page of sessions.', schemaRef('SessionPage')) },
+    errors: [400],
+  }),
+};
+
+const sessionPath = {
+  parameters: [sid],
+  get: operation({
+    operationId: 'getSession',
+    summary: "A session's index record",
+    description: SESSIONS_NOTE,
+    tag: TAGS.sessions,
+    access: 'tenant',
+    answers: { 200: jsonAnswer('The record.', schemaRef('Session')) },
+    errors: [400, 404],
+  }),
+};
+
+const sessionObjectPath = {
+  parameters: [
+    sid,
+    pathParameter('objectKey', 'The object key, the rest of the path.', schemaRef('ObjectKey'), {
+      restOfPath: true,
+    }),
+  ],
+  put: operation({
+    operationId: 'putSessionObject',
+    summary: 'Store a block or a tail',
+    description: `Objects are immutable. ${SESSIONS_NOTE}`,
+    tag: TAGS.sessions,
+    access: 'tenant',
+    body: {
+      mediaType: 'application/octet-stream',
+      description: `The bytes: a block exactly ${BLOCK_BYTES}, a tail 1-${BLOCK_BYTES - 1} (else 400).`,
+      schema: { type: 'string', contentMediaType: 'application/octet-stream' },
+      limitBytes: MAX_OBJECT_BYTES,
+    },
+    answers: {
+      200: jsonAnswer('The same bytes were already stored.', schemaRef('ObjectStored')),
+      201: jsonAnswer('Stored.', schemaRef('ObjectStored')),
+    },
+    errors: [400, 403, 409],
+  }),
+  get: operation({
+    operationId: 'getSessionObject',
+    summary: 'Read a block or a tail',
+    description: SESSIONS_NOTE,
+    tag: TAGS.sessions,
+    access: 'tenant',
+    answers: { 200: bytesAnswer('The bytes.') },
+    errors: [400, 404],
+  }),
+};
+
+const checkpointsPath = {
+  parameters: [sid],
+  post: operation({
+    operationId: 'publishCheckpoint',
+    summary: 'Publish a checkpoint',
+    description:
+      'Every referenced object must be stored with the size the files need (else 422). The manifest is stored immutably: publishing the same checkpoint again answers as the first time did; a different manifest under an existing checkpoint id is 409. `latest` then moves to `checkpointId` only if it equals `parent` (null: no checkpoint yet), otherwise 409 with `latest` in the error. ' +
+      SESSIONS_NOTE,
+    tag: TAGS.sessions,
+    access: 'tenant',
+    body: {
+      ...json(schemaRef('PublishRequest')),
+      description: `The manifest: at most ${MAX_FILES_PER_CHECKPOINT} files.`,
+      limitBytes: 512 * KiB,
+    },
+    answers: { 201: jsonAnswer('Published; `latest` is the new checkpoint.', schemaRef('Published')) },
+    errors: [400, 403, 409, 422],
+  }),
+};
+
+const checkpointPath = {
+  parameters: [sid, cid],
+  get: operation({
+    operationId: 'getCheckpoint',
+    summary: "A checkpoint's manifest",
+    description: SESSIONS_NOTE,
+    tag: TAGS.sessions,
+    access: 'tenant',
+    answers: { 200: jsonAnswer('The manifest.', schemaRef('Manifest')) },
+    errors: [400, 404],
+  }),
+};
+
+const checkpointFilePath = {
+  parameters: [
+    sid,
+    cid,
+    pathParameter('path', "The file's path in the manifest, the rest of the path.", schemaRef('Key'), {
+      restOfPath: true,
+    }),
+  ],
+  get: operation({
+    operationId: 'getCheckpointFile',
+    summary: "A checkpoint file's bytes",
+    description:
+      "Streamed and checked against the manifest's `sha256`: a mismatch is a 500 `integrity_error` (for a large file, whose answer has started, the connection is cut before the last bytes). " +
+      SESSIONS_NOTE,
+    tag: TAGS.sessions,
+    access: 'tenant',
+    answers: {
+      200: bytesAnswer("The file's bytes.", {
+        'Content-Length': header('The size of the file.', { type: 'integer', minimum: 0 }),
+        'Repr-Digest': header('RFC 9530: `sha-256=:<base64 of the SHA-256>:`.', {
+          type: 'string',
+          pattern: '^sha-256=:[A-Za-z0-9+/]{43}=:$',
+        }),
+      }),
+    },
+    errors: [400, 404],
+  }),
+};
+
+// ---------------------------------------------------------------------------------------------
+// Fleet coordination
+
+const COORDINATION_NOTE =
+  "Lives in the tenant's key/value space, so it is readable with the key/value routes too.";
+
+const chatIdParameter = pathParameter('chatId', 'The chat id.', schemaRef('ChatId'));
+
+const emailCursorPath = {
+  get: operation({
+    operationId: 'getEmailCursor',
+    summary: 'Read the email cursor',
+    description: `Key \`poll_state/email_cursor.txt\`. ${COORDINATION_NOTE}`,
+    tag: TAGS.coordination,
+    access: 'tenant',
+    answers: { 200: jsonAnswer('The cursor, or why there is none.', schemaRef('EmailCursor')) },
+  }),
+};
+
+const emailCursorInitPath = {
+  post: operation({
+    operationId: 'initEmailCursor',
+    summary: 'Create the email cursor if absent',
+    description: 'Create-only; also enrols the tenant in the `emailWindowPoll` timer.',
+    tag: TAGS.coordination,
+    access: 'tenant',
+    body: {
+      ...json({
+        type: 'object',
+        additionalProperties: false,
+        properties: { now: { ...schemaRef('Timestamp'), description: 'The initial cursor; default: now.' } },
+      }),
+      description: 'May be empty.',
+      limitBytes: 16 * KiB,
+      required: false,
+    },
+    answers: {
+      200: jsonAnswer('Whether this call created it.', {
+        type: 'object',
+        required: ['initialized'],
+        additionalProperties: false,
+        properties: { initialized: { type: 'boolean' } },
+      }),
+    },
+    errors: [400],
+  }),
+};
+
+const emailCursorClaimPath = {
+  post: operation({
+    operationId: 'claimEmailWindow',
+    summary: 'Claim the window up to newCursor',
+    description: 'One conditional write on the ETag as read, no retry on conflict.',
+    tag: TAGS.coordination,
+    access: 'tenant',
+    body: { ...json(schemaRef('EmailClaim')), description: 'The claim.', limitBytes: 16 * KiB },
+    answers: {
+      200: jsonAnswer('The outcome.', {
+        type: 'object',
+        required: ['result'],
+        additionalProperties: false,
+        properties: {
+          result: {
+            enum: ['won', 'lost', 'failed', 'unknown'],
+            description: 'unknown: the write may have happened; settle it with the same body.',
+          },
+        },
+      }),
+    },
+    errors: [400],
+  }),
+};
+
+const emailCursorSettlePath = {
+  post: operation({
+    operationId: 'settleEmailClaim',
+    summary: 'Settle a claim whose outcome was unknown',
+    tag: TAGS.coordination,
+    access: 'tenant',
+    body: { ...json(schemaRef('EmailClaim')), description: 'The body of the claim.', limitBytes: 16 * KiB },
+    answers: {
+      200: jsonAnswer('true: the claim won; false: it lost; null: cannot tell yet.', {
+        type: 'object',
+        required: ['result'],
+        additionalProperties: false,
+        properties: { result: { type: ['boolean', 'null'] } },
+      }),
+    },
+    errors: [400],
+  }),
+};
+
+const watchedChatsPath = {
+  get: operation({
+    operationId: 'getWatchedChats',
+    summary: 'Read the watched chats',
+    description: `Key \`watched_chats\`. ${COORDINATION_NOTE}`,
+    tag: TAGS.coordination,
+    access: 'tenant',
+    answers: { 200: jsonAnswer('The list, or why there is none.', schemaRef('WatchedChats')) },
+  }),
+  post: operation({
+    operationId: 'addWatchedChats',
+    summary: 'Add chats to the watched list',
+    description: 'Up to 4 attempts on conflict.',
+    tag: TAGS.coordination,
+    access: 'tenant',
+    body: {
+      ...json({
+        type: 'object',
+        required: ['chatIds'],
+        additionalProperties: false,
+        properties: { chatIds: { type: 'array', maxItems: 1000, items: schemaRef('ChatId') } },
+      }),
+      description: 'The chat ids to add.',
+      limitBytes: 256 * KiB,
+    },
+    answers: {
+      200: jsonAnswer('Whether the list was written, and the ids not listed before.', {
+        type: 'object',
+        required: ['persisted', 'added'],
+        additionalProperties: false,
+        properties: { persisted: { type: 'boolean' }, added: { type: 'array', items: { type: 'string' } } },
+      }),
+    },
+    errors: [400],
+  }),
+};
+
+const chatCursorPath = {
+  parameters: [chatIdParameter],
+  get: operation({
+    operationId: 'getChatCursor',
+    summary: "Read a chat's cursor",
+    description: `Key \`chat_cursors/<percent-encoded chat id>.json\`. ${COORDINATION_NOTE}`,
+    tag: TAGS.coordination,
+    access: 'tenant',
+    answers: { 200: jsonAnswer('The cursor, or why there is none.', schemaRef('ChatCursorRead')) },
+    errors: [400],
+  }),
+};
+
+const chatClaimsPath = {
+  parameters: [chatIdParameter],
+  post: operation({
+    operationId: 'claimChatMessages',
+    summary: 'Claim messages of a chat for delivery',
+    description:
+      'Each candidate id is claimed by exactly one caller across all concurrent callers, including the first claims on an absent cursor; up to 4 attempts; anything uncertain claims nothing.',
+    tag: TAGS.coordination,
+    access: 'tenant',
+    body: {
+      ...json({
+        type: 'object',
+        required: ['candidateIds'],
+        additionalProperties: false,
+        properties: {
+          candidateIds: {
+            type: 'array',
+            maxItems: 500,
+            items: {
+              type: 'string',
+              minLength: 1,
+              maxLength: 256,
+              pattern: String.raw`^[^\u0000-\u001F\u007F]*$`,
+            },
+          },
+          lastTs: { anyOf: [schemaRef('Timestamp'), { type: 'null' }] },
+        },
+      }),
+      description: 'The message ids to claim, and the newest message time seen.',
+      limitBytes: 128 * KiB,
+    },
+    answers: {
+      200: jsonAnswer('The ids this caller claimed, and why nothing was claimed when so.', {
+        type: 'object',
+        required: ['claimed', 'reason'],
+        additionalProperties: false,
+        properties: {
+          claimed: { type: 'array', items: { type: 'string' } },
+          reason: { enum: [null, 'unresolved', 'contention'] },
+        },
+      }),
+    },
+    errors: [400],
+  }),
+};
+
+const promisesPath = {
+  get: operation({
+    operationId: 'listPromises',
+    summary: 'List promises',
+    description: `Key \`promises.jsonl\`, in creation order. ${COORDINATION_NOTE}`,
+    tag: TAGS.coordination,
+    access: 'tenant',
+    parameters: [queryParameter('status', 'Which promises.', { enum: ['open', 'all'], default: 'open' })],
+    answers: {
+      200: jsonAnswer('The promises.', {
+        type: 'object',
+        required: ['promises'],
+        additionalProperties: false,
+        properties: { promises: { type: 'array', items: schemaRef('Promise') } },
+      }),
+    },
+    errors: [400],
+  }),
+  post: operation({
+    operationId: 'addPromise',
+    summary: 'Record a promise',
+    tag: TAGS.coordination,
+    access: 'tenant',
+    body: {
+      ...json({
+        type: 'object',
+        required: ['chatId', 'description'],
+        additionalProperties: false,
+        properties: {
+          chatId: { type: 'string', maxLength: 1024, description: 'Not blank.' },
+          description: { type: 'string', maxLength: 4000, description: 'Not blank.' },
+          dueBy: { anyOf: [schemaRef('Timestamp'), { type: 'null' }] },
+        },
+      }),
+      description: 'The promise.',
+      limitBytes: 16 * KiB,
+    },
+    answers: { 201: jsonAnswer('The open promise.', schemaRef('Promise')) },
+    errors: [400, 409],
+  }),
+};
+
+const promiseResolvePath = {
+  parameters: [pathParameter('id', 'The promise id.', { type: 'string', minLength: 1 })],
+  post: operation({
+    operationId: 'resolvePromise',
+    summary: 'Resolve a promise',
+    description: 'Resolving twice changes nothing. 409 when the promises kept changing through one retry.',
+    tag: TAGS.coordination,
+    access: 'tenant',
+    body: {
+      ...json({
+        type: 'object',
+        required: ['resolution'],
+        additionalProperties: false,
+        properties: { resolution: { type: 'string', maxLength: 4000, description: 'Not blank.' } },
+      }),
+      description: 'How it was resolved.',
+      limitBytes: 16 * KiB,
+    },
+    answers: { 200: jsonAnswer('The resolved promise.', schemaRef('Promise')) },
+    errors: [400, 404, 409],
+  }),
+};
+
+const interactionsPath = {
+  post: operation({
+    operationId: 'logInteraction',
+    summary: 'Log an interaction',
+    description: 'Appended to the log of the UTC day, key `interactions/<YYYY-MM-DD>.jsonl`.',
+    tag: TAGS.coordination,
+    access: 'tenant',
+    body: {
+      ...json({
+        type: 'object',
+        required: ['channel', 'direction', 'sender', 'summary'],
+        additionalProperties: false,
+        properties: {
+          channel: { type: 'string', maxLength: 64, description: 'Not blank.' },
+          direction: { enum: ['inbound', 'outbound'] },
+          sender: { type: 'string', maxLength: 512 },
+          summary: { type: 'string', maxLength: 8000, description: 'Not blank.' },
+          recipient: { type: 'string', maxLength: 512 },
+          action: { type: 'string', maxLength: 256 },
+          contentRef: { type: 'string', maxLength: 2048 },
+          metadata: { type: 'object' },
+        },
+      }),
+      description: 'The interaction.',
+      limitBytes: 64 * KiB,
+    },
+    answers: { 201: jsonAnswer('The entry as logged.', schemaRef('Interaction')) },
+    errors: [400],
+  }),
+};
+
+const interactionDayPath = {
+  parameters: [
+    pathParameter('day', 'A UTC day.', {
+      type: 'string',
+      format: 'date',
+      pattern: String.raw`^\d{4}-\d{2}-\d{2}$`,
+    }),
+  ],
+  get: operation({
+    operationId: 'getInteractionDay',
+    summary: "A day's interactions",
+    description: `In the order logged; lines that are not entries are skipped. ${COORDINATION_NOTE}`,
+    tag: TAGS.coordination,
+    access: 'tenant',
+    answers: {
+      200: jsonAnswer('The entries (none when the day has no log).', {
+        type: 'object',
+        required: ['entries'],
+        additionalProperties: false,
+        properties: { entries: { type: 'array', items: schemaRef('Interaction') } },
+      }),
+    },
+    errors: [400],
+  }),
+};
+
+// ---------------------------------------------------------------------------------------------
+// Migrations
+
+const migrationsPath = {
+  post: operation({
+    operationId: 'startMigration',
+    summary: 'Start a migration of local state to Blob storage',
+    description:
+      "Copies the files under each source root into the tenant's key/value space on the Blob backend, as keys `prefix/relative/path`. Existing keys are skipped, never overwritten; sources are never changed; a missing root is skipped. 409 when the service runs on the local backend.",
+    tag: TAGS.migrations,
+    access: 'admin',
+    body: {
+      ...json({
+        type: 'object',
+        required: ['tenant', 'sources'],
+        additionalProperties: false,
+        properties: {
+          tenant: schemaRef('TenantId'),
+          sources: {
+            type: 'array',
+            minItems: 1,
+            maxItems: 100,
+            items: {
+              type: 'object',
+              required: ['root'],
+              additionalProperties: false,
+              properties: {
+                root: { type: 'string', minLength: 1, description: 'A folder on the host.' },
+                prefix: {
+                  type: 'string',
+                  default: '',
+                  description: 'Empty, or a key to put the copied keys under.',
+                },
+              },
+            },
+          },
+          dryRun: {
+            type: 'boolean',
+            default: false,
+            description: 'Count what would be copied; write nothing.',
+          },
+        },
+      }),
+      description: 'What to copy, for which tenant.',
+      limitBytes: 64 * KiB,
+    },
+    answers: {
+      202: jsonAnswer(
+        'Started.',
+        {
+          type: 'object',
+          required: ['id', 'statusUri'],
+          additionalProperties: false,
+          properties: { id: { type: 'string', minLength: 1 }, statusUri: { type: 'string', format: 'uri' } },
+        },
+        { Location: header('The status URI.', { type: 'string', format: 'uri' }) },
+      ),
+    },
+    errors: [400, 409],
+  }),
+};
+
+const migrationPath = {
+  parameters: [pathParameter('id', 'The migration id.', { type: 'string', minLength: 1 })],
+  get: operation({
+    operationId: 'getMigration',
+    summary: "A migration's status",
+    tag: TAGS.migrations,
+    access: 'admin',
+    answers: {
+      200: jsonAnswer('The status; `report` once completed (a dry run too).', {
+        type: 'object',
+        required: ['id', 'status', 'progress', 'report'],
+        additionalProperties: false,
+        properties: {
+          id: { type: 'string' },
+          status: { enum: ['pending', 'running', 'completed', 'failed'] },
+          progress: {
+            type: 'object',
+            required: ['total', 'done'],
+            additionalProperties: false,
+            properties: { total: { type: 'integer', minimum: 0 }, done: { type: 'integer', minimum: 0 } },
+          },
+          report: { oneOf: [schemaRef('MigrationReport'), { type: 'null' }] },
+          error: { type: 'string', description: 'Why it failed; only when `status` is failed.' },
+        },
+      }),
+    },
+    errors: [404],
+  }),
+};
+
+// ---------------------------------------------------------------------------------------------
+// Service
+
+const healthPath = {
+  get: operation({
+    operationId: 'getHealth',
+    summary: 'Liveness',
+    description: 'Reveals no endpoint, container, path or secret.',
+    tag: TAGS.service,
+    access: 'anonymous',
+    answers: {
+      200: jsonAnswer('The service is up.', {
+        type: 'object',
+        required: ['status', 'backend', 'version'],
+        additionalProperties: false,
+        properties: {
+          status: { const: 'ok' },
+          backend: { enum: ['local', 'blob'] },
+          version: { type: 'string', minLength: 1 },
+        },
+      }),
+    },
+  }),
+};
+
+const openApiPath = {
+  get: operation({
+    operationId: 'getOpenApiDocument',
+    summary: 'This document',
+    tag: TAGS.service,
+    access: 'anonymous',
+    answers: {
+      200: jsonAnswer('The OpenAPI 3.1 document of the API.', {
+        type: 'object',
+        required: ['openapi', 'info', 'paths'],
+        properties: {
+          openapi: { type: 'string', pattern: String.raw`^3\.1\.\d+$` },
+          info: { type: 'object' },
+          paths: { type: 'object' },
+        },
+      }),
+    },
+  }),
+};
+
+/** Every path no other operation serves answers 404 with the error JSON, whatever the method. */
+const noRoutePath = {
+  parameters: [
+    pathParameter(
+      'path',
+      'Any path that no other operation serves.',
+      { type: 'string' },
+      { restOfPath: true },
+    ),
+  ],
+  ...Object.fromEntries(
+    OPERATION_METHODS.map((method) => [
+      method,
+      operation({
+        operationId: `noRoute${method[0]?.toUpperCase() ?? ''}${method.slice(1)}`,
+        summary: 'Any other path: 404',
+        tag: TAGS.service,
+        access: 'anonymous',
+        answers: {},
+        errors: [404],
+      }),
+    ]),
+  ),
+};
+
+export const openApiDocument = {
+  openapi: '3.1.0',
+  info: {
+    title: 'Cairn',
+    // The app's version replaces this when the document is served (see documentForVersion).
+    version: '0.0.0',
+    summary: 'Durable state for AI agents: key/value, session archives, fleet coordination, migrations.',
+    description: [
+      'Base path `/api`; JSON in and out unless an operation says bytes.',
+      "Every operation but `GET /api/health` and `GET /api/openapi.json` needs `Authorization: Bearer <token>`, an API key or a Microsoft Entra ID access token; without a valid one, 401 with `WWW-Authenticate: Bearer`. Everything a tenant stores is visible to that tenant only; another tenant's data answers as absent data does (404).",
+      'Errors are the status plus `{"error": {"code", "message", ...details}}`; the components list each one. A method a path does not list answers 405 `method_not_allowed` with `Allow`.',
+      'Every answer carries `x-request-id`. Times are RFC 3339 strings in UTC. Size limits are checked before anything else about a body: an oversize body is 413 whatever else is wrong with it. A failed request writes nothing unless its operation says otherwise.',
+    ].join('\n\n'),
+    license: { name: 'MIT', identifier: 'MIT' },
+  },
+  tags: [
+    { name: TAGS.service, description: 'Health, this document, and the answer for unknown paths.' },
+    { name: TAGS.kv, description: 'Values by key, with compare-and-swap on ETags.' },
+    { name: TAGS.sessions, description: 'Immutable, content-checked archives of agent sessions.' },
+    {
+      name: TAGS.coordination,
+      description:
+        'Email cursor, watched chats, chat cursors and delivery claims, promises, interaction log.',
+    },
+    { name: TAGS.migrations, description: 'Copying local state to Blob storage (admin only).' },
+  ],
+  security: [{ apiKey: [] }, { entraId: [] }],
+  paths: {
+    '/api/health': healthPath,
+    '/api/openapi.json': openApiPath,
+    '/api/kv/{key}': kvPath,
+    '/api/keys': keysPath,
+    '/api/sessions': sessionsPath,
+    '/api/sessions/{sid}': sessionPath,
+    '/api/sessions/{sid}/objects/{objectKey}': sessionObjectPath,
+    '/api/sessions/{sid}/checkpoints': checkpointsPath,
+    '/api/sessions/{sid}/checkpoints/{cid}': checkpointPath,
+    '/api/sessions/{sid}/checkpoints/{cid}/files/{path}': checkpointFilePath,
+    '/api/poll/email-cursor': emailCursorPath,
+    '/api/poll/email-cursor/init': emailCursorInitPath,
+    '/api/poll/email-cursor/claim': emailCursorClaimPath,
+    '/api/poll/email-cursor/settle': emailCursorSettlePath,
+    '/api/poll/watched-chats': watchedChatsPath,
+    '/api/chats/{chatId}/cursor': chatCursorPath,
+    '/api/chats/{chatId}/claims': chatClaimsPath,
+    '/api/promises': promisesPath,
+    '/api/promises/{id}/resolve': promiseResolvePath,
+    '/api/interactions': interactionsPath,
+    '/api/interactions/{day}': interactionDayPath,
+    '/api/migrations': migrationsPath,
+    '/api/migrations/{id}': migrationPath,
+    '/api/{path}': noRoutePath,
+  },
+  components,
+} satisfies JsonObject;
+
+export type OpenApiDocument = typeof openApiDocument;
+
+/** The document as served: `info.version` is the app's version. */
+export function documentForVersion(version: string): OpenApiDocument {
+  return { ...openApiDocument, info: { ...openApiDocument.info, version } };
+}

