@@ -68,7 +68,7 @@ async function checkpointCommand(args: string[], env: NodeJS.ProcessEnv): Promis
     throw new UsageError('--concurrency must be a whole number from 1 to 64');
   }
   const archive = new ArchiveClient({
-    baseUrl,
+    url: baseUrl,
     token,
     ...(concurrency === undefined ? {} : { concurrency }),
   });

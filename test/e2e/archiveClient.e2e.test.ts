@@ -7,7 +7,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { ArchiveClient, StaleCheckpointError } from '../../client/archiveClient';
-import { CairnHttpError, type HttpSender, nodeHttpSender } from '../../client/transport';
+import { CairnHttpError } from '../../client/errors';
+import { type HttpSender, nodeHttpSender } from '../../client/transport';
 import { BLOCK_BYTES } from '../../shared/archive/identifiers';
 import {
   apiKeysSetting,
@@ -69,7 +70,7 @@ describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (b
   const other = newTenant('other');
   let app: RunningApp;
   const client = (send?: HttpSender) =>
-    new ArchiveClient({ baseUrl: app.url, token: tenant.key, ...(send === undefined ? {} : { send }) });
+    new ArchiveClient({ url: app.url, token: tenant.key, ...(send === undefined ? {} : { send }) });
   const sessionId = (name: string) => `${name}-${randomBytes(4).toString('hex')}`;
 
   beforeAll(async () => {
@@ -198,7 +199,7 @@ describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (b
     await client().publishCheckpoint(dir, sid);
     const counted = countingSender();
     const intruder = new ArchiveClient({
-      baseUrl: app.url,
+      url: app.url,
       token: other.key,
       concurrency: 2,
       send: counted.send,
