@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -35,8 +35,11 @@ function cairn(
   });
 }
 
+const folders: string[] = [];
+
 function folder(files: Record<string, string>): string {
   const root = mkdtempSync(path.join(os.tmpdir(), 'cairn-cli-'));
+  folders.push(root);
   for (const [relative, content] of Object.entries(files)) {
     mkdirSync(path.dirname(path.join(root, relative)), { recursive: true });
     writeFileSync(path.join(root, relative), content);
@@ -61,11 +64,35 @@ describe('cairn command', () => {
     opsEnv = { CAIRN_URL: app.url, CAIRN_KEY: ops.key };
   });
   afterAll(async () => {
-    await app.stop();
-    await storage.stop();
+    await app?.stop();
+    await storage?.stop();
+    for (const root of folders.splice(0)) rmSync(root, { recursive: true, force: true });
   });
 
-  it('migrate: exit 0 with the report when every file is accounted for, 2 when the report has errors', async () => {
+  it('one exit-code rule: help is 0, an unknown command or a missing argument or setting is 2', async () => {
+    const help = await cairn(['help'], {});
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/exit codes:\n {2}0 {2}success\n {2}1 {2}failure/);
+    for (const command of ['checkpoint', 'migrate', 'persona'])
+      expect(help.stdout).toContain(`cairn ${command} `);
+
+    expect((await cairn([], opsEnv)).code).toBe(2);
+    expect((await cairn(['nonsense'], opsEnv)).code).toBe(2);
+    const badOption = await cairn(['persona', 'push', '--dir', '/tmp', '--no-such-option'], opsEnv);
+    expect(badOption.code).toBe(2);
+    expect(badOption.stderr).toContain('cairn persona push|pull');
+    expect((await cairn(['persona', 'sideways', '--dir', '/tmp'], opsEnv)).code).toBe(2);
+    const noKey = await cairn(['persona', 'pull', '--dir', '/tmp'], { CAIRN_URL: app.url });
+    expect(noKey.code).toBe(2);
+    expect(noKey.stderr).toContain('CAIRN_KEY');
+    const noUrl = await cairn(['migrate', '--tenant', agent.tenant, '--from', '/tmp'], {
+      CAIRN_KEY: ops.key,
+    });
+    expect(noUrl.code).toBe(2);
+    expect(noUrl.stderr).toContain('CAIRN_URL');
+  });
+
+  it('migrate: exit 0 with the report when every file is accounted for, 1 when the report has errors', async () => {
     const source = folder({ 'a.txt': 'A', 'sub/b.txt': 'B' });
     const ok = await cairn(['migrate', '--tenant', agent.tenant, '--from', `${source}:mem`], opsEnv);
     expect(ok.code).toBe(0);
@@ -79,7 +106,7 @@ describe('cairn command', () => {
 
     execFileSync('mkfifo', [path.join(source, 'pipe')]);
     const withError = await cairn(['migrate', '--tenant', agent.tenant, '--from', `${source}:mem`], opsEnv);
-    expect(withError.code).toBe(2);
+    expect(withError.code).toBe(1);
     expect(JSON.parse(withError.stdout)).toMatchObject({
       copied: 0,
       skipped: 2,
@@ -87,8 +114,8 @@ describe('cairn command', () => {
     });
   });
 
-  it('migrate: exit 1 on bad usage, a refused start, or a migration that failed', async () => {
-    expect((await cairn(['migrate', '--tenant', agent.tenant], opsEnv)).code).toBe(1);
+  it('migrate: exit 2 on bad usage; exit 1 on a refused start or a migration that failed', async () => {
+    expect((await cairn(['migrate', '--tenant', agent.tenant], opsEnv)).code).toBe(2);
     const refused = await cairn(['migrate', '--tenant', agent.tenant, '--from', '/tmp'], {
       CAIRN_URL: app.url,
       CAIRN_KEY: agent.key,
@@ -112,7 +139,7 @@ describe('cairn command', () => {
     const local = folder({ 'MEMORY.md': '# memory', 'notes/one.md': 'one' });
     symlinkSync('/etc/hostname', path.join(local, 'link.md'));
     const pushed = await cairn(['persona', 'push', '--dir', local], env);
-    expect(pushed.code).toBe(2);
+    expect(pushed.code).toBe(1);
     const report = JSON.parse(pushed.stdout) as {
       copied: number;
       errors: [string, string][];
