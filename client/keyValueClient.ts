@@ -8,7 +8,8 @@ import { failure, type HttpReply, keyPath, readJson, type Transport } from './tr
  * else the service refuses is thrown as a `CairnHttpError`; a condition not met is `code`
  * `precondition_failed` (412) with the key's current `etag` when it exists.
  *
- * Keys are `/`-separated paths; this client percent-encodes each segment.
+ * Keys are `/`-separated paths; this client percent-encodes each segment. A key with a `.` or `..`
+ * segment is refused with a `TypeError` before anything is sent.
  */
 
 /** Conditions of a write or delete; at most one of them. */
@@ -123,6 +124,10 @@ export class KeyValueClient {
 
 function kvPath(key: string): string {
   if (key === '') throw new TypeError('a key must not be empty');
+  // Proxies and hosts resolve dot segments before routing: such a key could reach another key.
+  if (key.split('/').some((part) => part === '.' || part === '..')) {
+    throw new TypeError(`a key must not have a "." or ".." segment: ${key}`);
+  }
   return `/kv/${keyPath(key)}`;
 }
 

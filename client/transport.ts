@@ -119,12 +119,13 @@ export function nodeHttpSender(maxSockets = 64): HttpSender {
   };
   return (spec) =>
     new Promise<HttpReply>((resolve, reject) => {
-      const url = new URL(spec.url);
-      const secure = url.protocol === 'https:';
+      const { origin, path } = splitUrl(spec.url);
+      const secure = origin.protocol === 'https:';
       let timedOut = false;
       const request = (secure ? https : http).request(
-        url,
+        origin,
         {
+          path,
           method: spec.method,
           agent: secure ? agents.https : agents.http,
           headers: { ...spec.headers, 'content-length': String(spec.body?.length ?? 0) },
@@ -175,6 +176,16 @@ export function nodeHttpSender(maxSockets = 64): HttpSender {
       });
       request.end(spec.body);
     });
+}
+
+/**
+ * The origin and the path exactly as written. `new URL` would resolve `.` and `..` segments (also
+ * percent-encoded ones), and the request would name another key than the caller's.
+ */
+function splitUrl(url: string): { origin: URL; path: string } {
+  const match = /^(https?:\/\/[^/?#]+)(.*)$/i.exec(url);
+  if (match?.[1] === undefined) throw new TypeError(`not an http(s) URL: ${url}`);
+  return { origin: new URL(match[1]), path: match[2] || '/' };
 }
 
 function timeoutError(spec: HttpRequestSpec): CairnTimeoutError {
@@ -351,9 +362,13 @@ function networkError(spec: HttpRequestSpec, error: unknown, attempts: number): 
   });
 }
 
-/** A path segment as the API expects it: percent-encoded. */
+/**
+ * A path segment as the API expects it: percent-encoded, dots of a `.` or `..` segment included
+ * (URL parsing would otherwise resolve them, and the request would name another path).
+ */
 export function segment(value: string): string {
-  return encodeURIComponent(value);
+  const encoded = encodeURIComponent(value);
+  return encoded === '.' || encoded === '..' ? encoded.replaceAll('.', '%2E') : encoded;
 }
 
 /** A `/`-separated key (a file path) with each segment percent-encoded. */
