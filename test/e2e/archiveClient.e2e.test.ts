@@ -48,8 +48,16 @@ function countingSender(failEvery = 0) {
   return { counts, send };
 }
 
+/** Every folder a test made: removed after the file's tests, whatever their outcome. */
+const made: string[] = [];
+
+afterAll(async () => {
+  await Promise.all(made.splice(0).map((dir) => rm(dir, { recursive: true, force: true })));
+});
+
 async function newSessionDir(files: Record<string, Buffer>): Promise<string> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'cairn-session-'));
+  made.push(dir);
   for (const [name, bytes] of Object.entries(files)) {
     await mkdir(path.dirname(path.join(dir, name)), { recursive: true });
     await writeFile(path.join(dir, name), bytes);
@@ -63,11 +71,16 @@ async function expectSameTree(restored: string, original: Record<string, Buffer>
   }
 }
 
-const tempDir = () => path.join(os.tmpdir(), `cairn-restore-${randomBytes(6).toString('hex')}`);
+function tempDir(): string {
+  const dir = path.join(os.tmpdir(), `cairn-restore-${randomBytes(6).toString('hex')}`);
+  made.push(dir);
+  return dir;
+}
 
 describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (backend) => {
   const tenant = newTenant('agent');
   const other = newTenant('other');
+  const settings = backendSettings(backend, azurite().blobEndpoint);
   let app: RunningApp;
   const client = (send?: HttpSender) =>
     new ArchiveClient({ url: app.url, token: tenant.key, ...(send === undefined ? {} : { send }) });
@@ -76,11 +89,14 @@ describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (b
   beforeAll(async () => {
     app = await startApp({
       CAIRN_API_KEYS: apiKeysSetting([tenant, other]),
-      ...backendSettings(backend, azurite().blobEndpoint),
+      ...settings,
       ...sessionIndexSettings(azurite().tableEndpoint),
     });
   });
-  afterAll(async () => app.stop());
+  afterAll(async () => {
+    await app?.stop();
+    if (settings['CAIRN_DATA_DIR'] !== undefined) made.push(settings['CAIRN_DATA_DIR']);
+  });
 
   // 64 MiB on the local backend (the issue's figure); a smaller file on Azurite keeps the run short.
   const bigSize = backend === 'local' ? 64 * MiB : 8 * MiB + 321;
