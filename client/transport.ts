@@ -238,6 +238,9 @@ export class Transport {
 
   constructor(private readonly options: TransportOptions) {
     const url = new URL(options.url);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      throw new TypeError(`the service URL must be http or https: ${options.url}`);
+    }
     this.base = `${url.origin}${url.pathname.replace(/\/+$/, '').replace(/\/api$/, '')}/api`;
     this.sender = options.send ?? nodeHttpSender();
     this.attempts = Math.max(1, options.attempts ?? DEFAULT_ATTEMPTS);
@@ -276,6 +279,9 @@ export class Transport {
         retryAfterMs = retryAfterOf(reply);
         await reply.discard();
       } catch (error) {
+        // A request node refuses to send (a header with a line break, a bad URL) fails the same way
+        // every time: the caller's mistake, thrown as it is.
+        if (error instanceof TypeError) throw error;
         if ((!idempotent && maybeReceived(error)) || attempt >= this.attempts) {
           throw networkError(spec, error, attempt);
         }

@@ -3,7 +3,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
 /**
- * A local session directory as brain keeps it: `events.jsonl` plus append-only files under
+ * A local session directory as an agent keeps it: `events.jsonl` plus append-only files under
  * `native/`, and the client's own record of what it uploaded, `uploaded.json` (never published).
  */
 

@@ -98,7 +98,7 @@ describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (b
     if (settings['CAIRN_DATA_DIR'] !== undefined) made.push(settings['CAIRN_DATA_DIR']);
   });
 
-  // 64 MiB on the local backend (the issue's figure); a smaller file on Azurite keeps the run short.
+  // 64 MiB on the local backend; a smaller file on Azurite keeps the run short.
   const bigSize = backend === 'local' ? 64 * MiB : 8 * MiB + 321;
 
   it(`publishes ${bigSize} bytes, then after a 1 KiB append uploads at most 2 objects plus the manifest`, async () => {
