@@ -5,10 +5,10 @@ import { MigrationsClient } from './migrationsClient';
 import { nodeHttpSender, readJson, Transport } from './transport';
 
 /**
- * A client of every route of a Cairn service, one property per route family, all on one transport
- * (one pool of keep-alive sockets, the same retry rule and timeouts):
+ * A client of every route of a Cairn service, one property per route family, all sharing one pool
+ * of keep-alive sockets, one retry rule and one timeout:
  *
- *     const cairn = new CairnClient({ url: 'http://127.0.0.1:7071/api', token: process.env.CAIRN_KEY });
+ *     const cairn = new CairnClient({ url: 'http://127.0.0.1:7071/api', token: apiKey });
  *     const { etag } = await cairn.kv.put('notes/today.md', '# today');
  *     await cairn.kv.put('notes/today.md', '# today, later', { ifMatch: etag });
  */
