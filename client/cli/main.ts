@@ -1,34 +1,88 @@
 #!/usr/bin/env node
-/**
- * The `cairn` command: tools that call a Cairn service over HTTP (CAIRN_URL, CAIRN_KEY).
- *   cairn migrate --tenant <t> --from <dir>[:<prefix>] ... [--dry-run]
- *   cairn persona push|pull --dir <folder> [--prefix claude_memory]
- *   cairn checkpoint publish <dir> --session <id> | restore --session <id> <dir>   (shared/client/cli.ts)
- */
-import { runCheckpointCommand } from './checkpointCommand';
-import { runMigrateCommand } from './migrateCommand';
-import { runPersonaCommand } from './personaCommand';
+import { CairnClient } from '../cairnClient';
+import { checkpointCommand } from './checkpointCommand';
+import {
+  type Command,
+  type CommandIo,
+  EXIT_FAILURE,
+  EXIT_SUCCESS,
+  EXIT_USAGE,
+  isUsageError,
+  UsageError,
+} from './command';
+import { migrateCommand } from './migrateCommand';
+import { personaCommand } from './personaCommand';
 
-const COMMANDS: Record<string, typeof runMigrateCommand> = {
-  checkpoint: runCheckpointCommand,
-  migrate: runMigrateCommand,
-  persona: runPersonaCommand,
+/**
+ * The `cairn` command: tools that call a Cairn service over HTTP. This is the one place that reads
+ * the service's URL and the credential from the environment, and the one place that turns an
+ * outcome into an exit code.
+ */
+
+const COMMANDS: Readonly<Record<string, Command>> = {
+  checkpoint: checkpointCommand,
+  migrate: migrateCommand,
+  persona: personaCommand,
 };
 
-async function main(argv: string[]): Promise<number> {
-  const [name, ...rest] = argv;
-  const command = name === undefined ? undefined : COMMANDS[name];
-  if (command === undefined) {
-    process.stderr.write(`usage: cairn <${Object.keys(COMMANDS).join('|')}> ...\n`);
-    return 1;
-  }
-  return command(rest, { env: process.env, stdout: process.stdout, stderr: process.stderr });
+export const USAGE = `usage:
+${Object.values(COMMANDS)
+  .map((command) => command.usage)
+  .join('\n')}
+  cairn help
+
+environment:
+  CAIRN_URL  the service's base URL, e.g. http://127.0.0.1:7071 (with or without /api)
+  CAIRN_KEY  an API key or an Entra ID access token
+
+exit codes:
+  0  success
+  1  failure, or problems found (a report with errors; for migrate: the migration failed or its report has errors)
+  2  usage error: bad or missing arguments or settings`;
+
+interface Streams {
+  readonly stdout: CommandIo['stdout'];
+  readonly stderr: CommandIo['stderr'];
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    process.stderr.write(`cairn: ${error instanceof Error ? error.message : String(error)}\n`);
-    process.exit(1);
-  },
-);
+/** Runs `cairn <argv...>`; resolves with the exit code. */
+export async function runCairn(argv: string[], env: NodeJS.ProcessEnv, streams: Streams): Promise<number> {
+  const [name, ...args] = argv;
+  if (name === 'help' || name === '--help' || name === '-h') {
+    streams.stdout.write(`${USAGE}\n`);
+    return EXIT_SUCCESS;
+  }
+  const command = name === undefined ? undefined : COMMANDS[name];
+  if (command === undefined) {
+    streams.stderr.write(`cairn: ${name === undefined ? 'no command given' : `unknown command "${name}"`}\n`);
+    streams.stderr.write(`${USAGE}\n`);
+    return EXIT_USAGE;
+  }
+  try {
+    return await command.run(args, { ...streams, connect: (options) => connect(env, options) });
+  } catch (error) {
+    streams.stderr.write(`cairn ${name}: ${error instanceof Error ? error.message : String(error)}\n`);
+    if (!isUsageError(error)) return EXIT_FAILURE;
+    streams.stderr.write(`${command.usage}\n(cairn help: settings and exit codes)\n`);
+    return EXIT_USAGE;
+  }
+}
+
+function connect(env: NodeJS.ProcessEnv, options: Parameters<CommandIo['connect']>[0] = {}): CairnClient {
+  const url = env['CAIRN_URL'];
+  const token = env['CAIRN_KEY'];
+  if (!url) throw new UsageError('set CAIRN_URL to the service URL (e.g. http://127.0.0.1:7071)');
+  if (!token) throw new UsageError('set CAIRN_KEY to an API key or access token');
+  try {
+    return new CairnClient({ ...options, url, token });
+  } catch {
+    throw new UsageError(`CAIRN_URL is not a URL: ${url}`);
+  }
+}
+
+if (require.main === module) {
+  void runCairn(process.argv.slice(2), process.env, process).then((code) => {
+    // Exit once stdout is flushed: a piped report must arrive whole.
+    process.stdout.write('', () => process.exit(code));
+  });
+}

@@ -59,7 +59,7 @@ export async function runArchiveBench(): Promise<string> {
       azurite.blobEndpoint,
       new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
     );
-    const client = new ArchiveClient({ baseUrl: app.url, token: tenant.key, concurrency: CONCURRENCY });
+    const client = new ArchiveClient({ url: app.url, token: tenant.key, concurrency: CONCURRENCY });
 
     // Warm-up, not measured: a 16 MiB publish and as many raw uploads, so that neither side's first
     // round pays for compiling its code paths.
@@ -132,7 +132,7 @@ export async function runArchiveBench(): Promise<string> {
       // Objects to `app`, the checkpoint itself to `otherInstance`.
       const send = nodeHttpSender();
       const twoInstances = new ArchiveClient({
-        baseUrl: app.url,
+        url: app.url,
         token: tenant.key,
         concurrency: CONCURRENCY,
         send: (request) =>

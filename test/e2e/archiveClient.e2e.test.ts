@@ -6,7 +6,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { ArchiveClient, StaleCheckpointError } from '../../client/archiveClient';
-import { CairnHttpError, type HttpSender, nodeHttpSender } from '../../client/transport';
+import { CairnHttpError } from '../../client/errors';
+import { type HttpSender, nodeHttpSender } from '../../client/transport';
 import { BLOCK_BYTES } from '../../shared/archive/identifiers';
 import {
   apiKeysSetting,
@@ -68,21 +69,24 @@ const restoreTarget = () => path.join(tempDir('restore'), 'target');
 describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (backend) => {
   const tenant = newTenant('agent');
   const other = newTenant('other');
+  const settings = backendSettings(backend, azurite().blobEndpoint);
   let app: RunningApp;
   const client = (send?: HttpSender) =>
-    new ArchiveClient({ baseUrl: app.url, token: tenant.key, ...(send === undefined ? {} : { send }) });
+    new ArchiveClient({ url: app.url, token: tenant.key, ...(send === undefined ? {} : { send }) });
   const sessionId = (name: string) => `${name}-${randomBytes(4).toString('hex')}`;
 
   beforeAll(async () => {
     app = await startApp({
       CAIRN_API_KEYS: apiKeysSetting([tenant, other]),
-      ...backendSettings(backend, azurite().blobEndpoint),
+      ...settings,
       ...sessionIndexSettings(azurite().tableEndpoint),
     });
   });
-  afterAll(async () => app.stop());
+  afterAll(async () => {
+    await app?.stop();
+  });
 
-  // 64 MiB on the local backend (the issue's figure); a smaller file on Azurite keeps the run short.
+  // 64 MiB on the local backend; a smaller file on Azurite keeps the run short.
   const bigSize = backend === 'local' ? 64 * MiB : 8 * MiB + 321;
 
   it(`publishes ${bigSize} bytes, then after a 1 KiB append uploads at most 2 objects plus the manifest`, async () => {
@@ -199,7 +203,7 @@ describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (b
     await client().publishCheckpoint(dir, sid);
     const counted = countingSender();
     const intruder = new ArchiveClient({
-      baseUrl: app.url,
+      url: app.url,
       token: other.key,
       concurrency: 2,
       send: counted.send,

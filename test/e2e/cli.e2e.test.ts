@@ -62,11 +62,34 @@ describe('cairn command', () => {
     opsEnv = { CAIRN_URL: app.url, CAIRN_KEY: ops.key };
   });
   afterAll(async () => {
-    await app.stop();
-    await storage.stop();
+    await app?.stop();
+    await storage?.stop();
   });
 
-  it('migrate: exit 0 with the report when every file is accounted for, 2 when the report has errors', async () => {
+  it('one exit-code rule: help is 0, an unknown command or a missing argument or setting is 2', async () => {
+    const help = await cairn(['help'], {});
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/exit codes:\n {2}0 {2}success\n {2}1 {2}failure/);
+    for (const command of ['checkpoint', 'migrate', 'persona'])
+      expect(help.stdout).toContain(`cairn ${command} `);
+
+    expect((await cairn([], opsEnv)).code).toBe(2);
+    expect((await cairn(['nonsense'], opsEnv)).code).toBe(2);
+    const badOption = await cairn(['persona', 'push', '--dir', '/tmp', '--no-such-option'], opsEnv);
+    expect(badOption.code).toBe(2);
+    expect(badOption.stderr).toContain('cairn persona push|pull');
+    expect((await cairn(['persona', 'sideways', '--dir', '/tmp'], opsEnv)).code).toBe(2);
+    const noKey = await cairn(['persona', 'pull', '--dir', '/tmp'], { CAIRN_URL: app.url });
+    expect(noKey.code).toBe(2);
+    expect(noKey.stderr).toContain('CAIRN_KEY');
+    const noUrl = await cairn(['migrate', '--tenant', agent.tenant, '--from', '/tmp'], {
+      CAIRN_KEY: ops.key,
+    });
+    expect(noUrl.code).toBe(2);
+    expect(noUrl.stderr).toContain('CAIRN_URL');
+  });
+
+  it('migrate: exit 0 with the report when every file is accounted for, 1 when the report has errors', async () => {
     const source = folder({ 'a.txt': 'A', 'sub/b.txt': 'B' });
     const ok = await cairn(['migrate', '--tenant', agent.tenant, '--from', `${source}:mem`], opsEnv);
     expect(ok.code).toBe(0);
@@ -80,7 +103,7 @@ describe('cairn command', () => {
 
     execFileSync('mkfifo', [path.join(source, 'pipe')]);
     const withError = await cairn(['migrate', '--tenant', agent.tenant, '--from', `${source}:mem`], opsEnv);
-    expect(withError.code).toBe(2);
+    expect(withError.code).toBe(1);
     expect(JSON.parse(withError.stdout)).toMatchObject({
       copied: 0,
       skipped: 2,
@@ -88,8 +111,8 @@ describe('cairn command', () => {
     });
   });
 
-  it('migrate: exit 1 on bad usage, a refused start, or a migration that failed', async () => {
-    expect((await cairn(['migrate', '--tenant', agent.tenant], opsEnv)).code).toBe(1);
+  it('migrate: exit 2 on bad usage; exit 1 on a refused start or a migration that failed', async () => {
+    expect((await cairn(['migrate', '--tenant', agent.tenant], opsEnv)).code).toBe(2);
     const refused = await cairn(['migrate', '--tenant', agent.tenant, '--from', '/tmp'], {
       CAIRN_URL: app.url,
       CAIRN_KEY: agent.key,
@@ -113,7 +136,7 @@ describe('cairn command', () => {
     const local = folder({ 'MEMORY.md': '# memory', 'notes/one.md': 'one' });
     symlinkSync('/etc/hostname', path.join(local, 'link.md'));
     const pushed = await cairn(['persona', 'push', '--dir', local], env);
-    expect(pushed.code).toBe(2);
+    expect(pushed.code).toBe(1);
     const report = JSON.parse(pushed.stdout) as {
       copied: number;
       errors: [string, string][];

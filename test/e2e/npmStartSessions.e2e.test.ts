@@ -27,7 +27,7 @@ describe.each([
     await mkdir(path.join(session, 'native'), { recursive: true });
     await writeFile(path.join(session, 'events.jsonl'), '{"turn":1}\n');
     await writeFile(path.join(session, 'native', 'state.json'), '{}');
-    const archive = new ArchiveClient({ baseUrl: url, token: key });
+    const archive = new ArchiveClient({ url, token: key });
     const published = await archive.publishCheckpoint(session, 's1');
     const list = await fetch(`${url}/api/sessions`, { headers: { authorization: `Bearer ${key}` } });
     expect(list.status).toBe(200);

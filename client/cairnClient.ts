@@ -1,0 +1,50 @@
+import { ArchiveClient, type ArchiveClientOptions } from './archiveClient';
+import { CoordinationClient } from './coordinationClient';
+import { KeyValueClient } from './keyValueClient';
+import { MigrationsClient } from './migrationsClient';
+import { nodeHttpSender, readJson, Transport } from './transport';
+
+/**
+ * A client of every route of a Cairn service, one property per route family, all sharing one pool
+ * of keep-alive sockets, one retry rule and one timeout:
+ *
+ *     const cairn = new CairnClient({ url: 'http://127.0.0.1:7071/api', token: apiKey });
+ *     const { etag } = await cairn.kv.put('notes/today.md', '# today');
+ *     await cairn.kv.put('notes/today.md', '# today, later', { ifMatch: etag });
+ */
+
+/** Where the service is and who calls it; the rest tunes retries, timeouts and archive transfers. */
+export type CairnClientOptions = ArchiveClientOptions;
+
+export interface Health {
+  readonly status: 'ok';
+  readonly backend: 'local' | 'blob';
+  readonly version: string;
+}
+
+export class CairnClient {
+  /** The tenant's key/value space with compare-and-swap. */
+  readonly kv: KeyValueClient;
+  /** Session archives: publish and restore checkpoints, read manifests, list sessions. */
+  readonly sessions: ArchiveClient;
+  /** Email cursor, watched chats, chat cursors and claims, promises, interaction log. */
+  readonly coordination: CoordinationClient;
+  /** Local-to-blob migrations (admin). */
+  readonly migrations: MigrationsClient;
+  private readonly transport: Transport;
+
+  constructor(options: CairnClientOptions) {
+    const shared = { ...options, send: options.send ?? nodeHttpSender() };
+    this.transport = new Transport(shared);
+    this.kv = new KeyValueClient(this.transport);
+    // Its own transport on the same sockets, so that its publish reports count its own requests.
+    this.sessions = new ArchiveClient(shared);
+    this.coordination = new CoordinationClient(this.transport);
+    this.migrations = new MigrationsClient(this.transport);
+  }
+
+  /** Liveness and the backend kind; needs no credential. */
+  async health(): Promise<Health> {
+    return readJson(await this.transport.call('GET', '/health'), 200);
+  }
+}

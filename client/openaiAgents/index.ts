@@ -1,0 +1,2 @@
+export type { CairnSessionOptions } from './cairnSession';
+export { CairnSession, encodeSessionId, HistoryTransactionError, SESSION_KEY_PREFIX } from './cairnSession';
