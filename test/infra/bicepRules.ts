@@ -834,14 +834,3 @@ export function moduleParameterValue(root: Node, moduleSymbol: string, name: str
     .map((body) => propertyAt(body, ['params', name]))
     .find((value) => value !== undefined);
 }
-
-/** Every string literal given to a property named `key`, anywhere in the file. */
-export function propertyLiterals(root: Node, key: string): string[] {
-  const found: string[] = [];
-  walk(root, (node) => {
-    if (node.type !== 'object_property' || propertyKey(node) !== key) return;
-    const literal = stringLiteral(namedChildren(node).at(-1));
-    if (literal !== undefined) found.push(literal);
-  });
-  return found;
-}
