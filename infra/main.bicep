@@ -1,5 +1,6 @@
-// Cairn on Azure: a Flex Consumption Function App that runs as a user-assigned managed identity,
-// one storage account reached only with Entra ID, and workspace-based Application Insights.
+// Cairn on Azure: a Flex Consumption Function App (Node 22) that runs as a user-assigned managed
+// identity, a storage account for the Functions host and another for Cairn's data (both reached only
+// with Entra ID), a Key Vault for Cairn's secrets, and workspace-based Application Insights.
 // Deployed at subscription scope so that `azd up` (or `az deployment sub create`) also creates the
 // resource group. See infra/README.md.
 targetScope = 'subscription'
@@ -56,7 +57,7 @@ param maxValueBytes int = 2097152
 ])
 param logLevel string = 'info'
 
-@description('Optional. Replication of the storage account.')
+@description('Optional. Replication of both storage accounts.')
 @allowed([
   'Standard_LRS'
   'Standard_ZRS'
@@ -69,6 +70,17 @@ param storageSkuName string = 'Standard_LRS'
 @minValue(1)
 @maxValue(1000)
 param maximumInstanceCount int = 100
+
+@description('Optional. Object id of whoever sets the Key Vault secrets; it gets Key Vault Secrets Officer on the vault. azd passes the signed-in principal. Empty: nobody; grant the role yourself.')
+param vaultOperatorPrincipalId string = ''
+
+@description('Optional. Kind of the principal in vaultOperatorPrincipalId.')
+@allowed([
+  'User'
+  'Group'
+  'ServicePrincipal'
+])
+param vaultOperatorPrincipalType string = 'User'
 
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = {
@@ -98,19 +110,49 @@ module identity 'core/identity/user-assigned-identity.bicep' = {
   }
 }
 
-module storage 'core/storage/storage-account.bicep' = {
-  name: 'storage'
+// The account the Functions host owns: host locks and timer state, the Durable task hub, the
+// deployment package. 7-day soft delete lets an operator undo a deleted package or task hub.
+module hostStorage 'core/storage/storage-account.bicep' = {
+  name: 'hostStorage'
+  scope: rg
+  params: {
+    name: 'sthost${resourceToken}'
+    location: location
+    tags: tags
+    skuName: storageSkuName
+    containerNames: [
+      deploymentStorageContainerName
+    ]
+    deleteRetentionDays: 7
+  }
+}
+
+// Cairn's data. It keeps the name of the single account of earlier versions, so that an upgraded
+// deployment keeps its data. Soft delete and versioning stay off (see infra/README.md): what Cairn
+// deletes is gone, and every write makes a new ETag without keeping the old bytes.
+module dataStorage 'core/storage/storage-account.bicep' = {
+  name: 'dataStorage'
   scope: rg
   params: {
     name: 'st${resourceToken}'
     location: location
     tags: tags
     skuName: storageSkuName
-    deploymentContainerName: deploymentStorageContainerName
-    // Claimed email windows (a later feature); created here so the app never needs to create it.
+    // Claimed email windows; created here so the app never needs to create it.
     queueNames: [
       'email-windows'
     ]
+    deleteRetentionDays: 0
+  }
+}
+
+module keyVault 'core/security/key-vault.bicep' = {
+  name: 'keyVault'
+  scope: rg
+  params: {
+    name: 'kv-cairn-${resourceToken}'
+    location: location
+    tags: tags
   }
 }
 
@@ -129,9 +171,13 @@ module rbac 'app/rbac.bicep' = {
   name: 'rbac'
   scope: rg
   params: {
-    storageAccountName: storage.outputs.name
+    hostStorageAccountName: hostStorage.outputs.name
+    dataStorageAccountName: dataStorage.outputs.name
+    keyVaultName: keyVault.outputs.name
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     principalId: identity.outputs.principalId
+    vaultOperatorPrincipalId: vaultOperatorPrincipalId
+    vaultOperatorPrincipalType: vaultOperatorPrincipalType
   }
 }
 
@@ -154,8 +200,10 @@ module api 'app/api.bicep' = {
     tags: tags
     serviceName: 'api'
     appServicePlanId: plan.outputs.id
-    storageAccountName: storage.outputs.name
+    hostStorageAccountName: hostStorage.outputs.name
     deploymentStorageContainerName: deploymentStorageContainerName
+    dataStorageAccountName: dataStorage.outputs.name
+    keyVaultName: keyVault.outputs.name
     identityId: identity.outputs.id
     identityClientId: identity.outputs.clientId
     applicationInsightsName: monitoring.outputs.applicationInsightsName
@@ -168,8 +216,8 @@ module api 'app/api.bicep' = {
     logLevel: logLevel
     maximumInstanceCount: maximumInstanceCount
   }
-  // The roles first: the host reaches storage as soon as the app exists, and an app that starts
-  // before its roles would fail its first storage calls.
+  // The roles first: the host reaches storage and resolves its Key Vault references as soon as the
+  // app exists, and an app that starts before its roles would fail its first calls.
   dependsOn: [
     rbac
   ]
@@ -193,11 +241,20 @@ output SERVICE_API_NAME string = api.outputs.name
 @description('Base URL of the Function App; the HTTP API is under /api.')
 output SERVICE_API_URI string = api.outputs.uri
 
-@description('Name of the storage account.')
-output AZURE_STORAGE_ACCOUNT_NAME string = storage.outputs.name
+@description('Name of the storage account of Cairn\'s data.')
+output AZURE_STORAGE_ACCOUNT_NAME string = dataStorage.outputs.name
 
-@description('Primary blob endpoint of the storage account (CAIRN_BLOB_ENDPOINT).')
-output AZURE_STORAGE_BLOB_ENDPOINT string = storage.outputs.blobEndpoint
+@description('Primary blob endpoint of the data account (CAIRN_BLOB_ENDPOINT).')
+output AZURE_STORAGE_BLOB_ENDPOINT string = dataStorage.outputs.blobEndpoint
+
+@description('Name of the storage account of the Functions host.')
+output AZURE_HOST_STORAGE_ACCOUNT_NAME string = hostStorage.outputs.name
+
+@description('Name of the Key Vault whose secrets the app reads (set them with az keyvault secret set).')
+output AZURE_KEY_VAULT_NAME string = keyVault.outputs.name
+
+@description('Data-plane URI of the Key Vault.')
+output AZURE_KEY_VAULT_ENDPOINT string = keyVault.outputs.uri
 
 @description('Base name of the per-tenant blob containers (CAIRN_BLOB_CONTAINER).')
 output CAIRN_BLOB_CONTAINER string = blobContainerBase

@@ -55,6 +55,13 @@ export const SETTINGS = {
     description:
       'Comma-separated <tenant>:<sha256 hex of key>[:admin] entries. Keys are never stored in clear.',
   },
+  CAIRN_ENCRYPTION_KEYS: {
+    description:
+      'Application encryption keys, k2:<64 hex>,k1:<64 hex>: the first encrypts, every one decrypts. Optional; empty: off.',
+  },
+  CAIRN_AUDIT_SIGNING_KEY: {
+    description: 'Ed25519 private key that signs the audit trail. Optional; empty: off.',
+  },
   CAIRN_AUTH_ISSUER: { description: 'Entra ID token issuer (set all three CAIRN_AUTH_* or none).' },
   CAIRN_AUTH_AUDIENCE: { description: 'Entra ID token audience (the app registration).' },
   CAIRN_AUTH_JWKS_URI: { description: 'URL of the signing keys (JWKS) of the issuer.' },

@@ -1,8 +1,9 @@
-// The Cairn Function App on Flex Consumption. Every connection is identity-based: the host reaches
-// storage through the AzureWebJobsStorage__* service URIs with the user-assigned identity, Cairn's
-// Blob backend uses the same identity (AZURE_CLIENT_ID, no CAIRN_STORAGE_ACCOUNT_KEY), telemetry is
-// sent with an Entra ID token, and callers authenticate with Entra ID tokens (the CAIRN_AUTH_*
-// settings; no CAIRN_API_KEYS in Azure). No setting holds a secret.
+// The Cairn Function App on Flex Consumption, Node 22. Every connection is identity-based: the host
+// reaches its own storage account through the AzureWebJobsStorage__* service URIs with the
+// user-assigned identity; Cairn reaches the data account with the same identity (AZURE_CLIENT_ID,
+// no CAIRN_STORAGE_ACCOUNT_KEY); telemetry is sent with an Entra ID token; the secrets Cairn needs
+// (API keys, encryption keys, the audit signing key) are Key Vault references resolved by the
+// platform with that identity. No setting holds a secret.
 
 @description('Required. Name of the Function App (globally unique: it is the host name).')
 param name string
@@ -19,11 +20,17 @@ param serviceName string = 'api'
 @description('Required. Resource id of the Flex Consumption plan.')
 param appServicePlanId string
 
-@description('Required. Name of the storage account used by the host, the task hub and Cairn.')
-param storageAccountName string
+@description('Required. Name of the storage account of the Functions host: host locks, the Durable task hub and the deployment package.')
+param hostStorageAccountName string
 
-@description('Required. Name of the blob container that receives the deployment package.')
+@description('Required. Name of the blob container of the host storage account that receives the deployment package.')
 param deploymentStorageContainerName string
+
+@description('Required. Name of the storage account of Cairn\'s data (CAIRN_BLOB_ENDPOINT, CAIRN_QUEUE_ENDPOINT, CAIRN_TABLE_ENDPOINT).')
+param dataStorageAccountName string
+
+@description('Required. Name of the Key Vault that holds Cairn\'s secrets.')
+param keyVaultName string
 
 @description('Required. Resource id of the user-assigned managed identity the app runs as.')
 param identityId string
@@ -72,13 +79,6 @@ param maxValueBytes int
 ])
 param logLevel string
 
-@description('Optional. Node.js major version of the Functions runtime.')
-@allowed([
-  '20'
-  '22'
-])
-param nodeVersion string = '20'
-
 @description('Optional. Memory of each instance in MB.')
 @allowed([
   512
@@ -92,8 +92,16 @@ param instanceMemoryMB int = 2048
 @maxValue(1000)
 param maximumInstanceCount int = 100
 
-resource storageAccount 'Microsoft.Storage/storageAccounts@2024-01-01' existing = {
-  name: storageAccountName
+resource hostStorageAccount 'Microsoft.Storage/storageAccounts@2024-01-01' existing = {
+  name: hostStorageAccountName
+}
+
+resource dataStorageAccount 'Microsoft.Storage/storageAccounts@2024-01-01' existing = {
+  name: dataStorageAccountName
+}
+
+resource keyVault 'Microsoft.KeyVault/vaults@2024-11-01' existing = {
+  name: keyVaultName
 }
 
 resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing = {
@@ -114,6 +122,9 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
   properties: {
     serverFarmId: appServicePlanId
     httpsOnly: true
+    // Key Vault references are resolved with the identity the app runs as (the default would be a
+    // system-assigned identity, which this app does not have).
+    keyVaultReferenceIdentity: identityId
     siteConfig: {
       minTlsVersion: '1.2'
     }
@@ -121,7 +132,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
       deployment: {
         storage: {
           type: 'blobContainer'
-          value: '${storageAccount.properties.primaryEndpoints.blob}${deploymentStorageContainerName}'
+          value: '${hostStorageAccount.properties.primaryEndpoints.blob}${deploymentStorageContainerName}'
           authentication: {
             type: 'UserAssignedIdentity'
             userAssignedIdentityResourceId: identityId
@@ -132,9 +143,11 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
         instanceMemoryMB: instanceMemoryMB
         maximumInstanceCount: maximumInstanceCount
       }
+      // Node 20 left Azure Functions support on 2026-04-30. The code also runs on Node 20 locally
+      // (package.json engines); nothing in it needs 22.
       runtime: {
         name: 'node'
-        version: nodeVersion
+        version: '22'
       }
     }
   }
@@ -149,29 +162,37 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   name: 'appsettings'
   properties: {
     // Host storage (timers, locks, the Durable task hub): identity-based, one URI per service.
-    AzureWebJobsStorage__blobServiceUri: storageAccount.properties.primaryEndpoints.blob
-    AzureWebJobsStorage__queueServiceUri: storageAccount.properties.primaryEndpoints.queue
-    AzureWebJobsStorage__tableServiceUri: storageAccount.properties.primaryEndpoints.table
+    AzureWebJobsStorage__blobServiceUri: hostStorageAccount.properties.primaryEndpoints.blob
+    AzureWebJobsStorage__queueServiceUri: hostStorageAccount.properties.primaryEndpoints.queue
+    AzureWebJobsStorage__tableServiceUri: hostStorageAccount.properties.primaryEndpoints.table
     AzureWebJobsStorage__credential: 'managedidentity'
     AzureWebJobsStorage__clientId: identityClientId
     // Telemetry, sent with an Entra ID token of the same identity (local auth is disabled).
     APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsights.properties.ConnectionString
     APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
-    // Cairn's Blob backend, reached with the managed identity (no account key).
+    // Cairn's data: its own account, reached with the managed identity (no account key).
     AZURE_CLIENT_ID: identityClientId
-    CAIRN_BLOB_ENDPOINT: storageAccount.properties.primaryEndpoints.blob
+    CAIRN_BLOB_ENDPOINT: dataStorageAccount.properties.primaryEndpoints.blob
     CAIRN_BLOB_CONTAINER: blobContainerBase
-    // The email-window queue of the emailWindowPoll timer (same account, same identity).
-    CAIRN_QUEUE_ENDPOINT: storageAccount.properties.primaryEndpoints.queue
-    // The session index of the archives (Azure Table Storage; same account, same identity).
-    CAIRN_TABLE_ENDPOINT: storageAccount.properties.primaryEndpoints.table
-    // Entra ID bearer tokens are the only credential accepted in Azure.
+    // The email-window queue of the emailWindowPoll timer.
+    CAIRN_QUEUE_ENDPOINT: dataStorageAccount.properties.primaryEndpoints.queue
+    // The session index of the archives (Azure Table Storage).
+    CAIRN_TABLE_ENDPOINT: dataStorageAccount.properties.primaryEndpoints.table
+    // Entra ID bearer tokens.
     CAIRN_AUTH_ISSUER: authIssuer
     CAIRN_AUTH_AUDIENCE: authAudience
     CAIRN_AUTH_JWKS_URI: authJwksUri
     CAIRN_AUTH_TENANT_CLAIM: authTenantClaim
     CAIRN_MAX_VALUE_BYTES: string(maxValueBytes)
     CAIRN_LOG_LEVEL: logLevel
+    // Secrets: Key Vault references, resolved by the platform with keyVaultReferenceIdentity. No
+    // version in the URI: the app gets the newest version of each secret (see infra/README.md for
+    // rotation). A secret that is missing leaves the reference text itself in the setting; that
+    // text is no valid value of any of the three, so the app stops at start-up naming the setting
+    // instead of running without the secret.
+    CAIRN_API_KEYS: '@Microsoft.KeyVault(SecretUri=${keyVault.properties.vaultUri}secrets/cairn-api-keys/)'
+    CAIRN_ENCRYPTION_KEYS: '@Microsoft.KeyVault(SecretUri=${keyVault.properties.vaultUri}secrets/cairn-encryption-keys/)'
+    CAIRN_AUDIT_SIGNING_KEY: '@Microsoft.KeyVault(SecretUri=${keyVault.properties.vaultUri}secrets/cairn-audit-signing-key/)'
   }
 }
 

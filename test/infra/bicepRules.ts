@@ -2,17 +2,17 @@
  * Offline checks of the Bicep templates under `infra/`, on the syntax tree that the tree-sitter
  * Bicep grammar (run by web-tree-sitter, WASM: nothing native, no network) gives for each file.
  *
- * What this proves: each file is well-formed Bicep syntax, and the project's rules hold on what is
- * written (pinned API versions, described parameters, no literal secrets, hardened storage and
- * telemetry, deterministic role assignment names, consistent module wiring and app settings).
- * What it cannot prove: that the types, properties and API versions exist in Azure, that
- * expressions type-check, or that a deployment succeeds. That needs the Bicep compiler and
- * `what-if` (see the Deploy section of README.md). The grammar is also more lenient than the compiler in places.
+ * The Bicep compiler (bicepCompile.test.ts) proves that the templates type-check: symbols, property
+ * names, enum values, lengths, module parameters and outputs. These rules hold the templates to what
+ * the compiler cannot know, because every alternative would compile too: which account each
+ * setting and role points at, that no credential is written or fetched, that the hosting and
+ * security settings are the ones this project decided (Flex Consumption, Node 22, identity-based
+ * connections, RBAC on Key Vault), and the project's conventions (pinned API versions, described
+ * parameters, deterministic role assignment names).
  *
- * Every rule returns a list of {@link Violation}s; an empty list means the rule holds.
+ * Every rule returns a list of {@link Violation}s (or messages); an empty list means the rule holds.
  */
 import { createRequire } from 'node:module';
-import path from 'node:path';
 
 import { Language, type Node, Parser } from 'web-tree-sitter';
 
@@ -215,14 +215,6 @@ function parameters(root: Node): Parameter[] {
     });
 }
 
-function outputNames(root: Node): Set<string> {
-  return new Set(
-    namedChildren(root)
-      .filter((node) => node.type === 'output_declaration')
-      .map((node) => namedChildren(node)[0]?.text ?? ''),
-  );
-}
-
 // ---------------------------------------------------------------------------------------------
 // Rules
 
@@ -337,7 +329,8 @@ function looksLikeKeyMaterial(text: string): boolean {
  * No secret is written into a template or fetched by one: no connection string, account key, SAS,
  * password, token or key material in a string literal; no `list*()` call (listKeys, listAccountSas,
  * listSecrets...), which would copy a secret into the deployment; no literal value for a property
- * named like a secret; no default value for a `@secure()` parameter.
+ * named like a secret; no default value for a `@secure()` parameter; no Key Vault secret resource
+ * (its value would be in the template or its parameters, and in the deployment history).
  */
 export function secretViolations(root: Node): Violation[] {
   const found: Violation[] = [];
@@ -362,6 +355,17 @@ export function secretViolations(root: Node): Violation[] {
       }
     }
   });
+  for (const resource of declarations(root, 'resource_declaration')) {
+    if (!resource.existing && sameType(resourceType(resource), 'Microsoft.KeyVault/vaults/secrets')) {
+      found.push(
+        violation(
+          'secret',
+          resource.node,
+          `${resource.symbol}: a secret created by a template carries its value in the deployment`,
+        ),
+      );
+    }
+  }
   for (const parameter of parameters(root)) {
     if (decoratorCall(parameter.node, 'secure') !== undefined && parameter.hasDefault) {
       const literal = stringLiteral(parameter.defaultValue);
@@ -383,7 +387,11 @@ interface RequiredSetting {
   readonly why: string;
 }
 
-/** Security settings that every (non-`existing`) resource of a type must spell out. */
+/**
+ * Security and hosting settings that every (non-`existing`) resource of a type must spell out. The
+ * compiler accepts any of the alternatives (another SKU, a connection-string deployment, Node 20,
+ * access policies), so only a rule can hold the templates to these decisions.
+ */
 export const REQUIRED_SETTINGS: readonly RequiredSetting[] = [
   {
     type: 'Microsoft.Storage/storageAccounts',
@@ -410,10 +418,101 @@ export const REQUIRED_SETTINGS: readonly RequiredSetting[] = [
     why: 'no plain HTTP',
   },
   {
+    type: 'Microsoft.Storage/storageAccounts/blobServices',
+    path: ['properties', 'isVersioningEnabled'],
+    value: 'false',
+    why: 'a version kept of every overwrite would keep data that Cairn deleted',
+  },
+  {
     type: 'Microsoft.Insights/components',
     path: ['properties', 'DisableLocalAuth'],
     value: 'true',
     why: 'telemetry only with an Entra ID token',
+  },
+  {
+    type: 'Microsoft.KeyVault/vaults',
+    path: ['properties', 'enableRbacAuthorization'],
+    value: 'true',
+    why: 'access by Azure RBAC roles, not access policies',
+  },
+  {
+    type: 'Microsoft.Web/serverfarms',
+    path: ['sku', 'name'],
+    value: "'FC1'",
+    why: 'the Flex Consumption plan',
+  },
+  {
+    type: 'Microsoft.Web/serverfarms',
+    path: ['sku', 'tier'],
+    value: "'FlexConsumption'",
+    why: 'the Flex Consumption plan',
+  },
+  {
+    type: 'Microsoft.Web/serverfarms',
+    path: ['properties', 'reserved'],
+    value: 'true',
+    why: 'Flex Consumption is Linux only',
+  },
+  {
+    type: 'Microsoft.Web/sites',
+    path: ['kind'],
+    value: "'functionapp,linux'",
+    why: 'a Linux function app, as Flex Consumption requires',
+  },
+  {
+    type: 'Microsoft.Web/sites',
+    path: ['identity', 'type'],
+    value: "'UserAssigned'",
+    why: 'the app runs as the user-assigned identity only',
+  },
+  {
+    type: 'Microsoft.Web/sites',
+    path: ['properties', 'httpsOnly'],
+    value: 'true',
+    why: 'no plain HTTP',
+  },
+  {
+    type: 'Microsoft.Web/sites',
+    path: ['properties', 'keyVaultReferenceIdentity'],
+    value: 'identityId',
+    why: 'Key Vault references are resolved with the user-assigned identity',
+  },
+  {
+    type: 'Microsoft.Web/sites',
+    path: ['properties', 'functionAppConfig', 'runtime', 'name'],
+    value: "'node'",
+    why: 'a Node.js app',
+  },
+  {
+    type: 'Microsoft.Web/sites',
+    path: ['properties', 'functionAppConfig', 'runtime', 'version'],
+    value: "'22'",
+    why: 'Node 20 is out of support on Azure Functions',
+  },
+  {
+    type: 'Microsoft.Web/sites',
+    path: ['properties', 'functionAppConfig', 'deployment', 'storage', 'value'],
+    value: "'${hostStorageAccount.properties.primaryEndpoints.blob}${deploymentStorageContainerName}'",
+    why: 'the deployment package lives in the host account, not with Cairn data',
+  },
+  {
+    type: 'Microsoft.Web/sites',
+    path: ['properties', 'functionAppConfig', 'deployment', 'storage', 'authentication', 'type'],
+    value: "'UserAssignedIdentity'",
+    why: 'the package is fetched with the identity, not a connection string',
+  },
+  {
+    type: 'Microsoft.Web/sites',
+    path: [
+      'properties',
+      'functionAppConfig',
+      'deployment',
+      'storage',
+      'authentication',
+      'userAssignedIdentityResourceId',
+    ],
+    value: 'identityId',
+    why: 'the identity the app runs as',
   },
 ];
 
@@ -537,74 +636,134 @@ export function appSettingViolations(
   ];
 }
 
-// ---------------------------------------------------------------------------------------------
-// Wiring between files (what the compiler would check across module boundaries)
-
-/** Parses another file of the deployment, by path relative to the infra root; undefined if absent. */
-export type BicepLoader = (relativePath: string) => Node | undefined;
-
 /**
- * Every local module exists, is given all its Required parameters and only parameters it declares,
- * and every `<module>.outputs.<name>` read is an output the module declares.
+ * Each named app setting has exactly the expected value expression (source text). This is how the
+ * templates are held to pointing each setting at the right resource: an endpoint of the host
+ * account and one of the data account are both strings, and the compiler accepts either.
  */
-export function moduleWiringViolations(root: Node, fileDir: string, load: BicepLoader): Violation[] {
-  const found: Violation[] = [];
-  const moduleRoots = new Map<string, Node>();
-  for (const module of declarations(root, 'module_declaration')) {
-    const reference = module.reference;
-    if (reference === undefined || /^(?:br|ts)[:/]/.test(reference)) continue;
-    const target = path.posix.join(fileDir, reference);
-    const moduleRoot = load(target);
-    if (moduleRoot === undefined) {
-      found.push(
-        violation('module-wiring', module.node, `module ${module.symbol}: ${target} does not exist`),
-      );
-      continue;
-    }
-    moduleRoots.set(module.symbol, moduleRoot);
-    const declared = parameters(moduleRoot);
-    const declaredNames = new Set(declared.map((parameter) => parameter.name));
-    for (const body of module.bodies) {
-      const params = objectProperty(body, 'params');
-      const given = new Set(params?.type === 'object' ? objectProperties(params).map(([name]) => name) : []);
-      for (const parameter of declared) {
-        if (!parameter.hasDefault && !parameter.nullable && !given.has(parameter.name)) {
-          found.push(
-            violation(
-              'module-wiring',
-              module.node,
-              `module ${module.symbol}: required param ${parameter.name} not given`,
-            ),
-          );
-        }
-      }
-      for (const name of given) {
-        if (!declaredNames.has(name)) {
-          found.push(
-            violation(
-              'module-wiring',
-              module.node,
-              `module ${module.symbol}: ${target} has no param ${name}`,
-            ),
-          );
-        }
-      }
+export function settingExpressionViolations(
+  settings: readonly AppSetting[],
+  expected: Readonly<Record<string, string>>,
+): string[] {
+  const found: string[] = [];
+  for (const [name, expression] of Object.entries(expected)) {
+    const setting = settings.find((candidate) => candidate.name === name);
+    if (setting === undefined) found.push(`${name} is not set`);
+    else if (setting.expression !== expression) {
+      found.push(`${name} must be ${expression}, found ${setting.expression}`);
     }
   }
-  walk(root, (node) => {
-    if (node.type !== 'member_expression') return;
-    const object = node.childForFieldName('object');
-    if (object?.type !== 'member_expression' || object.childForFieldName('property')?.text !== 'outputs')
-      return;
-    const symbol = object.childForFieldName('object')?.text ?? '';
-    const output = node.childForFieldName('property')?.text ?? '';
-    const moduleRoot = moduleRoots.get(symbol);
-    if (moduleRoot !== undefined && !outputNames(moduleRoot).has(output)) {
-      found.push(violation('module-wiring', node, `module ${symbol} has no output ${output}`));
-    }
-  });
   return found;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Which resource a symbol stands for, and who holds which role where
+
+/** The `name:` expression (source text) of every `existing` resource of the file, by symbol. */
+export function existingResourceNames(root: Node): Map<string, string> {
+  const names = new Map<string, string>();
+  for (const resource of declarations(root, 'resource_declaration')) {
+    if (!resource.existing) continue;
+    const name = resource.bodies.map((body) => objectProperty(body, 'name')?.text).find(Boolean);
+    if (name !== undefined) names.set(resource.symbol, name);
+  }
+  return names;
+}
+
+function variableValue(root: Node, name: string): Node | undefined {
+  const declaration = namedChildren(root).find(
+    (node) => node.type === 'variable_declaration' && namedChildren(node)[0]?.text === name,
+  );
+  return declaration === undefined ? undefined : namedChildren(declaration).at(-1);
+}
+
+/**
+ * The string values an expression stands for, following the forms the templates use for role ids:
+ * a literal, an array of them, a variable, or a property of an object variable (`roles.x`).
+ * Anything else yields nothing, so a rule built on it fails rather than guesses.
+ */
+function resolveStrings(root: Node, node: Node | undefined): string[] {
+  if (node === undefined) return [];
+  const literal = stringLiteral(node);
+  if (literal !== undefined) return [literal];
+  if (node.type === 'array') return namedChildren(node).flatMap((element) => resolveStrings(root, element));
+  if (node.type === 'identifier') return resolveStrings(root, variableValue(root, node.text));
+  if (node.type === 'member_expression') {
+    const object = node.childForFieldName('object');
+    const property = node.childForFieldName('property')?.text;
+    if (object?.type !== 'identifier' || property === undefined) return [];
+    return resolveStrings(root, objectProperty(variableValue(root, object.text), property));
+  }
+  return [];
+}
+
+export interface RoleGrant {
+  /** The symbol of the role assignment resource. */
+  readonly resource: string;
+  /** The source text of its `scope:` (a resource symbol). */
+  readonly scope: string;
+  /** The source text of its `principalId:`. */
+  readonly principal: string;
+  /** The role definition ids it grants (one per loop item for a resource loop). */
+  readonly roleIds: readonly string[];
+}
+
+/**
+ * Every role assignment of the file: its scope, principal and role definition ids. For a resource
+ * loop the ids come from the collection it walks; otherwise from the last argument of
+ * `subscriptionResourceId(...)` in `roleDefinitionId`.
+ */
+export function roleGrants(root: Node): RoleGrant[] {
+  return declarations(root, 'resource_declaration')
+    .filter(
+      (resource) =>
+        !resource.existing && sameType(resourceType(resource), 'Microsoft.Authorization/roleAssignments'),
+    )
+    .flatMap((resource) => {
+      const value = namedChildren(resource.node).at(-1);
+      const loop = value?.type === 'for_statement' ? value : undefined;
+      return resource.bodies.map((body): RoleGrant => {
+        let roleIds: string[];
+        if (loop === undefined) {
+          const definition = propertyAt(body, ['properties', 'roleDefinitionId']);
+          roleIds =
+            definition?.type === 'call_expression'
+              ? resolveStrings(root, callArguments(definition).at(-1))
+              : [];
+        } else {
+          roleIds = resolveStrings(root, namedChildren(loop)[1]);
+        }
+        return {
+          resource: resource.symbol,
+          scope: objectProperty(body, 'scope')?.text ?? '',
+          principal: propertyAt(body, ['properties', 'principalId'])?.text ?? '',
+          roleIds,
+        };
+      });
+    });
+}
+
+/**
+ * Each `[module, param, expression]` holds: the module declaration passes exactly that expression
+ * (source text) for the parameter. This keeps main.bicep from wiring the host account where the
+ * data account belongs: both are storage account names, so the compiler accepts the swap.
+ */
+export function moduleParameterViolations(
+  root: Node,
+  expected: readonly (readonly [module: string, param: string, expression: string])[],
+): string[] {
+  // Arrays span lines; compare them with each run of white space as one space.
+  const normal = (text: string | undefined) => text?.replace(/\s+/g, ' ');
+  return expected.flatMap(([module, param, expression]) => {
+    const actual = normal(moduleParameterValue(root, module, param)?.text);
+    return actual === normal(expression)
+      ? []
+      : [`module ${module}: ${param} must be ${normal(expression)}, found ${actual ?? 'nothing'}`];
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parameters file
 
 /**
  * A deployment parameters file (`main.parameters.json`) names only parameters the template
@@ -623,6 +782,27 @@ export function parametersFileViolations(root: Node, parametersJson: string): st
       .filter((name) => !declaredNames.has(name))
       .map((name) => `the template has no param ${name}`),
   ];
+}
+
+/**
+ * No value in a deployment parameters file is a secret: the same text checks as for templates, and
+ * no literal value for a parameter named like a secret. azd placeholders (`${NAME}`) are fine: they
+ * are filled in from the azd environment at deployment time.
+ */
+export function parametersFileSecretViolations(parametersJson: string): string[] {
+  const file = JSON.parse(parametersJson) as { parameters?: Record<string, { value?: unknown }> };
+  const found: string[] = [];
+  for (const [name, { value }] of Object.entries(file.parameters ?? {})) {
+    if (typeof value !== 'string') continue;
+    for (const [what, pattern] of SECRET_TEXT) {
+      if (pattern.test(value)) found.push(`${name} holds a ${what}`);
+    }
+    if (looksLikeKeyMaterial(value)) found.push(`${name} looks like key material`);
+    if (SECRET_PROPERTY.test(name) && value !== '' && !/^\$\{[A-Z0-9_]+(?:=[^}]*)?\}$/.test(value)) {
+      found.push(`${name} is given a literal value`);
+    }
+  }
+  return found;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -653,15 +833,4 @@ export function moduleParameterValue(root: Node, moduleSymbol: string, name: str
   return module?.bodies
     .map((body) => propertyAt(body, ['params', name]))
     .find((value) => value !== undefined);
-}
-
-/** Every string literal given to a property named `key`, anywhere in the file. */
-export function propertyLiterals(root: Node, key: string): string[] {
-  const found: string[] = [];
-  walk(root, (node) => {
-    if (node.type !== 'object_property' || propertyKey(node) !== key) return;
-    const literal = stringLiteral(namedChildren(node).at(-1));
-    if (literal !== undefined) found.push(literal);
-  });
-  return found;
 }

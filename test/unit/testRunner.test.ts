@@ -79,7 +79,21 @@ describe('tally', () => {
     expect(tally({ numPassedTests: 2, testResults: [file('passed', ['passed', 'passed'])] }, 0)).toEqual({
       passed: 2,
       failed: 0,
+      skippedOnRequest: 0,
       notes: [],
     });
+  });
+
+  it('does not count the skips asked for (CAIRN_SKIP_BICEP_BUILD=1) as failures, and only those', () => {
+    const results = {
+      numPassedTests: 1,
+      testResults: [
+        { ...file('passed', ['skipped', 'skipped']), name: path.resolve('test/infra/bicepCompile.test.ts') },
+        file('passed', ['passed', 'skipped']),
+      ],
+    };
+    const asked = (name: string) => name.endsWith('bicepCompile.test.ts');
+    expect(tally(results, 0, asked)).toMatchObject({ passed: 1, failed: 1, skippedOnRequest: 2 });
+    expect(tally(results, 0)).toMatchObject({ failed: 3, skippedOnRequest: 0 });
   });
 });

@@ -1,7 +1,8 @@
-// The one storage account of a Cairn deployment. It holds Cairn's own data (one blob container per
-// tenant, created by the app; tables; the `email-windows` queue) and everything the Functions host
-// needs (host locks and timers in blob, the Durable task hub in queues and tables, the Flex
-// Consumption deployment package). Only Entra ID reaches it: shared keys and anonymous reads are off.
+// A storage account of a Cairn deployment; main.bicep deploys it twice. The host account holds what
+// the Functions host needs (host locks and timer state in blob, the Durable task hub in queues and
+// tables, the Flex Consumption deployment package); the data account holds Cairn's own data (one
+// blob container per tenant, created by the app; tables; the `email-windows` queue). Only Entra ID
+// reaches either: shared keys and anonymous reads are off.
 
 @description('Required. Globally unique storage account name (3-24 lowercase letters and digits).')
 @minLength(3)
@@ -23,18 +24,16 @@ param tags object = {}
 ])
 param skuName string = 'Standard_LRS'
 
-@description('Required. Name of the blob container that receives the Flex Consumption deployment package.')
-@minLength(3)
-@maxLength(63)
-param deploymentContainerName string
+@description('Optional. Blob containers to create up front (the app and the Functions host create the rest themselves).')
+param containerNames string[] = []
 
 @description('Optional. Queues to create up front (the app and the Functions host create the rest themselves).')
 param queueNames string[] = []
 
-@description('Optional. Days a deleted blob or container stays recoverable. Cairn deletes keys on request; this is the window in which an operator can undo a mistake.')
-@minValue(1)
+@description('Optional. Days a deleted blob or container stays recoverable; 0 turns soft delete off (data that is deleted is then gone at once).')
+@minValue(0)
 @maxValue(365)
-param deleteRetentionDays int = 7
+param deleteRetentionDays int = 0
 
 resource storageAccount 'Microsoft.Storage/storageAccounts@2024-01-01' = {
   name: name
@@ -62,28 +61,39 @@ resource storageAccount 'Microsoft.Storage/storageAccounts@2024-01-01' = {
   }
 }
 
+// Written out even where off: Azure's defaults have changed over time, and a setting left to them is
+// a setting nobody decided.
+var softDelete = deleteRetentionDays > 0
+  ? {
+      enabled: true
+      // max() only tells the compiler what the condition above already ensures (days >= 1).
+      days: max(deleteRetentionDays, 1)
+    }
+  : {
+      enabled: false
+    }
+
 resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2024-01-01' = {
   parent: storageAccount
   name: 'default'
   properties: {
-    deleteRetentionPolicy: {
-      enabled: true
-      days: deleteRetentionDays
-    }
-    containerDeleteRetentionPolicy: {
-      enabled: true
-      days: deleteRetentionDays
-    }
+    // No versioning: Cairn's ETags and immutable objects are the history it needs, and a version kept
+    // of every overwrite would keep data that Cairn deleted (see infra/README.md).
+    isVersioningEnabled: false
+    deleteRetentionPolicy: softDelete
+    containerDeleteRetentionPolicy: softDelete
   }
 }
 
-resource deploymentContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2024-01-01' = {
-  parent: blobService
-  name: deploymentContainerName
-  properties: {
-    publicAccess: 'None'
+resource containers 'Microsoft.Storage/storageAccounts/blobServices/containers@2024-01-01' = [
+  for containerName in containerNames: {
+    parent: blobService
+    name: containerName
+    properties: {
+      publicAccess: 'None'
+    }
   }
-}
+]
 
 resource queueService 'Microsoft.Storage/storageAccounts/queueServices@2024-01-01' = {
   parent: storageAccount
