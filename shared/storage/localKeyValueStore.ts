@@ -7,6 +7,7 @@ import { writeDurableTempFile } from './durableTempFile';
 import { KeyedMutex } from './keyedMutex';
 import { walkInKeyOrder } from './keyOrderWalk';
 import type {
+  InternalSpace,
   KeyValueStore,
   KeyValueStoreFactory,
   ListOptions,
@@ -21,7 +22,8 @@ import { errnoOf, folderConflict, guarded, isAbsence, localPathOf, makeParentFol
 
 /**
  * The local filesystem implementation: each key is the file of the same path under
- * `<dataDir>/kv/<tenant>/`, so people can read it and the migration can copy it.
+ * `<dataDir>/kv/<tenant>/`, so people can read it and the migration can copy it. An internal
+ * space's keys live under `<dataDir>/<space>/<tenant>/` (e.g. `threads`), beside `kv`.
  *
  * - Writes never change a file in place: the new value goes to a temp file (fsynced), then
  *   replaces the key by `rename` (or `link`, which fails when the key exists, for create-only).
@@ -48,6 +50,10 @@ export class LocalKeyValueStoreFactory implements KeyValueStoreFactory {
 
   forTenant(tenant: string): KeyValueStore {
     return new LocalKeyValueStore(path.join(this.dataDir, 'kv', tenant), this.tmpDir, this.maxValueBytes);
+  }
+
+  forSpace(space: InternalSpace, tenant: string): KeyValueStore {
+    return new LocalKeyValueStore(path.join(this.dataDir, space, tenant), this.tmpDir, this.maxValueBytes);
   }
 }
 

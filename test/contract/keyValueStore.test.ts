@@ -13,7 +13,11 @@ import { describe, expect, it } from 'vitest';
 
 import { PayloadTooLargeError, PreconditionFailedError } from '../../shared/errors';
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../shared/runtime/azurite';
-import { BlobKeyValueStoreFactory, tenantContainerName } from '../../shared/storage/blobKeyValueStore';
+import {
+  BlobKeyValueStoreFactory,
+  spaceContainerName,
+  tenantContainerName,
+} from '../../shared/storage/blobKeyValueStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/localKeyValueStore';
 import { azurite } from '../support/azurite';
 import { describeKeyValueStoreContract, MAX_VALUE_BYTES } from './keyValueStore.contract';
@@ -44,6 +48,7 @@ describeKeyValueStoreContract({
       async destroy() {
         for (const tenant of ['tenant-a', 'tenant-b']) {
           await service.getContainerClient(tenantContainerName(base, tenant)).deleteIfExists();
+          await service.getContainerClient(spaceContainerName(base, 'threads', tenant)).deleteIfExists();
         }
       },
     };
