@@ -9,6 +9,7 @@ import './kv';
 import './migrations';
 import './notFound';
 import './sessions';
+import './threads';
 
 import { getServices } from '../shared/services';
 

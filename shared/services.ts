@@ -16,6 +16,7 @@ import { createBlobServiceClient } from './storage/azureClients';
 import { BlobKeyValueStoreFactory } from './storage/blobKeyValueStore';
 import type { KeyValueStoreFactory } from './storage/keyValueStore';
 import { LocalKeyValueStoreFactory } from './storage/localKeyValueStore';
+import { ThreadStore } from './threads/threadStore';
 
 /**
  * The composition root: configuration, one client per storage service, the stores and the
@@ -34,6 +35,8 @@ export interface Services {
   readonly emailWindowQueue?: EmailWindowQueue;
   /** Session archives; undefined when CAIRN_TABLE_ENDPOINT (the session index) is not set. */
   readonly sessionArchive?: SessionArchive;
+  /** Threads, checkpoints and runs, in each tenant's `threads` space of the key/value backend. */
+  readonly threads: ThreadStore;
 }
 
 export function createServices(config: Config): Services {
@@ -65,6 +68,10 @@ export function createServices(config: Config): Services {
     authenticator: new Authenticator(config.apiKeys, config.entra),
     emailPollRegistry: new EmailPollTenantRegistry(kvStores),
     chatCursorCache: new ChatCursorCache(),
+    threads: new ThreadStore({
+      storeOf: (tenant) => kvStores.forSpace('threads', tenant),
+      maxValueBytes: kvStores.maxValueBytes,
+    }),
     ...(emailWindowQueue === undefined ? {} : { emailWindowQueue }),
     ...(sessionArchive === undefined ? {} : { sessionArchive }),
   };
