@@ -215,12 +215,15 @@ const PAGE_VALUE_BUDGET_BYTES = 8 * 1024 * 1024;
 const PARALLEL_READS = 16;
 /** A history page lists at most this many pages of keys (a namespace may be rare among them). */
 const MAX_LISTINGS_PER_PAGE = 20;
-const THREADS_CACHED = 10_000;
+const THREADS_KEPT = 10_000;
+const THREADS_KEPT_BYTES = 32 * 1024 * 1024;
 
 /** A thread record as read, with the ETag its next compare-and-swap names. */
 interface Snapshot {
   readonly etag: string;
   readonly record: ThreadRecord;
+  /** Its size as stored, in bytes (what keeping it costs). */
+  readonly size: number;
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -379,7 +382,10 @@ export class ThreadStore {
    * The thread record this instance last read or wrote, per thread: a put names its ETag in the
    * compare-and-swap without reading first. A hint only: a stale one costs a re-read and a retry.
    */
-  private readonly known = new LruMap<string, Snapshot>(THREADS_CACHED);
+  private readonly known = new LruMap<string, Snapshot>(THREADS_KEPT, {
+    limit: THREADS_KEPT_BYTES,
+    of: (snapshot) => snapshot.size,
+  });
 
   constructor(options: ThreadStoreOptions) {
     this.storeOf = options.storeOf;
@@ -885,7 +891,11 @@ export class ThreadStore {
       this.known.delete(key);
       return null;
     }
-    const snapshot = { etag: stored.etag, record: decodeThreadRecord(stored.value, threadId) };
+    const snapshot = {
+      etag: stored.etag,
+      record: decodeThreadRecord(stored.value, threadId),
+      size: stored.value.length,
+    };
     this.known.set(key, snapshot);
     return snapshot;
   }
@@ -904,7 +914,7 @@ export class ThreadStore {
         encodeThreadRecord(next),
         current === null ? { ifAbsent: true } : { ifMatch: current.etag },
       );
-      const snapshot = { etag: written.etag, record: next };
+      const snapshot = { etag: written.etag, record: next, size: written.size };
       this.known.set(key, snapshot);
       return snapshot;
     } catch (error) {

@@ -416,6 +416,7 @@ describe.each<Backend>(['local', 'blob'])('thread API on the %s backend', (backe
       JSON.stringify({ onBusy: 'wait', busyTimeout: 0.5 }),
     );
     expect(waited.status).toBe(409);
+    expect(Number(waited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect((await errorOf(waited)).code).toBe('thread_busy');
 
     const withoutRun = await post(
