@@ -2,18 +2,15 @@ import { z } from 'zod';
 
 import type { PendingWrite } from './pendingWrites';
 import type { TypedBytes } from './records';
+import type { CheckpointPut, CheckpointTuple, RunStart, WritesPut } from './threadStore';
 import {
-  type CheckpointPut,
-  type CheckpointTuple,
   DEFAULT_BUSY_TIMEOUT_MS,
   DEFAULT_LEASE_MS,
   MAX_BUSY_TIMEOUT_MS,
   MAX_FILTER_KEYS,
   MAX_LEASE_MS,
   MIN_LEASE_MS,
-  type RunStart,
-  type WritesPut,
-} from './threadStore';
+} from './validation';
 
 /**
  * The JSON of the thread routes: request schemas (shape only; the thread store checks names,
