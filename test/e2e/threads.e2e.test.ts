@@ -31,7 +31,7 @@ function checkpointBody(
   options: {
     parent?: string | null;
     ns?: string;
-    versions?: Record<string, number>;
+    versions?: Record<string, number | string>;
     values?: Record<string, unknown>;
     metadata?: Record<string, unknown>;
     runId?: string;
@@ -387,6 +387,168 @@ describe.each<Backend>(['local', 'blob'])('thread API on the %s backend', (backe
     expect((await asAlpha('/api/threads/t/checkpoints/latest', { method: 'POST', body: '{}' })).status).toBe(
       405,
     );
+  });
+
+  it('answers every shape the OpenAPI document gives (each answer here is checked against it)', async () => {
+    // A run started with an empty body holds the thread: live in the run, the thread and a heartbeat.
+    const started = await post(asAlpha, '/api/threads/shapes/runs', '');
+    expect(started.status).toBe(201);
+    const run = (await started.json()) as { runId: string };
+    expect(run).toMatchObject({ status: 'running', fencingToken: 1, interrupted: null });
+    expect(await (await asAlpha(`/api/threads/shapes/runs/${run.runId}`)).json()).toMatchObject({
+      status: 'running',
+    });
+    expect(await (await asAlpha('/api/threads/shapes')).json()).toMatchObject({
+      run: { runId: run.runId, status: 'running' },
+      recentRuns: [],
+    });
+
+    // Format 3 in a subgraph namespace: the child lists the parent's pending sends.
+    const ns = 'sub:graph|1';
+    const q = `ns=${encodeURIComponent(ns)}`;
+    const old = (id: string, parent: string | null) => {
+      const body = JSON.parse(
+        checkpointBody(id, { ns, parent, runId: run.runId, versions: { m: id }, values: { m: id } }),
+      ) as Record<string, unknown>;
+      return JSON.stringify({ ...body, v: 3 });
+    };
+    expect((await post(asAlpha, '/api/threads/shapes/checkpoints', old('c1', null))).status).toBe(201);
+    const writes = await post(
+      asAlpha,
+      '/api/threads/shapes/checkpoints/c1/writes',
+      JSON.stringify({
+        ns,
+        taskId: 'task-1',
+        runId: run.runId,
+        writes: [
+          { channel: '__pregel_tasks', idx: 0, type: 'msgpack', data: b64('send') },
+          { channel: '__interrupt__', idx: -3, type: 'json', data: '' },
+        ],
+      }),
+    );
+    expect(await writes.json()).toEqual({ threadId: 'shapes', ns, checkpointId: 'c1', writes: 2 });
+    expect((await post(asAlpha, '/api/threads/shapes/checkpoints', old('c2', 'c1'))).status).toBe(201);
+    const child = (await (await asAlpha(`/api/threads/shapes/checkpoints/c2?${q}`)).json()) as {
+      pendingSends: unknown[];
+      runId: string;
+      v: number;
+    };
+    expect([child.v, child.pendingSends, child.runId]).toEqual([
+      3,
+      [{ type: 'msgpack', data: b64('send') }],
+      run.runId,
+    ]);
+    const parent = (await (await asAlpha(`/api/threads/shapes/checkpoints/c1?${q}`)).json()) as {
+      pendingWrites: { idx: number }[];
+    };
+    expect(parent.pendingWrites.map((write) => write.idx)).toEqual([-3, 0]);
+    const page = (await (await asAlpha(`/api/threads/shapes/checkpoints?${q}&limit=1`)).json()) as {
+      next: string | null;
+    };
+    expect(page.next).not.toBeNull();
+    expect(
+      (await asAlpha(`/api/threads/shapes/checkpoints?cursor=${page.next ?? ''}&before=c2`)).status,
+    ).toBe(400);
+    const thread = (await (await asAlpha('/api/threads/shapes')).json()) as {
+      heads: Record<string, { checkpointId: string; parent: string | null }>;
+    };
+    expect(thread.heads[ns]).toMatchObject({ checkpointId: 'c2', parent: 'c1' });
+
+    // The writes' refusals: an absent checkpoint, a parent not stored, a run the thread never had,
+    // a body over the limit.
+    const absent = await post(
+      asAlpha,
+      '/api/threads/shapes/checkpoints/c9/writes',
+      JSON.stringify({
+        ns,
+        taskId: 't',
+        runId: run.runId,
+        writes: [{ channel: 'm', idx: 0, type: 'json', data: '' }],
+      }),
+    );
+    expect([absent.status, (await errorOf(absent)).code]).toEqual([404, 'not_found']);
+    const orphan = await post(
+      asAlpha,
+      '/api/threads/shapes/checkpoints',
+      checkpointBody('c3', { ns, parent: 'c9', runId: run.runId }),
+    );
+    expect([orphan.status, (await errorOf(orphan)).code]).toEqual([409, 'conflict']);
+    const stranger = await post(
+      asAlpha,
+      '/api/threads/shapes/rewind',
+      JSON.stringify({ ns, checkpointId: 'c1', runId: 'run-never' }),
+    );
+    expect(stranger.status).toBe(409);
+    expect(await errorOf(stranger)).toMatchObject({
+      code: 'run_fenced',
+      runId: 'run-never',
+      status: 'unknown',
+    });
+    const oversize = await post(asAlpha, '/api/threads/shapes/rewind', 'x'.repeat(16 * 1024 + 1));
+    expect(oversize.status).toBe(413);
+    expect(await errorOf(oversize)).toMatchObject({ code: 'payload_too_large', limit: 16 * 1024 });
+    const rewound = await post(
+      asAlpha,
+      '/api/threads/shapes/rewind',
+      JSON.stringify({ ns, checkpointId: 'c1', runId: run.runId }),
+    );
+    expect(rewound.status).toBe(200);
+
+    // Renewed, finished (twice: the same answer), then fenced for another status.
+    const beat = await post(asAlpha, `/api/threads/shapes/runs/${run.runId}/heartbeat`, '{}');
+    expect(await beat.json()).toMatchObject({ runId: run.runId, status: 'running' });
+    const finish = (status: string) =>
+      post(asAlpha, `/api/threads/shapes/runs/${run.runId}/finish`, JSON.stringify({ status }));
+    const finished = await (await finish('finished')).json();
+    expect(finished).toMatchObject({ status: 'finished' });
+    expect(await (await finish('finished')).json()).toEqual(finished);
+    const refinished = await finish('failed');
+    expect(refinished.status).toBe(409);
+    expect(await errorOf(refinished)).toMatchObject({ code: 'run_fenced', status: 'finished' });
+    expect(await (await asAlpha(`/api/threads/shapes/runs/${run.runId}`)).json()).toEqual(finished);
+
+    // A lease that ends: the run reads as expired, is fenced, and is recorded as expired by the next start.
+    const brief = (await (
+      await post(asAlpha, '/api/threads/shapes/runs', JSON.stringify({ leaseSeconds: 1 }))
+    ).json()) as { runId: string };
+    await sleep(1200);
+    expect(await (await asAlpha(`/api/threads/shapes/runs/${brief.runId}`)).json()).toMatchObject({
+      status: 'expired',
+    });
+    const late = await post(asAlpha, `/api/threads/shapes/runs/${brief.runId}/heartbeat`, '');
+    expect(await errorOf(late)).toMatchObject({ code: 'run_fenced', status: 'expired' });
+    const next = (await (
+      await post(asAlpha, '/api/threads/shapes/runs', JSON.stringify({ onBusy: 'interrupt' }))
+    ).json()) as { runId: string; interrupted: string | null };
+    expect(next.interrupted).toBeNull();
+    const after = (await (await asAlpha('/api/threads/shapes')).json()) as {
+      recentRuns: { runId: string; status: string }[];
+    };
+    expect(after.recentRuns.map((ended) => [ended.runId, ended.status])).toEqual([
+      [brief.runId, 'expired'],
+      [run.runId, 'finished'],
+    ]);
+    expect((await finish('finished')).status).toBe(200);
+    expect(
+      (await post(asAlpha, `/api/threads/shapes/runs/${next.runId}/finish`, '{"status":"failed"}')).status,
+    ).toBe(200);
+
+    // Thread names page by page.
+    for (const name of ['shapes-a', 'shapes-b']) {
+      expect((await asAlpha(`/api/threads/${name}`, { method: 'PUT' })).status).toBe(201);
+    }
+    const first = (await (await asAlpha('/api/threads?prefix=shapes-&limit=1')).json()) as {
+      threads: { threadId: string }[];
+      next: string | null;
+    };
+    expect(first.threads).toEqual([{ threadId: 'shapes-a' }]);
+    const second = (await (
+      await asAlpha(`/api/threads?prefix=shapes-&limit=1&cursor=${first.next ?? ''}`)
+    ).json()) as typeof first;
+    expect(second).toEqual({ threads: [{ threadId: 'shapes-b' }], next: null });
+    expect(
+      (await (await asAlpha('/api/threads?after=shapes-a&prefix=shapes-')).json()) as typeof first,
+    ).toEqual({ threads: [{ threadId: 'shapes-b' }], next: null });
   });
 
   it('answers 409 thread_busy with Retry-After, run_fenced and conflict, storing nothing', async () => {
