@@ -1,12 +1,20 @@
 import { BLOCK_BYTES, MAX_DATA_BYTES, MAX_FILES_PER_CHECKPOINT } from '../archive/identifiers';
 import { MAX_KEY_BYTES } from '../keys';
+import {
+  MAX_CHANNEL_LENGTH,
+  MAX_NAMESPACE_LENGTH,
+  MAX_TASK_ID_LENGTH,
+  MAX_TASK_PATH_LENGTH,
+} from '../threads/identifiers';
+import { MAX_RECENT_RUNS } from '../threads/records';
+import { MAX_VERSION_LENGTH } from '../threads/validation';
 import { header, type JsonObject, REQUEST_ID_HEADER, type Schema, schemaRef } from './openapiKit';
 
 /**
  * The shared parts of the OpenAPI document: schemas of names and bodies, the error answers, the
  * common headers and parameters, and the security schemes. Patterns mirror the validation in
- * shared/ (keys.ts, archive/identifiers.ts, coordination/chatIds.ts); where a rule cannot be a
- * pattern (bytes of UTF-8), the description says it.
+ * shared/ (keys.ts, archive/identifiers.ts, coordination/chatIds.ts, threads/identifiers.ts and
+ * threads/validation.ts); where a rule cannot be a pattern (bytes of UTF-8), the description says it.
  */
 
 const nullable = (schema: Schema): Schema => ({ ...schema, type: [schema['type'] as string, 'null'] });
@@ -22,6 +30,52 @@ const ID_PATTERN = String.raw`^(?!\.\.?$)[A-Za-z0-9._-]{1,128}$`;
 const ID_SEGMENT = String.raw`(?!\.\.?/)[A-Za-z0-9._-]{1,128}`;
 const ID_LAST_SEGMENT = String.raw`(?!\.\.?$)[A-Za-z0-9._-]{1,128}`;
 
+/** Text without control characters (thread namespaces, channels, task ids and paths). */
+const PLAIN_TEXT = String.raw`^[^\u0000-\u001F\u007F]*$`;
+const LENGTH_NOTE =
+  'Lengths count UTF-16 code units (an astral character counts 2); unpaired surrogates are refused.';
+
+/** Standard base64 with padding, as Node writes it; empty for no bytes. */
+const BASE64 = String.raw`^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$`;
+
+const runFields = {
+  runId: schemaRef('Id'),
+  threadId: schemaRef('Id'),
+  fencingToken: {
+    type: 'integer',
+    minimum: 1,
+    description: "The run's fencing token: every run start on the thread takes the next one (1, 2, 3...).",
+  },
+  startedAt: timestamp,
+} satisfies Record<string, Schema>;
+
+/** A run holding the thread (or that held it until its lease ended), with `extra` fields. */
+function liveRunSchema(extra: Record<string, Schema> = {}): Schema {
+  return {
+    type: 'object',
+    required: [
+      'runId',
+      'threadId',
+      'status',
+      'fencingToken',
+      'startedAt',
+      'leaseExpiresAt',
+      ...Object.keys(extra),
+    ],
+    additionalProperties: false,
+    properties: {
+      ...runFields,
+      status: {
+        enum: ['running', 'expired'],
+        description:
+          "running while `leaseExpiresAt` is ahead of the serving instance's clock; expired once it passed.",
+      },
+      leaseExpiresAt: timestamp,
+      ...extra,
+    },
+  };
+}
+
 const schemas: Record<string, Schema> = {
   Key: {
     type: 'string',
@@ -36,7 +90,7 @@ const schemas: Record<string, Schema> = {
     type: 'string',
     pattern: ID_PATTERN,
     description:
-      'A session id, generation or checkpoint id: 1-128 characters of [A-Za-z0-9._-], not "." or "..".',
+      'A session id, generation or checkpoint id, a thread name or a run id: 1-128 characters of [A-Za-z0-9._-], not "." or "..".',
   },
   TenantId: {
     type: 'string',
@@ -313,6 +367,286 @@ const schemas: Record<string, Schema> = {
       metadata: { type: 'object' },
     },
   },
+  ThreadCheckpointId: {
+    allOf: [schemaRef('Id')],
+    not: { const: 'latest' },
+    description:
+      'A checkpoint id of a thread: 1-128 characters of [A-Za-z0-9._-], not ".", ".." or "latest".',
+  },
+  Namespace: {
+    type: 'string',
+    maxLength: MAX_NAMESPACE_LENGTH,
+    pattern: PLAIN_TEXT,
+    description: `A checkpoint namespace: at most ${MAX_NAMESPACE_LENGTH} characters without control characters; "" is the root namespace. ${LENGTH_NOTE}`,
+  },
+  Channel: {
+    type: 'string',
+    minLength: 1,
+    maxLength: MAX_CHANNEL_LENGTH,
+    pattern: PLAIN_TEXT,
+    not: { const: '__proto__' },
+    description: `A channel name: 1-${MAX_CHANNEL_LENGTH} characters without control characters, not "__proto__". ${LENGTH_NOTE}`,
+  },
+  ChannelVersion: {
+    oneOf: [{ type: 'number' }, { type: 'string', minLength: 1, maxLength: MAX_VERSION_LENGTH }],
+    description: `A channel's version: a number, or a string of 1-${MAX_VERSION_LENGTH} characters.`,
+  },
+  TypeTag: {
+    type: 'string',
+    pattern: String.raw`^[\x21-\x7E]{1,64}$`,
+    description: "The serializer's type tag (e.g. `json`): 1-64 printable ASCII characters without spaces.",
+  },
+  TypedBytes: {
+    type: 'object',
+    required: ['type', 'data'],
+    additionalProperties: false,
+    properties: { type: schemaRef('TypeTag'), data: schemaRef('Base64') },
+  },
+  TaskId: {
+    type: 'string',
+    minLength: 1,
+    maxLength: MAX_TASK_ID_LENGTH,
+    pattern: PLAIN_TEXT,
+    description: `A task id: 1-${MAX_TASK_ID_LENGTH} characters without control characters. ${LENGTH_NOTE}`,
+  },
+  TaskPath: {
+    type: 'string',
+    maxLength: MAX_TASK_PATH_LENGTH,
+    pattern: PLAIN_TEXT,
+    description: `A task's path, which orders writes: at most ${MAX_TASK_PATH_LENGTH} characters without control characters. ${LENGTH_NOTE}`,
+  },
+  WriteIndex: {
+    type: 'integer',
+    minimum: Number.MIN_SAFE_INTEGER,
+    maximum: Number.MAX_SAFE_INTEGER,
+    description:
+      'At least 0: a regular write (the first stored under its task id and index is kept); below 0: a special write (replaces the one stored).',
+  },
+  Base64: {
+    type: 'string',
+    contentEncoding: 'base64',
+    pattern: BASE64,
+    description: 'Bytes the client serialised, in base64 (with padding); opaque to Cairn.',
+  },
+  PendingWrite: {
+    type: 'object',
+    required: ['taskId', 'taskPath', 'channel', 'idx', 'type', 'data'],
+    additionalProperties: false,
+    properties: {
+      taskId: schemaRef('TaskId'),
+      taskPath: schemaRef('TaskPath'),
+      channel: schemaRef('Channel'),
+      idx: schemaRef('WriteIndex'),
+      type: schemaRef('TypeTag'),
+      data: schemaRef('Base64'),
+    },
+  },
+  ThreadCheckpoint: {
+    type: 'object',
+    required: [
+      'threadId',
+      'ns',
+      'checkpointId',
+      'parent',
+      'createdAt',
+      'v',
+      'checkpoint',
+      'metadata',
+      'channelVersions',
+      'values',
+      'pendingWrites',
+    ],
+    additionalProperties: false,
+    properties: {
+      threadId: schemaRef('Id'),
+      ns: schemaRef('Namespace'),
+      checkpointId: schemaRef('ThreadCheckpointId'),
+      parent: {
+        anyOf: [schemaRef('ThreadCheckpointId'), { type: 'null' }],
+        description: 'The checkpoint this one follows; null for the first.',
+      },
+      createdAt: timestamp,
+      v: {
+        type: 'integer',
+        minimum: 0,
+        maximum: Number.MAX_SAFE_INTEGER,
+        description: "The client's checkpoint format version, as sent.",
+      },
+      checkpoint: {
+        ...schemaRef('TypedBytes'),
+        description: 'The serialised checkpoint without its channel values, as sent.',
+      },
+      metadata: { type: 'object', description: 'The JSON object sent with the checkpoint.' },
+      channelVersions: {
+        type: 'object',
+        propertyNames: schemaRef('Channel'),
+        additionalProperties: schemaRef('ChannelVersion'),
+      },
+      values: {
+        type: 'object',
+        propertyNames: schemaRef('Channel'),
+        additionalProperties: schemaRef('TypedBytes'),
+        description:
+          'Every channel that has a value at this checkpoint (stored with it or before it), with that value.',
+      },
+      pendingWrites: {
+        type: 'array',
+        items: schemaRef('PendingWrite'),
+        description: 'Merged, in (task path, task id, index) order, strings by Unicode code point.',
+      },
+      pendingSends: {
+        type: 'array',
+        items: schemaRef('TypedBytes'),
+        description:
+          "Only for a checkpoint of format (`v`) below 4 with a parent: the parent's pending writes to the channel `__pregel_tasks`, in the order stored.",
+      },
+      runId: { ...schemaRef('Id'), description: 'The run that stored it; absent when none did.' },
+    },
+  },
+  ThreadCheckpointPage: {
+    type: 'object',
+    required: ['checkpoints', 'next'],
+    additionalProperties: false,
+    properties: {
+      checkpoints: {
+        type: 'array',
+        items: schemaRef('ThreadCheckpoint'),
+        description: 'Newest first (by id, descending).',
+      },
+      next: nullable({
+        type: 'string',
+        minLength: 1,
+        description:
+          'Opaque; pass it as `cursor` for the next page. Null when no older checkpoint is left. A page may hold fewer than `limit` with a non-null `next`.',
+      }),
+    },
+  },
+  ThreadCheckpointStored: {
+    type: 'object',
+    required: ['threadId', 'ns', 'checkpointId', 'head'],
+    additionalProperties: false,
+    properties: {
+      threadId: schemaRef('Id'),
+      ns: schemaRef('Namespace'),
+      checkpointId: schemaRef('ThreadCheckpointId'),
+      head: { ...schemaRef('ThreadCheckpointId'), description: "The namespace's head after the put." },
+    },
+  },
+  ThreadWritesStored: {
+    type: 'object',
+    required: ['threadId', 'ns', 'checkpointId', 'writes'],
+    additionalProperties: false,
+    properties: {
+      threadId: schemaRef('Id'),
+      ns: schemaRef('Namespace'),
+      checkpointId: schemaRef('ThreadCheckpointId'),
+      writes: { type: 'integer', minimum: 1, description: 'How many writes the call sent.' },
+    },
+  },
+  ThreadHead: {
+    type: 'object',
+    required: ['checkpointId', 'parent', 'createdAt', 'since'],
+    additionalProperties: false,
+    properties: {
+      checkpointId: schemaRef('ThreadCheckpointId'),
+      parent: { anyOf: [schemaRef('ThreadCheckpointId'), { type: 'null' }] },
+      createdAt: { ...timestamp, description: 'When the checkpoint was stored.' },
+      since: { ...timestamp, description: 'When it became the head (a put or a rewind).' },
+    },
+  },
+  LiveRun: {
+    ...liveRunSchema(),
+    description:
+      'The run that holds the thread, or held it until its lease ended and no other run started since.',
+  },
+  EndedRun: {
+    type: 'object',
+    required: ['runId', 'threadId', 'status', 'fencingToken', 'startedAt', 'endedAt'],
+    additionalProperties: false,
+    properties: {
+      ...runFields,
+      status: { enum: ['finished', 'failed', 'interrupted', 'expired'] },
+      endedAt: {
+        ...timestamp,
+        description: 'When it ended; for an expired run, when its lease ended.',
+      },
+    },
+  },
+  Run: { oneOf: [schemaRef('LiveRun'), schemaRef('EndedRun')] },
+  StartedRun: {
+    ...liveRunSchema({
+      interrupted: {
+        anyOf: [schemaRef('Id'), { type: 'null' }],
+        description: 'The run this start interrupted, or null.',
+      },
+    }),
+    description:
+      'The run just started (`running`, unless its lease already ended), and the run it interrupted.',
+  },
+  Thread: {
+    type: 'object',
+    required: ['threadId', 'createdAt', 'updatedAt', 'heads', 'run', 'recentRuns'],
+    additionalProperties: false,
+    properties: {
+      threadId: schemaRef('Id'),
+      createdAt: timestamp,
+      updatedAt: { ...timestamp, description: 'Its last change.' },
+      heads: {
+        type: 'object',
+        propertyNames: schemaRef('Namespace'),
+        additionalProperties: schemaRef('ThreadHead'),
+        description:
+          'Namespace → head, for the namespaces whose head the thread record holds: at most 32, the root and the most recently changed others (a head set by a rewind stays).',
+      },
+      run: {
+        anyOf: [schemaRef('LiveRun'), { type: 'null' }],
+        description: 'The run that holds or last held the thread, until another starts or it finishes.',
+      },
+      recentRuns: {
+        type: 'array',
+        maxItems: MAX_RECENT_RUNS,
+        items: schemaRef('EndedRun'),
+        description: `The last ${MAX_RECENT_RUNS} runs that ended, newest first.`,
+      },
+    },
+  },
+  ThreadPage: {
+    type: 'object',
+    required: ['threads', 'next'],
+    additionalProperties: false,
+    properties: {
+      threads: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['threadId'],
+          additionalProperties: false,
+          properties: { threadId: schemaRef('Id') },
+        },
+        description: 'Ascending by name.',
+      },
+      next: nullable({
+        type: 'string',
+        minLength: 1,
+        description: 'Opaque; pass it as `cursor` for the next page. Null on the last page.',
+      }),
+    },
+  },
+  ThreadBusyError: errorSchema(['thread_busy'], {
+    runId: { ...schemaRef('Id'), description: 'The run that holds the thread.' },
+    retryAfter: {
+      type: 'integer',
+      minimum: 1,
+      description: "Seconds until the holder's lease ends unless it is renewed; also sent as `Retry-After`.",
+    },
+  }),
+  RunFencedError: errorSchema(['run_fenced'], {
+    runId: { ...schemaRef('Id'), description: 'The run the request named.' },
+    status: {
+      enum: ['interrupted', 'finished', 'failed', 'expired', 'unknown'],
+      description: 'What is known of that run.',
+    },
+  }),
   MigrationReport: {
     type: 'object',
     required: ['copied', 'skipped', 'bytesCopied', 'keysCopied', 'errors'],
@@ -381,6 +715,15 @@ function errorAnswer(
   };
 }
 
+/** `Retry-After` of a `thread_busy`: required when the answer is always one, else only with one. */
+function threadBusyRetryAfter(optional: boolean): JsonObject {
+  return header(
+    `Seconds until the holder's lease ends unless renewed (at least 1), as \`retryAfter\`${optional ? '; sent with `thread_busy` only' : ''}.`,
+    { type: 'integer', minimum: 1 },
+    optional,
+  );
+}
+
 const responses: Record<string, JsonObject> = {
   BadRequest: errorAnswer(
     '`invalid_argument`: a bad key, name, JSON body, header combination or limit; the message names the field.',
@@ -417,13 +760,32 @@ const responses: Record<string, JsonObject> = {
       ['latest'],
     ),
   ),
+  ThreadBusy: errorAnswer(
+    '`thread_busy`: a live run holds the thread; `runId` names it, `retryAfter` (also `Retry-After`) says when its lease ends unless renewed. Nothing was written.',
+    schemaRef('ThreadBusyError'),
+    { 'Retry-After': threadBusyRetryAfter(false) },
+  ),
+  RunFenced: errorAnswer(
+    '`run_fenced`: the run named does not hold the thread (any more); `status` says what is known of it. Nothing was written.',
+    schemaRef('RunFencedError'),
+  ),
+  ThreadBusyOrRunFenced: errorAnswer(
+    '`thread_busy`: no `runId` was given while a live run holds the thread (`Retry-After` as `retryAfter`); `run_fenced`: the `runId` given is not the live holder. Nothing a reader can see was written.',
+    { oneOf: [schemaRef('ThreadBusyError'), schemaRef('RunFencedError')] },
+    { 'Retry-After': threadBusyRetryAfter(true) },
+  ),
+  ThreadWriteConflict: errorAnswer(
+    '`conflict`: the checkpoint id is stored with other content, the parent is not stored in the namespace, or the thread was deleted and created again during the put; `thread_busy` / `run_fenced` as for the other writes. Nothing a reader can see was written.',
+    { oneOf: [errorSchema(['conflict']), schemaRef('ThreadBusyError'), schemaRef('RunFencedError')] },
+    { 'Retry-After': threadBusyRetryAfter(true) },
+  ),
   PreconditionFailed: errorAnswer(
     '`precondition_failed`: If-Match or If-None-Match not met; nothing was written.',
     errorSchema(['precondition_failed']),
     { ETag: header('The current ETag, when the item exists.', schemaRef('Etag'), true) },
   ),
   PayloadTooLarge: errorAnswer(
-    "`payload_too_large`: the body is over the operation's limit, whatever else is wrong with it; nothing was written.",
+    "`payload_too_large`: the body is over the operation's limit, whatever else is wrong with it; or what the operation would store is over the storage's value limit (the operation says when). Nothing was written that a reader can see.",
     errorSchema(['payload_too_large'], {
       limit: { type: 'integer', minimum: 0, description: 'The limit in bytes.' },
     }),

@@ -1,5 +1,18 @@
 import { BLOCK_BYTES, MAX_FILES_PER_CHECKPOINT } from '../archive/identifiers';
 import { MAX_OBJECT_BYTES } from '../storage/immutableObjectStore';
+import {
+  DEFAULT_BUSY_TIMEOUT_MS,
+  DEFAULT_LEASE_MS,
+  MAX_BUSY_TIMEOUT_MS,
+  MAX_CHANNELS,
+  MAX_CHECKPOINT_BYTES,
+  MAX_FILTER_KEYS,
+  MAX_LEASE_MS,
+  MAX_METADATA_BYTES,
+  MAX_WRITES_PER_CALL,
+  MIN_LEASE_MS,
+} from '../threads/validation';
+import { MAX_PUT_BODY_BYTES, MAX_SMALL_BODY_BYTES, MAX_WRITES_BODY_BYTES } from '../threads/wire';
 import { components } from './components';
 import {
   bytesAnswer,
@@ -7,6 +20,7 @@ import {
   header,
   jsonAnswer,
   type JsonObject,
+  namedError,
   operation,
   OPERATION_METHODS,
   pathParameter,
@@ -28,6 +42,7 @@ const TAGS = {
   kv: 'key/value',
   sessions: 'session archives',
   coordination: 'fleet coordination',
+  threads: 'threads',
   migrations: 'migrations',
 } as const;
 
@@ -601,6 +616,418 @@ const interactionDayPath = {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Threads, checkpoints and runs (docs/threads.md)
+
+const THREADS_NOTE =
+  "Thread names are per tenant: another tenant's thread of the same name is a different thread, and answers as absent (404) to the caller.";
+const WRITER_NOTE =
+  'A writer naming a run (`runId`) is accepted only while that run is the live holder (else 409 `run_fenced`); a writer naming none only while no live run holds the thread (else 409 `thread_busy`).';
+
+const threadId = pathParameter('threadId', 'The thread name.', schemaRef('Id'));
+const threadCheckpointId = pathParameter(
+  'checkpointId',
+  'The checkpoint id.',
+  schemaRef('ThreadCheckpointId'),
+);
+const runId = pathParameter('runId', 'The run id, as its start answered.', schemaRef('Id'));
+const nsParameter = queryParameter('ns', 'The namespace; default "" (the root).', {
+  ...schemaRef('Namespace'),
+  default: '',
+});
+const runIdField = {
+  ...schemaRef('Id'),
+  description: 'The run sending this; required while a live run holds the thread.',
+};
+const leaseSeconds = (description: string) => ({
+  type: 'number',
+  minimum: MIN_LEASE_MS / 1000,
+  maximum: MAX_LEASE_MS / 1000,
+  description,
+});
+const smallBody = (schema: JsonObject, description: string, required = true) => ({
+  ...json(schema),
+  description,
+  limitBytes: MAX_SMALL_BODY_BYTES,
+  required,
+});
+const threadBusy = namedError(409, 'ThreadBusy');
+const runFenced = namedError(409, 'RunFenced');
+
+const threadListPath = {
+  get: operation({
+    operationId: 'listThreads',
+    summary: "List the caller's threads",
+    description: `Ascending by name. \`after\` lists from the first name and skips (about one storage request per 1,000 names skipped); \`cursor\` continues a listing in one. ${THREADS_NOTE}`,
+    tag: TAGS.threads,
+    access: 'tenant',
+    parameters: [
+      queryParameter('prefix', 'Names starting with this string; empty: all.', {
+        type: 'string',
+        pattern: '^[A-Za-z0-9._-]{0,128}$',
+      }),
+      queryParameter('after', 'Names greater than this one.', schemaRef('Id')),
+      queryParameter(
+        'cursor',
+        'The `next` of the previous page, with the same `prefix` (else 400); instead of `after`, which it overrides.',
+        { type: 'string', minLength: 1 },
+      ),
+      queryParameter('limit', 'Names per page.', {
+        type: 'integer',
+        minimum: 1,
+        maximum: 1000,
+        default: 100,
+      }),
+    ],
+    answers: { 200: jsonAnswer('One page of names.', schemaRef('ThreadPage')) },
+    errors: [400],
+  }),
+};
+
+const threadPath = {
+  parameters: [threadId],
+  put: operation({
+    operationId: 'createThread',
+    summary: 'Create a thread',
+    description: `Idempotent; no body. Checkpoint puts and run starts also create a thread that does not exist. 404 only when the thread, created by another request in the same instant, was deleted before it could be read. ${THREADS_NOTE}`,
+    tag: TAGS.threads,
+    access: 'tenant',
+    answers: {
+      200: jsonAnswer('The thread existed.', schemaRef('Thread')),
+      201: jsonAnswer('Created.', schemaRef('Thread')),
+    },
+    errors: [400, 404],
+  }),
+  get: operation({
+    operationId: 'getThread',
+    summary: 'A thread: its heads, its run and its recent runs',
+    description: THREADS_NOTE,
+    tag: TAGS.threads,
+    access: 'tenant',
+    answers: { 200: jsonAnswer('The thread.', schemaRef('Thread')) },
+    errors: [400, 404],
+  }),
+  delete: operation({
+    operationId: 'deleteThread',
+    summary: 'Delete a thread with its checkpoints, values and writes',
+    description: `Refused with 409 \`thread_busy\` while a live run holds it (finish or interrupt the run first). A thread created again under the name starts empty. ${THREADS_NOTE}`,
+    tag: TAGS.threads,
+    access: 'tenant',
+    answers: { 204: emptyAnswer('Deleted.') },
+    errors: [400, 404, threadBusy],
+  }),
+};
+
+const threadCheckpointsPath = {
+  parameters: [threadId],
+  post: operation({
+    operationId: 'putThreadCheckpoint',
+    summary: 'Store a checkpoint and make it the head of its namespace',
+    description:
+      "Only the channels whose version changed are sent (`values`); every other channel of `channelVersions` must have its version at the parent (else 400 naming `values.<channel>`), and keeps its value. Creates the thread when absent. A checkpoint id stored again with the same content is a retry (200; the head then moves only when it is still the parent or an older id); with other content, 409 `conflict`. A parent not stored in the namespace is 409 `conflict`; 404 when the thread is deleted while the checkpoint is stored. 413 also when the checkpoint's record (metadata, channel names and versions) would pass the storage's value limit (CAIRN_MAX_VALUE_BYTES). " +
+      WRITER_NOTE,
+    tag: TAGS.threads,
+    access: 'tenant',
+    body: {
+      ...json({
+        type: 'object',
+        required: ['checkpointId', 'checkpoint', 'channelVersions'],
+        additionalProperties: false,
+        properties: {
+          checkpointId: schemaRef('ThreadCheckpointId'),
+          ns: { ...schemaRef('Namespace'), default: '' },
+          parent: {
+            anyOf: [schemaRef('ThreadCheckpointId'), { type: 'null' }],
+            default: null,
+            description: 'A stored checkpoint of the namespace, or null (the default) for the first.',
+          },
+          runId: runIdField,
+          v: {
+            type: 'integer',
+            minimum: 0,
+            maximum: Number.MAX_SAFE_INTEGER,
+            default: 4,
+            description: "The client's checkpoint format version; below 4, reads add `pendingSends`.",
+          },
+          checkpoint: {
+            ...schemaRef('TypedBytes'),
+            description: `The serialised checkpoint without its channel values: at most ${MAX_CHECKPOINT_BYTES} bytes once decoded.`,
+          },
+          metadata: {
+            type: 'object',
+            default: {},
+            description: `Any JSON object of at most ${MAX_METADATA_BYTES} bytes of JSON; its top-level keys can filter the history.`,
+          },
+          channelVersions: {
+            type: 'object',
+            maxProperties: MAX_CHANNELS,
+            propertyNames: schemaRef('Channel'),
+            additionalProperties: schemaRef('ChannelVersion'),
+            description: 'Every channel of the checkpoint and its version.',
+          },
+          values: {
+            type: 'object',
+            default: {},
+            propertyNames: schemaRef('Channel'),
+            additionalProperties: { anyOf: [schemaRef('TypedBytes'), { type: 'null' }] },
+            description:
+              "The channels whose version is new here (each must be in `channelVersions`): the value, or null when the channel has none. A value's decoded bytes and its type tag fit in CAIRN_MAX_VALUE_BYTES less one byte.",
+          },
+        },
+      }),
+      description: 'The checkpoint.',
+      limitBytes: MAX_PUT_BODY_BYTES,
+    },
+    answers: {
+      200: jsonAnswer(
+        'A retry: the checkpoint was already stored with this content; `head` says where the head is.',
+        schemaRef('ThreadCheckpointStored'),
+      ),
+      201: jsonAnswer('Stored; `head` is the checkpoint.', schemaRef('ThreadCheckpointStored')),
+    },
+    errors: [400, 404, namedError(409, 'ThreadWriteConflict')],
+  }),
+  get: operation({
+    operationId: 'listThreadCheckpoints',
+    summary: "A thread's history",
+    description:
+      'Newest first (by id, descending), each checkpoint whole. A page reads at most 256 records, lists at most 20 pages of 1,000 keys and stops adding checkpoints past 8 MiB of values: it may hold fewer than `limit` with a non-null `next`; follow `next` until it is null.',
+    tag: TAGS.threads,
+    access: 'tenant',
+    parameters: [
+      queryParameter(
+        'ns',
+        'One namespace ("" is the root); absent: every namespace.',
+        schemaRef('Namespace'),
+      ),
+      queryParameter(
+        'before',
+        'Only checkpoints with a smaller id (every checkpoint of that id is skipped). Not with `cursor` (400).',
+        schemaRef('ThreadCheckpointId'),
+      ),
+      queryParameter('cursor', 'The `next` of the previous page.', { type: 'string', minLength: 1 }),
+      queryParameter('limit', 'Checkpoints per page, at most.', {
+        type: 'integer',
+        minimum: 1,
+        maximum: 100,
+        default: 10,
+      }),
+      queryParameter(
+        'filter',
+        `A JSON object of at most ${MAX_FILTER_KEYS} keys (at most 4096 characters): each top-level metadata key must equal its value, compared as JSON (objects and arrays by content).`,
+        { type: 'string', maxLength: 4096, contentMediaType: 'application/json' },
+      ),
+    ],
+    answers: { 200: jsonAnswer('One page of checkpoints.', schemaRef('ThreadCheckpointPage')) },
+    errors: [400, 404],
+  }),
+};
+
+const threadCheckpointLatestPath = {
+  parameters: [threadId],
+  get: operation({
+    operationId: 'getLatestThreadCheckpoint',
+    summary: 'The head of a namespace',
+    description: 'The checkpoint stored last in the namespace, or the one a rewind moved the head to.',
+    tag: TAGS.threads,
+    access: 'tenant',
+    parameters: [nsParameter],
+    answers: { 200: jsonAnswer('The checkpoint.', schemaRef('ThreadCheckpoint')) },
+    errors: [400, 404],
+  }),
+};
+
+const threadCheckpointPath = {
+  parameters: [threadId, threadCheckpointId],
+  get: operation({
+    operationId: 'getThreadCheckpoint',
+    summary: 'A checkpoint by id',
+    description: '404 when the thread has no checkpoint of that id in the namespace.',
+    tag: TAGS.threads,
+    access: 'tenant',
+    parameters: [nsParameter],
+    answers: { 200: jsonAnswer('The checkpoint.', schemaRef('ThreadCheckpoint')) },
+    errors: [400, 404],
+  }),
+};
+
+const threadCheckpointWritesPath = {
+  parameters: [threadId, threadCheckpointId],
+  post: operation({
+    operationId: 'putPendingWrites',
+    summary: 'Store the pending writes of one task against a checkpoint',
+    description:
+      "A regular write (`idx` at least 0) already stored under (task id, index) is kept; a special write (below 0) replaces it. Parallel calls lose nothing. 404 when the checkpoint is not stored in the namespace; 413 also when the writes of the checkpoint would pass the storage's value limit (CAIRN_MAX_VALUE_BYTES). The writer is checked just before the append: a run fenced in that instant still gets this call's writes stored. " +
+      WRITER_NOTE,
+    tag: TAGS.threads,
+    access: 'tenant',
+    body: {
+      ...json({
+        type: 'object',
+        required: ['taskId', 'writes'],
+        additionalProperties: false,
+        properties: {
+          ns: { ...schemaRef('Namespace'), default: '' },
+          taskId: schemaRef('TaskId'),
+          taskPath: { ...schemaRef('TaskPath'), default: '' },
+          runId: runIdField,
+          writes: {
+            type: 'array',
+            minItems: 1,
+            maxItems: MAX_WRITES_PER_CALL,
+            items: {
+              type: 'object',
+              required: ['channel', 'idx', 'type', 'data'],
+              additionalProperties: false,
+              properties: {
+                channel: schemaRef('Channel'),
+                idx: schemaRef('WriteIndex'),
+                type: schemaRef('TypeTag'),
+                data: schemaRef('Base64'),
+              },
+            },
+          },
+        },
+      }),
+      description: 'The writes of one task.',
+      limitBytes: MAX_WRITES_BODY_BYTES,
+    },
+    answers: {
+      200: jsonAnswer('Stored; `writes` is how many were sent.', schemaRef('ThreadWritesStored')),
+    },
+    errors: [400, 404, namedError(409, 'ThreadBusyOrRunFenced')],
+  }),
+};
+
+const threadRewindPath = {
+  parameters: [threadId],
+  post: operation({
+    operationId: 'rewindThread',
+    summary: 'Move the head of a namespace to a stored checkpoint',
+    description: `The next checkpoint names it as parent; the checkpoints after it stay readable as an abandoned branch. 404 when the thread, or the checkpoint in the namespace, is not stored. ${WRITER_NOTE}`,
+    tag: TAGS.threads,
+    access: 'tenant',
+    body: smallBody(
+      {
+        type: 'object',
+        required: ['checkpointId'],
+        additionalProperties: false,
+        properties: {
+          ns: { ...schemaRef('Namespace'), default: '' },
+          checkpointId: schemaRef('ThreadCheckpointId'),
+          runId: runIdField,
+        },
+      },
+      'The checkpoint to rewind to.',
+    ),
+    answers: { 200: jsonAnswer('The thread after the rewind.', schemaRef('Thread')) },
+    errors: [400, 404, namedError(409, 'ThreadBusyOrRunFenced')],
+  }),
+};
+
+const threadRunsPath = {
+  parameters: [threadId],
+  post: operation({
+    operationId: 'startRun',
+    summary: 'Start a run: take the thread with a lease',
+    description:
+      'Creates the thread when absent, and takes its next fencing token. When a live run holds the thread, `onBusy` decides: `reject` answers 409 `thread_busy` at once; `wait` waits up to `busyTimeout` seconds for the thread, then 409 `thread_busy`; `interrupt` ends the holder as `interrupted` and starts at once. A holder whose lease ended is recorded as `expired`.',
+    tag: TAGS.threads,
+    access: 'tenant',
+    body: smallBody(
+      {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          onBusy: { enum: ['reject', 'wait', 'interrupt'], default: 'wait' },
+          busyTimeout: {
+            type: 'number',
+            minimum: 0,
+            maximum: MAX_BUSY_TIMEOUT_MS / 1000,
+            default: DEFAULT_BUSY_TIMEOUT_MS / 1000,
+            description: 'Seconds `wait` waits for the thread.',
+          },
+          leaseSeconds: { ...leaseSeconds('The lease in seconds.'), default: DEFAULT_LEASE_MS / 1000 },
+        },
+      },
+      'How to start; may be empty.',
+      false,
+    ),
+    answers: {
+      201: jsonAnswer('Started; `interrupted` is the run it interrupted, or null.', schemaRef('StartedRun')),
+    },
+    errors: [400, threadBusy],
+  }),
+};
+
+const threadRunPath = {
+  parameters: [threadId, runId],
+  get: operation({
+    operationId: 'getRun',
+    summary: 'A run',
+    description:
+      'The live run (or the last one, once its lease ended) and the last 16 ended runs are known; 404 for others.',
+    tag: TAGS.threads,
+    access: 'tenant',
+    answers: { 200: jsonAnswer('The run.', schemaRef('Run')) },
+    errors: [400, 404],
+  }),
+};
+
+const threadRunHeartbeatPath = {
+  parameters: [threadId, runId],
+  post: operation({
+    operationId: 'renewRunLease',
+    summary: "Renew a run's lease from now",
+    description:
+      "409 `run_fenced` once the run no longer holds the thread (interrupted, finished, failed, or its lease ended: the error's `status` says which); 404 for a run the thread does not know.",
+    tag: TAGS.threads,
+    access: 'tenant',
+    body: smallBody(
+      {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          leaseSeconds: leaseSeconds('The new lease in seconds; default: the lease the run has.'),
+        },
+      },
+      'May be empty.',
+      false,
+    ),
+    answers: { 200: jsonAnswer('The run with its new lease.', schemaRef('LiveRun')) },
+    errors: [400, 404, runFenced],
+  }),
+};
+
+const threadRunFinishPath = {
+  parameters: [threadId, runId],
+  post: operation({
+    operationId: 'finishRun',
+    summary: 'End a run and free the thread',
+    description:
+      'Idempotent: ending it again with the same status answers the same; another status, or a run that no longer holds the thread, is 409 `run_fenced`. 404 for a run the thread does not know.',
+    tag: TAGS.threads,
+    access: 'tenant',
+    body: smallBody(
+      {
+        type: 'object',
+        required: ['status'],
+        additionalProperties: false,
+        properties: { status: { enum: ['finished', 'failed'] } },
+      },
+      'How the run ended.',
+    ),
+    answers: {
+      200: jsonAnswer('The ended run, with the status it was ended with.', {
+        allOf: [schemaRef('EndedRun')],
+        type: 'object',
+        properties: { status: { enum: ['finished', 'failed'] } },
+      }),
+    },
+    errors: [400, 404, runFenced],
+  }),
+};
+
+// ---------------------------------------------------------------------------------------------
 // Migrations
 
 const migrationsPath = {
@@ -768,7 +1195,8 @@ export const openApiDocument = {
     title: 'Cairn',
     // The app's version replaces this when the document is served (see documentForVersion).
     version: '0.0.0',
-    summary: 'Durable state for AI agents: key/value, session archives, fleet coordination, migrations.',
+    summary:
+      'Durable state for AI agents: key/value, session archives, fleet coordination, threads, migrations.',
     description: [
       'Base path `/api`; JSON in and out unless an operation says bytes.',
       "Every operation but `GET /api/health` and `GET /api/openapi.json` needs `Authorization: Bearer <token>`, an API key or a Microsoft Entra ID access token; without a valid one, 401 with `WWW-Authenticate: Bearer`. Everything a tenant stores is visible to that tenant only; another tenant's data answers as absent data does (404).",
@@ -785,6 +1213,11 @@ export const openApiDocument = {
       name: TAGS.coordination,
       description:
         'Email cursor, watched chats, chat cursors and delivery claims, promises, interaction log.',
+    },
+    {
+      name: TAGS.threads,
+      description:
+        'Threads of delta checkpoints, pending writes and rewinds, with one run per thread holding it under a lease (docs/threads.md). A write that keeps losing its compare-and-swap on the thread record to other writers answers 503 `storage_unavailable`, like a storage failure: retry.',
     },
     { name: TAGS.migrations, description: 'Copying local state to Blob storage (admin only).' },
   ],
@@ -811,6 +1244,17 @@ export const openApiDocument = {
     '/api/promises/{id}/resolve': promiseResolvePath,
     '/api/interactions': interactionsPath,
     '/api/interactions/{day}': interactionDayPath,
+    '/api/threads': threadListPath,
+    '/api/threads/{threadId}': threadPath,
+    '/api/threads/{threadId}/checkpoints': threadCheckpointsPath,
+    '/api/threads/{threadId}/checkpoints/latest': threadCheckpointLatestPath,
+    '/api/threads/{threadId}/checkpoints/{checkpointId}': threadCheckpointPath,
+    '/api/threads/{threadId}/checkpoints/{checkpointId}/writes': threadCheckpointWritesPath,
+    '/api/threads/{threadId}/rewind': threadRewindPath,
+    '/api/threads/{threadId}/runs': threadRunsPath,
+    '/api/threads/{threadId}/runs/{runId}': threadRunPath,
+    '/api/threads/{threadId}/runs/{runId}/heartbeat': threadRunHeartbeatPath,
+    '/api/threads/{threadId}/runs/{runId}/finish': threadRunFinishPath,
     '/api/migrations': migrationsPath,
     '/api/migrations/{id}': migrationPath,
     '/api/{path}': noRoutePath,

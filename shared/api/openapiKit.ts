@@ -26,6 +26,17 @@ export type OperationMethod = (typeof OPERATION_METHODS)[number];
 /** Error answers an operation may list; 401, 403, 413, 500 and 503 are added by {@link operation}. */
 export type CallerError = 400 | 403 | 404 | 409 | 412 | 413 | 422;
 
+/**
+ * An error answer other than its status's usual one: `response` names an answer of
+ * `#/components/responses` (e.g. a 409 whose codes are not only `conflict`).
+ */
+export interface NamedError {
+  readonly status: CallerError;
+  readonly response: string;
+}
+
+export const namedError = (status: CallerError, response: string): NamedError => ({ status, response });
+
 const ERROR_RESPONSES: Readonly<Record<number, string>> = {
   400: 'BadRequest',
   401: 'Unauthorized',
@@ -139,8 +150,11 @@ export interface OperationSpec {
   readonly body?: RequestBody;
   /** The answers that are not errors, by status. */
   readonly answers: Readonly<Record<number, JsonObject>>;
-  /** The caller errors this operation can answer, besides those {@link operation} adds. */
-  readonly errors?: readonly CallerError[];
+  /**
+   * The caller errors this operation can answer, besides those {@link operation} adds: a status
+   * (its usual answer), or a {@link NamedError}.
+   */
+  readonly errors?: readonly (CallerError | NamedError)[];
 }
 
 /**
@@ -149,18 +163,25 @@ export interface OperationSpec {
  * for admins only), 413 when it takes a body, and 500.
  */
 export function operation(spec: OperationSpec): JsonObject {
-  const errors = new Set<number>(spec.errors ?? []);
-  if (spec.access !== 'anonymous') {
-    errors.add(401);
-    errors.add(503);
+  const errors = new Map<number, JsonObject>();
+  for (const error of spec.errors ?? []) {
+    const status = typeof error === 'number' ? error : error.status;
+    if (errors.has(status)) throw new Error(`${spec.operationId}: status ${status} is listed twice`);
+    errors.set(
+      status,
+      typeof error === 'number' ? errorResponseRef(error) : ref(`#/components/responses/${error.response}`),
+    );
   }
-  if (spec.access === 'admin') errors.add(403);
-  if (spec.body !== undefined) errors.add(413);
-  errors.add(500);
+  const implied = [
+    ...(spec.access === 'anonymous' ? [] : [401, 503]),
+    ...(spec.access === 'admin' ? [403] : []),
+    ...(spec.body === undefined ? [] : [413]),
+    500,
+  ];
+  for (const status of implied) if (!errors.has(status)) errors.set(status, errorResponseRef(status));
   const responses: Record<string, JsonObject> = {};
   for (const [status, answer] of Object.entries(spec.answers)) responses[status] = answer;
-  for (const status of [...errors].sort((a, b) => a - b))
-    responses[String(status)] = errorResponseRef(status);
+  for (const [status, answer] of [...errors].sort(([a], [b]) => a - b)) responses[String(status)] = answer;
   const body = spec.body;
   const adminNote = 'Admin only: a credential without the admin role gets 403.';
   const description =

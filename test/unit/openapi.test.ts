@@ -94,6 +94,32 @@ describe('the OpenAPI document', () => {
     }
   });
 
+  it('has no reference to a part it does not have', () => {
+    const doc = document();
+    const targets: string[] = [];
+    const collect = (value: unknown): void => {
+      if (Array.isArray(value)) value.forEach(collect);
+      else if (typeof value === 'object' && value !== null) {
+        for (const [key, inner] of Object.entries(value)) {
+          if (key === '$ref' && typeof inner === 'string') targets.push(inner);
+          else collect(inner);
+        }
+      }
+    };
+    collect(doc);
+    expect(targets.length).toBeGreaterThan(100);
+    const missing = targets.filter((target) => {
+      let value: unknown = doc;
+      for (const token of target.replace(/^#\//, '').split('/')) {
+        const name = decodeURIComponent(token).replaceAll('~1', '/').replaceAll('~0', '~');
+        value =
+          typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[name] : undefined;
+      }
+      return !target.startsWith('#/') || value === undefined;
+    });
+    expect(missing).toEqual([]);
+  });
+
   it('carries the version it is served with', () => {
     expect(documentForVersion('1.2.3').info.version).toBe('1.2.3');
     expect(openApiDocument.info.version).not.toBe('1.2.3');
@@ -146,9 +172,9 @@ describe('the registered routes and the document', () => {
   });
 
   it('disagree when a route is added without documenting it', () => {
-    const withNewRoute = [...routes, { name: 'threadList', route: 'threads', methods: ['GET', 'POST'] }];
+    const withNewRoute = [...routes, { name: 'widgetList', route: 'widgets', methods: ['GET', 'POST'] }];
     expect(routeDisagreements(withNewRoute, openApiDocument, ROUTE_PREFIX)).toEqual([
-      'route threads (function threadList) is not documented: no path /api/threads',
+      'route widgets (function widgetList) is not documented: no path /api/widgets',
     ]);
   });
 
@@ -172,11 +198,11 @@ describe('the registered routes and the document', () => {
   it('disagree when the document lists a path or a method the app does not serve', () => {
     const copy = document();
     const paths = copy['paths'] as Record<string, Record<string, unknown>>;
-    paths['/api/threads'] = { get: paths['/api/keys']?.['get'] };
+    paths['/api/widgets'] = { get: paths['/api/keys']?.['get'] };
     paths['/api/health'] = { ...paths['/api/health'], delete: paths['/api/health']?.['get'] };
     expect(routeDisagreements(routes, copy, ROUTE_PREFIX)).toEqual([
       'DELETE /api/health is documented but not served (function health)',
-      'path /api/threads is documented but no registered route serves it',
+      'path /api/widgets is documented but no registered route serves it',
     ]);
   });
 
@@ -278,6 +304,55 @@ describe('the answer checker', () => {
         }),
       ),
     ).toEqual([expect.stringMatching(/body\/error\/code must be equal to constant/)]);
+  });
+
+  it('holds the thread routes to their 409 codes, details and Retry-After', () => {
+    const busy = { error: { code: 'thread_busy', message: 'held', runId: 'run-1', retryAfter: 5 } };
+    const fenced = {
+      error: { code: 'run_fenced', message: 'fenced', runId: 'run-1', status: 'interrupted' },
+    };
+    const conflict = { error: { code: 'conflict', message: 'other content' } };
+    const conflictAt = (method: string, path: string, json: unknown, headers: Record<string, string> = {}) =>
+      checker.check(answer({ method, path, status: 409, json, headers }));
+    expect(conflictAt('POST', '/api/threads/t/runs', busy, { 'retry-after': '5' })).toEqual([]);
+    expect(conflictAt('DELETE', '/api/threads/t', busy, { 'retry-after': '5' })).toEqual([]);
+    expect(conflictAt('POST', '/api/threads/t/checkpoints', conflict)).toEqual([]);
+    expect(conflictAt('POST', '/api/threads/t/checkpoints', fenced)).toEqual([]);
+    expect(conflictAt('POST', '/api/threads/t/rewind', busy, { 'retry-after': '5' })).toEqual([]);
+    expect(conflictAt('POST', '/api/threads/t/runs/r/heartbeat', fenced)).toEqual([]);
+
+    expect(conflictAt('POST', '/api/threads/t/runs', busy)).toEqual([
+      'POST /api/threads/t/runs → 409: header Retry-After is missing',
+    ]);
+    expect(conflictAt('DELETE', '/api/threads/t', conflict, { 'retry-after': '5' })).toEqual([
+      expect.stringMatching(/body\/error\/code must be equal to constant/),
+    ]);
+    expect(conflictAt('POST', '/api/threads/t/rewind', conflict)).toEqual([
+      expect.stringMatching(/must match exactly one schema in oneOf/),
+    ]);
+    expect(
+      conflictAt('POST', '/api/threads/t/runs/r/heartbeat', {
+        error: { ...fenced.error, status: 'running' },
+      }),
+    ).toEqual([expect.stringMatching(/status must be equal to one of the allowed values/)]);
+    expect(
+      conflictAt('POST', '/api/threads/t/runs/r/finish', { error: { code: 'run_fenced', message: 'x' } }),
+    ).toEqual([expect.stringMatching(/must have required property 'runId'/)]);
+  });
+
+  it('holds a run to one of its two shapes', () => {
+    const common = { runId: 'run-1', threadId: 't', fencingToken: 1, startedAt: '2026-11-30T19:00:00.000Z' };
+    const run = { ...common, status: 'running', leaseExpiresAt: '2026-11-30T19:01:00.000Z' };
+    const ended = { ...common, status: 'finished', endedAt: '2026-11-30T19:00:30.000Z' };
+    const read = (json: unknown) => checker.check(answer({ path: '/api/threads/t/runs/run-1', json }));
+    expect(read(run)).toEqual([]);
+    expect(read(ended)).toEqual([]);
+    expect(read({ ...run, endedAt: ended.endedAt })).toEqual([
+      expect.stringMatching(/must match exactly one schema in oneOf/),
+    ]);
+    expect(read({ ...run, status: 'finished' })).toEqual([
+      expect.stringMatching(/must match exactly one schema in oneOf/),
+    ]);
   });
 
   it('rejects the wrong media type', () => {
