@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import {
@@ -7,6 +7,7 @@ import {
   IntegrityError,
   InvalidArgumentError,
   NotFoundError,
+  PayloadTooLargeError,
   PreconditionFailedError,
   RunFencedError,
   StorageUnavailableError,
@@ -220,8 +221,13 @@ function keysOf(thread: ThreadRecord) {
     checkpoints: `${data}c/`,
     record: (checkpointId: string, ns: string) =>
       `${data}c/${invertedId(checkpointId)}/${namespaceSegment(ns)}`,
-    value: (ns: string, producer: string, channel: string) =>
-      `${data}v/${namespaceSegment(ns)}/${producer}/${channelSegment(channel)}`,
+    /** `source` is a record's value source: `<producing checkpoint id>/<digest of the value>`. */
+    value: (ns: string, source: string, channel: string) => {
+      const slash = source.lastIndexOf('/');
+      const producer = source.slice(0, slash);
+      const digest = source.slice(slash + 1);
+      return `${data}v/${namespaceSegment(ns)}/${producer}/${channelSegment(channel)}/${digest}`;
+    },
     writes: (ns: string, checkpointId: string) => `${data}w/${namespaceSegment(ns)}/${checkpointId}`,
     namespaceMark: (ns: string) => `${data}n/${namespaceSegment(ns)}`,
   };
@@ -490,13 +496,15 @@ export class ThreadStore {
       if (refusal !== null) throw refusal;
       const keys = keysOf(thread);
       const parent = await this.parentOf(store, thread, put);
-      const record = this.recordOf(put, parent, now);
+      const encoded = encodedValues(put);
+      const record = this.recordOf(put, parent, now, encoded);
+      checkRecordSize(record, this.maxValueBytes);
       const newNamespace = !thread.heads.has(put.ns);
+      // Values are keyed by their digest too: bytes a refused or crashed put left behind can never
+      // stand for other content sent later under the same checkpoint id.
       await Promise.all([
-        ...Object.entries(put.values).map(([channel, value]) =>
-          value === null
-            ? Promise.resolve()
-            : createOnly(store, keys.value(put.ns, put.checkpointId, channel), encodeValue(value)),
+        ...[...encoded].map(([channel, { bytes, source }]) =>
+          createOnly(store, keys.value(put.ns, source, channel), bytes),
         ),
         newNamespace ? createOnly(store, keys.namespaceMark(put.ns), Buffer.alloc(0)) : Promise.resolve(),
       ]);
@@ -976,11 +984,17 @@ export class ThreadStore {
    * The record of a put: each channel with a value points at the checkpoint holding it (this one
    * for the channels sent, the parent's source for the others, which must have the parent's version).
    */
-  private recordOf(put: CheckpointPut, parent: CheckpointRecord | null, now: number): CheckpointRecord {
+  private recordOf(
+    put: CheckpointPut,
+    parent: CheckpointRecord | null,
+    now: number,
+    encoded: ReadonlyMap<string, EncodedValue>,
+  ): CheckpointRecord {
     const valueSources: Record<string, string> = {};
     for (const [channel, version] of Object.entries(put.channelVersions)) {
       if (Object.hasOwn(put.values, channel)) {
-        if (ownValue(put.values, channel) !== null) setOwn(valueSources, channel, put.checkpointId);
+        const value = encoded.get(channel);
+        if (value !== undefined) setOwn(valueSources, channel, value.source);
         continue;
       }
       const parentVersion = parent === null ? undefined : ownValue(parent.channelVersions, channel);
@@ -1159,6 +1173,31 @@ function fitHeads(heads: Map<string, HeadEntry>): Map<string, HeadEntry> {
 }
 
 /** Create-only write that keeps what is stored (first wins). */
+interface EncodedValue {
+  readonly bytes: Buffer;
+  /** The record's value source: `<checkpoint id>/<first 16 bytes of the bytes' SHA-256, base64url>`. */
+  readonly source: string;
+}
+
+/** The stored bytes of each channel value a put sends, with the source its record names. */
+function encodedValues(put: CheckpointPut): Map<string, EncodedValue> {
+  const encoded = new Map<string, EncodedValue>();
+  for (const [channel, value] of Object.entries(put.values)) {
+    if (value === null) continue;
+    const bytes = encodeValue(value);
+    const digest = createHash('sha256').update(bytes).digest().subarray(0, 16).toString('base64url');
+    encoded.set(channel, { bytes, source: `${put.checkpointId}/${digest}` });
+  }
+  return encoded;
+}
+
+/** A record over the value limit is refused before anything of the put is written. */
+function checkRecordSize(record: CheckpointRecord, maxValueBytes: number): void {
+  if (encodeCheckpointRecord(record).length > maxValueBytes) {
+    throw new PayloadTooLargeError(maxValueBytes, 'the checkpoint record (metadata, channels, versions)');
+  }
+}
+
 async function createOnly(store: KeyValueStore, key: string, value: Buffer): Promise<void> {
   try {
     await store.write(key, value, { ifAbsent: true });

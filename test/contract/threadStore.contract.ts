@@ -6,6 +6,7 @@ import {
   ConflictError,
   InvalidArgumentError,
   NotFoundError,
+  PayloadTooLargeError,
   RunFencedError,
   ThreadBusyError,
 } from '../../shared/errors';
@@ -262,6 +263,58 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
     });
 
     describe('checkpoints', () => {
+      it('a put refused at its commit leaves values that a later put of the same id never reads', async () => {
+        const reject = { onBusy: 'reject', busyTimeoutMs: 0, leaseMs: 60_000 } as const;
+        await threads.putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: 'first' } }));
+        const first = await threads.startRun(A, 't', reject);
+        // Another instance interrupts the run; this instance still holds the record where it runs.
+        const second = await instance().startRun(A, 't', { ...reject, onBusy: 'interrupt' });
+        const fenced = await rejection(
+          threads.putCheckpoint(
+            A,
+            't',
+            put('c2', { parent: 'c1', versions: { a: 2 }, values: { a: 'fenced' }, runId: first.run.runId }),
+          ),
+        );
+        expect(fenced).toBeInstanceOf(RunFencedError);
+        // The same checkpoint id with other content, by the live run: its own value.
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('c2', { parent: 'c1', versions: { a: 2 }, values: { a: 'kept' }, runId: second.run.runId }),
+        );
+        expect(text((await instance().getCheckpoint(A, 't', '', 'c2')).values['a'])).toBe('kept');
+      });
+
+      it('refuses an oversize checkpoint record before writing a value, and a reused id then keeps its own values', async () => {
+        // A store whose values may be 4 KiB: metadata of 8 KiB (within its own limit) makes the
+        // checkpoint record too large.
+        const stores = factory();
+        const small = new ThreadStore({
+          storeOf: (tenant) => stores.forSpace('threads', tenant),
+          maxValueBytes: 4096,
+        });
+        await small.putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: 'first' } }));
+        const huge = { note: 'x'.repeat(8192) };
+        const refused = await rejection(
+          small.putCheckpoint(
+            A,
+            't',
+            put('c2', { parent: 'c1', versions: { a: 2 }, values: { a: 'refused' }, metadata: huge }),
+          ),
+        );
+        expect(refused).toBeInstanceOf(PayloadTooLargeError);
+        const valueKeys = (await allKeys(space(), 'd/')).filter((key) => key.includes('/v/'));
+        expect(valueKeys).toHaveLength(1);
+        // The same checkpoint id, other content: its own value, never bytes an earlier attempt left.
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('c2', { parent: 'c1', versions: { a: 2 }, values: { a: 'kept' } }),
+        );
+        expect(text((await instance().getCheckpoint(A, 't', '', 'c2')).values['a'])).toBe('kept');
+      });
+
       it('stores only the changed channels and reads the unchanged ones from the checkpoint that stored them', async () => {
         await threads.putCheckpoint(
           A,
