@@ -1,20 +1,10 @@
 import { randomBytes } from 'node:crypto';
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import type { Azurite } from '../../dev/azurite';
 import { BLOCK_BYTES } from '../../shared/archive/identifiers';
-import {
-  apiKeysSetting,
-  type Backend,
-  backendSettings,
-  client,
-  newTenant,
-  type RunningApp,
-  startApp,
-} from '../support/app';
-import { startAzurite } from '../support/cleanup';
-import { expectStorageUnavailable } from '../support/faults';
+import { type Backend, backendSettings } from '../support/app';
+import { appOnOwnStorage, expectStorageUnavailable } from '../support/faults';
 import { sessionIndexSettings } from '../support/tables';
 import { splitFile } from '../unit/archiveTestKit';
 
@@ -25,35 +15,21 @@ import { splitFile } from '../unit/archiveTestKit';
  * is back on the same ports.
  */
 describe.each<Backend>(['blob', 'local'])('session archive faults on the %s backend', (backend) => {
-  const tenant = newTenant('faulty');
-  let storage: Azurite;
-  let app: RunningApp;
-  let call: ReturnType<typeof client>;
-
-  beforeAll(async () => {
-    storage = await startAzurite();
-    app = await startApp({
-      CAIRN_API_KEYS: apiKeysSetting([tenant]),
-      ...backendSettings(backend, storage.blobEndpoint),
-      ...sessionIndexSettings(storage.tableEndpoint),
-    });
-    call = client(app.url, tenant.key);
-  });
-  afterAll(async () => {
-    await app.stop();
-    await storage.stop();
-  });
+  const suite = appOnOwnStorage((storage) => ({
+    ...backendSettings(backend, storage.blobEndpoint),
+    ...sessionIndexSettings(storage.tableEndpoint),
+  }));
 
   it('answers 503, never 404, while the storage is down, and serves again when it is back', async () => {
     const { objects, file } = splitFile('events.jsonl', randomBytes(BLOCK_BYTES + 10), 'g1', 'c1');
     for (const [key, bytes] of objects) {
-      expect((await call(`/api/sessions/known/objects/${key}`, { method: 'PUT', body: bytes })).status).toBe(
-        201,
-      );
+      expect(
+        (await suite.call(`/api/sessions/known/objects/${key}`, { method: 'PUT', body: bytes })).status,
+      ).toBe(201);
     }
     const body = JSON.stringify({ checkpointId: 'c1', parent: null, files: [file] });
-    expect((await call('/api/sessions/known/checkpoints', { method: 'POST', body })).status).toBe(201);
-    await storage.stop();
+    expect((await suite.call('/api/sessions/known/checkpoints', { method: 'POST', body })).status).toBe(201);
+    await suite.stopStorage();
 
     const requests: [string, RequestInit][] = [
       ['/api/sessions', { method: 'GET' }],
@@ -76,21 +52,21 @@ describe.each<Backend>(['blob', 'local'])('session archive faults on the %s back
         ['/api/sessions/known/checkpoints/c1/files/events.jsonl', { method: 'GET' }],
       );
     }
-    for (const [path, init] of requests) await expectStorageUnavailable(call, path, init);
+    for (const [path, init] of requests) await expectStorageUnavailable(suite.call, path, init);
 
-    storage = await startAzurite({ ports: storage.ports });
+    await suite.restartStorage();
     // The restarted emulator is empty (in memory): the app makes its table and container again.
     const again = splitFile('events.jsonl', randomBytes(100), 'g1', 'c1');
     for (const [key, bytes] of again.objects) {
-      expect((await call(`/api/sessions/fresh/objects/${key}`, { method: 'PUT', body: bytes })).status).toBe(
-        201,
-      );
+      expect(
+        (await suite.call(`/api/sessions/fresh/objects/${key}`, { method: 'PUT', body: bytes })).status,
+      ).toBe(201);
     }
-    const published = await call('/api/sessions/fresh/checkpoints', {
+    const published = await suite.call('/api/sessions/fresh/checkpoints', {
       method: 'POST',
       body: JSON.stringify({ checkpointId: 'c1', parent: null, files: [again.file] }),
     });
     expect(published.status).toBe(201);
-    expect((await call('/api/sessions/fresh')).status).toBe(200);
+    expect((await suite.call('/api/sessions/fresh')).status).toBe(200);
   });
 });

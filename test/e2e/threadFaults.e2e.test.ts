@@ -1,16 +1,7 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import type { Azurite } from '../../dev/azurite';
-import {
-  apiKeysSetting,
-  backendSettings,
-  client,
-  newTenant,
-  type RunningApp,
-  startApp,
-} from '../support/app';
-import { startAzurite } from '../support/cleanup';
-import { expectStorageUnavailable } from '../support/faults';
+import { backendSettings } from '../support/app';
+import { appOnOwnStorage, expectStorageUnavailable } from '../support/faults';
 
 /**
  * Storage faults on the thread routes: with the app's own Azurite stopped (Blob backend), every
@@ -18,26 +9,7 @@ import { expectStorageUnavailable } from '../support/faults';
  * a missing record, within 10 s; the app serves again once Azurite is back on the same ports.
  */
 describe('thread routes while the storage is down', () => {
-  const tenant = newTenant('faulty');
-  let storage: Azurite;
-  let app: RunningApp;
-  let call: ReturnType<typeof client>;
-
-  afterEach(() => {
-    if (storage.pid !== 0) process.kill(storage.pid, 'SIGCONT');
-  });
-  beforeAll(async () => {
-    storage = await startAzurite();
-    app = await startApp({
-      CAIRN_API_KEYS: apiKeysSetting([tenant]),
-      ...backendSettings('blob', storage.blobEndpoint),
-    });
-    call = client(app.url, tenant.key);
-  });
-  afterAll(async () => {
-    await app.stop();
-    await storage.stop();
-  });
+  const suite = appOnOwnStorage((storage) => backendSettings('blob', storage.blobEndpoint));
 
   it('answers 503, never 404, and serves again when the storage is back', async () => {
     const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64');
@@ -51,11 +23,12 @@ describe('thread routes while the storage is down', () => {
         values: { m: { type: 'json', data: b64(id) } },
       });
     expect(
-      (await call('/api/threads/known/checkpoints', { method: 'POST', body: checkpoint('c1', null) })).status,
+      (await suite.call('/api/threads/known/checkpoints', { method: 'POST', body: checkpoint('c1', null) }))
+        .status,
     ).toBe(201);
-    const run = await call('/api/threads/known/runs', { method: 'POST', body: '{"onBusy":"reject"}' });
+    const run = await suite.call('/api/threads/known/runs', { method: 'POST', body: '{"onBusy":"reject"}' });
     const { runId } = (await run.json()) as { runId: string };
-    await storage.stop();
+    await suite.stopStorage();
 
     const requests: [string, RequestInit][] = [
       ['/api/threads', { method: 'GET' }],
@@ -86,16 +59,17 @@ describe('thread routes while the storage is down', () => {
       [`/api/threads/known/runs/${runId}/heartbeat`, { method: 'POST' }],
       [`/api/threads/known/runs/${runId}/finish`, { method: 'POST', body: '{"status":"finished"}' }],
     ];
-    for (const [path, init] of requests) await expectStorageUnavailable(call, path, init);
+    for (const [path, init] of requests) await expectStorageUnavailable(suite.call, path, init);
 
-    storage = await startAzurite({ ports: storage.ports });
+    await suite.restartStorage();
     // The restarted emulator is empty (in memory): the thread space's container is made again.
-    expect((await call('/api/threads/known', { method: 'PUT' })).status).toBe(201);
+    expect((await suite.call('/api/threads/known', { method: 'PUT' })).status).toBe(201);
     expect(
-      (await call('/api/threads/known/checkpoints', { method: 'POST', body: checkpoint('c1', null) })).status,
+      (await suite.call('/api/threads/known/checkpoints', { method: 'POST', body: checkpoint('c1', null) }))
+        .status,
     ).toBe(201);
-    const latest = await call('/api/threads/known/checkpoints/latest');
+    const latest = await suite.call('/api/threads/known/checkpoints/latest');
     expect(latest.status).toBe(200);
-    expect(app.output()).toContain('storage_unavailable');
+    expect(suite.app.output()).toContain('storage_unavailable');
   });
 });
