@@ -12,6 +12,8 @@ export type ErrorCode =
   | 'not_found'
   | 'method_not_allowed'
   | 'conflict'
+  | 'thread_busy'
+  | 'run_fenced'
   | 'precondition_failed'
   | 'payload_too_large'
   | 'missing_objects'
@@ -76,6 +78,40 @@ export class MethodNotAllowedError extends CairnError {
 export class ConflictError extends CairnError {
   readonly code = 'conflict';
   readonly fault = 'caller';
+}
+
+/**
+ * A thread is held by a live run and the request may not wait for it (or waited in vain): a run
+ * start with `onBusy` reject or an expired wait, a write without the holder's run id, a delete.
+ * `retryAfterSeconds` (at least 1) is when the holder's lease expires unless it is renewed;
+ * `holder` is that run's id.
+ */
+export class ThreadBusyError extends CairnError {
+  readonly code = 'thread_busy';
+  readonly fault = 'caller';
+  constructor(
+    message: string,
+    readonly holder: string,
+    readonly retryAfterSeconds: number,
+  ) {
+    super(message, { runId: holder, retryAfter: retryAfterSeconds });
+  }
+}
+
+/**
+ * A request names a run that no longer holds its thread (interrupted, finished, failed, its lease
+ * expired, or never there): nothing it sent was stored. `status` is that run's status as known.
+ */
+export class RunFencedError extends CairnError {
+  readonly code = 'run_fenced';
+  readonly fault = 'caller';
+  constructor(
+    message: string,
+    readonly runId: string,
+    readonly status: string,
+  ) {
+    super(message, { runId, status });
+  }
 }
 
 /**

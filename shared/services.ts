@@ -22,6 +22,7 @@ import type { ImmutableObjectStore } from './storage/immutableObjectStore';
 import type { KeyValueStoreFactory } from './storage/keyValueStore';
 import { LocalImmutableObjectStore } from './storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from './storage/local/localKeyValueStore';
+import { ThreadStore } from './threads/threadStore';
 
 /**
  * The composition root, the one place that decides which implementation serves each storage
@@ -41,6 +42,8 @@ export interface Services {
   readonly emailWindowQueue?: EmailWindowQueue;
   /** Session archives; undefined when CAIRN_TABLE_ENDPOINT (the session index) is not set. */
   readonly sessionArchive?: SessionArchive;
+  /** Threads, checkpoints and runs, in each tenant's `threads` space of the key/value backend. */
+  readonly threads: ThreadStore;
 }
 
 export function createServices(config: Config): Services {
@@ -72,6 +75,10 @@ export function createServices(config: Config): Services {
     authenticator: new Authenticator(config.apiKeys, config.entra),
     emailPollRegistry: new EmailPollTenantRegistry(kvStores),
     chatCursorCache: new ChatCursorCache(),
+    threads: new ThreadStore({
+      storeOf: (tenant) => kvStores.forSpace('threads', tenant),
+      maxValueBytes: kvStores.maxValueBytes,
+    }),
     ...(emailWindowQueue === undefined ? {} : { emailWindowQueue }),
     ...(sessionArchive === undefined ? {} : { sessionArchive }),
   };

@@ -5,6 +5,7 @@ import {
   type ErrorCode,
   MethodNotAllowedError,
   PreconditionFailedError,
+  ThreadBusyError,
 } from '../../shared/errors';
 import type { Logger } from '../../shared/logging';
 
@@ -16,6 +17,8 @@ export const STATUS_BY_CODE: Readonly<Record<ErrorCode, number>> = {
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
+  thread_busy: 409,
+  run_fenced: 409,
   precondition_failed: 412,
   payload_too_large: 413,
   missing_objects: 422,
@@ -35,6 +38,7 @@ export function errorResponse(error: unknown, log: Logger): HttpResponseInit {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (code === 'unauthorized') headers['www-authenticate'] = 'Bearer';
   if (code === 'storage_unavailable') headers['retry-after'] = '1';
+  if (known instanceof ThreadBusyError) headers['retry-after'] = String(known.retryAfterSeconds);
   if (known instanceof MethodNotAllowedError) headers['allow'] = known.allow.join(', ');
   if (known instanceof PreconditionFailedError && known.currentEtag !== undefined) {
     headers['etag'] = known.currentEtag;

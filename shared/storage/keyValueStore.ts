@@ -72,10 +72,21 @@ export interface KeyValueStore {
   list(options: ListOptions): Promise<ListPage>;
 }
 
+/**
+ * A key space Cairn keeps for one of its own stores, apart from the key/value API: no key of it can
+ * be read, listed or written through `/api/kv` (another folder locally, another container on Blob).
+ */
+export type InternalSpace = 'threads';
+
 export interface KeyValueStoreFactory {
   readonly kind: 'local' | 'blob';
   /** The largest value, in bytes, that write and append accept. */
   readonly maxValueBytes: number;
   /** The store of one tenant's key/value space; cheap, no I/O. */
   forTenant(tenant: string): KeyValueStore;
+  /**
+   * The store of one tenant's `space`: same contract, disjoint from the tenant's key/value space,
+   * from its other spaces and from every other tenant's; cheap, no I/O.
+   */
+  forSpace(space: InternalSpace, tenant: string): KeyValueStore;
 }

@@ -349,5 +349,25 @@ export function describeKeyValueStoreContract(fixture: KeyValueStoreFixture): vo
       await other.write('shared/name', Buffer.from('b'));
       expect((await store.read('shared/name'))?.value.toString()).toBe('a');
     });
+
+    it("keeps a tenant's internal space apart from its key/value space and from other tenants'", async () => {
+      const threads = factory.forSpace('threads', 'tenant-a');
+      await store.write('t/name', Buffer.from('kv'));
+      expect(await threads.read('t/name')).toBeNull();
+      await threads.write('t/name', Buffer.from('space'));
+      await threads.append('t/log', Buffer.from('line\n'));
+      expect((await store.read('t/name'))?.value.toString()).toBe('kv');
+      expect(await listAll(store, '', 10)).toEqual(['t/name']);
+      expect(await listAll(threads, '', 10)).toEqual(['t/log', 't/name']);
+      // Another instance's factory finds the same space; another tenant's space is empty.
+      expect((await another().forSpace('threads', 'tenant-a').read('t/name'))?.value.toString()).toBe(
+        'space',
+      );
+      const otherTenant = factory.forSpace('threads', 'tenant-b');
+      expect(await listAll(otherTenant, '', 10)).toEqual([]);
+      expect(await listAll(factory.forTenant('tenant-b'), '', 10)).toEqual([]);
+      expect(await threads.delete('t/name')).toBe(true);
+      expect((await store.read('t/name'))?.value.toString()).toBe('kv');
+    });
   });
 }

@@ -11,7 +11,11 @@ import { describe, expect, it } from 'vitest';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { PayloadTooLargeError, PreconditionFailedError } from '../../shared/errors';
-import { BlobKeyValueStoreFactory, tenantContainerName } from '../../shared/storage/azure/blobKeyValueStore';
+import {
+  BlobKeyValueStoreFactory,
+  spaceContainerName,
+  tenantContainerName,
+} from '../../shared/storage/azure/blobKeyValueStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
@@ -43,6 +47,7 @@ describeKeyValueStoreContract({
       async destroy() {
         for (const tenant of ['tenant-a', 'tenant-b']) {
           await service.getContainerClient(tenantContainerName(base, tenant)).deleteIfExists();
+          await service.getContainerClient(spaceContainerName(base, 'threads', tenant)).deleteIfExists();
         }
       },
     };

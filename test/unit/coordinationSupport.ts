@@ -122,6 +122,8 @@ export function faultyStores(
     maxValueBytes: inner.maxValueBytes,
     forTenant: (tenant) =>
       tenant === SYSTEM_NAMESPACE ? inner.forTenant(tenant) : wrap(tenant, inner.forTenant(tenant)),
+
+    forSpace: (space, tenant) => inner.forSpace(space, tenant),
   };
 }
 

@@ -328,6 +328,7 @@ describe.each(BACKENDS)('the tenant registry on the %s backend', (backend) => {
       kind: stores.kind,
       maxValueBytes: stores.maxValueBytes,
       forTenant: (tenant) => new FaultyStore(stores.forTenant(tenant), { failWrites: () => true }),
+      forSpace: (space, tenant) => stores.forSpace(space, tenant),
     });
     const store = stores.forTenant('t1');
     expect((await initializeEmailPolling(failingRegistry, store, 't1', T0.toISOString())).outcome).toBe(

@@ -10,6 +10,7 @@ import { copyOf, ownedBytes, readAllBytes } from '../../streams';
 import { checkConditions, checkConditionShape, conditionsHold } from '../conditions';
 import { KeyedMutex } from '../keyedMutex';
 import type {
+  InternalSpace,
   KeyValueStore,
   KeyValueStoreFactory,
   ListOptions,
@@ -27,7 +28,10 @@ import { isAzureError, isConditionFailure, isNotFound, storageCall } from './azu
  * SHA-256(tenant)>` (tenant ids are case-sensitive and may hold `.` and `_`, which container names
  * may not), created on the tenant's first write. A key is the blob name itself, so the 1024-byte
  * key limit is exactly Azure's 1024-character name limit, and one tenant can never list, read or
- * overwrite another's blobs by any key.
+ * overwrite another's blobs by any key. An internal space of a tenant (e.g. `threads`) has a
+ * container of its own, `<base>-<first 20 hex of SHA-256(space + "\n" + tenant)>`: a tenant id
+ * has no line break, so no hashed text of a space is ever a tenant's, and the key/value API can
+ * never reach it.
  *
  * ETags are Azure's: they change on every write and are never reused. Conditional writes are
  * Azure's own If-Match / If-None-Match (never `If-Match: *`, see {@link replaceExisting}). Append is
@@ -63,12 +67,20 @@ export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
   ) {}
 
   forTenant(tenant: string): KeyValueStore {
+    return this.storeIn(tenantContainerName(this.baseContainer, tenant), { tenant });
+  }
+
+  forSpace(space: InternalSpace, tenant: string): KeyValueStore {
+    return this.storeIn(spaceContainerName(this.baseContainer, space, tenant), { tenant, space });
+  }
+
+  private storeIn(container: string, metadata: Record<string, string>): KeyValueStore {
     return this.stores.getOrCreate(
-      tenant,
+      container,
       () =>
         new BlobKeyValueStore(
-          this.service.getContainerClient(tenantContainerName(this.baseContainer, tenant)),
-          tenant,
+          this.service.getContainerClient(container),
+          metadata,
           this.maxValueBytes,
           this.timeoutMs,
           this.known,
@@ -78,8 +90,16 @@ export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
   }
 }
 
+function hashedName(baseContainer: string, text: string): string {
+  return `${baseContainer}-${createHash('sha256').update(text, 'utf8').digest('hex').slice(0, 20)}`;
+}
+
 export function tenantContainerName(baseContainer: string, tenant: string): string {
-  return `${baseContainer}-${createHash('sha256').update(tenant, 'utf8').digest('hex').slice(0, 20)}`;
+  return hashedName(baseContainer, tenant);
+}
+
+export function spaceContainerName(baseContainer: string, space: InternalSpace, tenant: string): string {
+  return hashedName(baseContainer, `${space}\n${tenant}`);
 }
 
 /**
@@ -116,7 +136,8 @@ const appendLocks = new KeyedMutex();
 class BlobKeyValueStore implements KeyValueStore {
   constructor(
     private readonly container: ContainerClient,
-    private readonly tenant: string,
+    /** Set on the container when this store creates it (tenant, and space when not key/value). */
+    private readonly containerMetadata: Record<string, string>,
     private readonly maxValueBytes: number,
     private readonly timeoutMs: number,
     private readonly known: KnownVersions,
@@ -401,7 +422,7 @@ class BlobKeyValueStore implements KeyValueStore {
       } catch (error) {
         if (isConditionFailure(error)) throw new PreconditionFailedError('the key exists');
         if (isNotFound(error) && attempt === 0) {
-          await this.container.createIfNotExists({ metadata: { tenant: this.tenant }, abortSignal });
+          await this.container.createIfNotExists({ metadata: this.containerMetadata, abortSignal });
           continue;
         }
         throw error;

@@ -5,6 +5,7 @@ import { PayloadTooLargeError, PreconditionFailedError } from '../../errors';
 import { checkConditions } from '../conditions';
 import { KeyedMutex } from '../keyedMutex';
 import type {
+  InternalSpace,
   KeyValueStore,
   KeyValueStoreFactory,
   ListOptions,
@@ -20,7 +21,8 @@ import { errnoOf, folderConflict, guarded, isAbsence, LocalKeyTree, makeParentFo
 
 /**
  * The local filesystem implementation: each key is the file of the same path under
- * `<dataDir>/kv/<tenant>/`, so people can read it and the migration can copy it.
+ * `<dataDir>/kv/<tenant>/`, so people can read it and the migration can copy it. An internal
+ * space's keys live under `<dataDir>/<space>/<tenant>/` (e.g. `threads`), beside `kv`.
  *
  * - Writes never change a file in place: the new value goes to a temp file (fsynced), then
  *   replaces the key by `rename` (or `link`, which fails when the key exists, for create-only).
@@ -47,8 +49,20 @@ export class LocalKeyValueStoreFactory implements KeyValueStoreFactory {
   }
 
   forTenant(tenant: string): KeyValueStore {
+    return this.storeIn('kv', tenant);
+  }
+
+  forSpace(space: InternalSpace, tenant: string): KeyValueStore {
+    return this.storeIn(space, tenant);
+  }
+
+  /** Keys under `<dataDir>/<folder>/<tenant>/`, long ones under `<dataDir>/<folder>-long/<tenant>/`. */
+  private storeIn(folder: string, tenant: string): KeyValueStore {
     return new LocalKeyValueStore(
-      new LocalKeyTree(path.join(this.dataDir, 'kv', tenant), path.join(this.dataDir, 'kv-long', tenant)),
+      new LocalKeyTree(
+        path.join(this.dataDir, folder, tenant),
+        path.join(this.dataDir, `${folder}-long`, tenant),
+      ),
       this.tmpDir,
       this.maxValueBytes,
     );

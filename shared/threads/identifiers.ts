@@ -1,0 +1,119 @@
+import { createHash } from 'node:crypto';
+
+import { InvalidArgumentError } from '../errors';
+
+/**
+ * Names and ids of the thread store, their rules, and how they become key segments. Every rule is
+ * checked before any I/O; every user-provided string that may hold characters a key cannot is
+ * encoded, so that key validation always passes and the stored keys sort as the store needs.
+ */
+
+/** Thread names, checkpoint ids and run ids: the session-id alphabet. */
+const NAME = /^[A-Za-z0-9._-]{1,128}$/;
+export const NAME_RULE = 'must be 1-128 characters of [A-Za-z0-9._-], not "." or ".."';
+
+export const MAX_NAMESPACE_LENGTH = 512;
+export const MAX_CHANNEL_LENGTH = 256;
+export const MAX_TASK_ID_LENGTH = 256;
+export const MAX_TASK_PATH_LENGTH = 1024;
+
+// eslint-disable-next-line no-control-regex
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+
+export function isName(value: string): boolean {
+  return NAME.test(value) && value !== '.' && value !== '..';
+}
+
+/** Throws InvalidArgumentError (naming `field`) unless `value` is a thread name. */
+export function checkThreadId(value: string, field = 'threadId'): void {
+  if (!isName(value)) throw new InvalidArgumentError(field, NAME_RULE);
+}
+
+/**
+ * Checkpoint ids: the name alphabet, and not `latest`, which the HTTP API reads as "the head".
+ * LangGraph's ids (uuid6) fit.
+ */
+export function isCheckpointId(value: string): boolean {
+  return isName(value) && value !== 'latest';
+}
+export const CHECKPOINT_ID_RULE = `${NAME_RULE}, and not "latest"`;
+
+export function checkCheckpointId(value: string, field = 'checkpointId'): void {
+  if (!isCheckpointId(value)) throw new InvalidArgumentError(field, CHECKPOINT_ID_RULE);
+}
+
+export function checkRunId(value: string, field = 'runId'): void {
+  if (!isName(value)) throw new InvalidArgumentError(field, NAME_RULE);
+}
+
+/** Free text used as a name (namespaces, channels, task ids): no control characters, valid Unicode. */
+export function isPlainText(value: string, maxLength: number, allowEmpty: boolean): boolean {
+  if (value.length === 0) return allowEmpty;
+  return value.length <= maxLength && value.isWellFormed() && !CONTROL_CHARACTER.test(value);
+}
+
+export const namespaceRule = `must be at most ${MAX_NAMESPACE_LENGTH} characters without control characters ("" is the root namespace)`;
+export const channelRule = `must be 1-${MAX_CHANNEL_LENGTH} characters without control characters`;
+
+export function checkNamespace(value: string, field = 'ns'): void {
+  if (!isPlainText(value, MAX_NAMESPACE_LENGTH, true)) throw new InvalidArgumentError(field, namespaceRule);
+}
+
+/**
+ * The alphabet of names in ascending code order. {@link invertedId} maps it onto itself reversed.
+ */
+const ALPHABET = '-.0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz';
+const INVERTED = new Map([...ALPHABET].map((char, index) => [char, ALPHABET[ALPHABET.length - 1 - index]]));
+/** Sorts after every character of the alphabet: a shorter id (a prefix) comes after its extensions. */
+const INVERTED_END = '~';
+
+/**
+ * An order-inverting encoding of a checkpoint id: ascending order of the encodings is descending
+ * order of the ids (by code unit, which for this alphabet is byte order and JavaScript's `<`), also
+ * when one id is a prefix of another (`a` < `ab`, so `ab` must come first: `~` ends every encoding
+ * and sorts after every mapped character). Never `.` or `..`, never empty.
+ */
+export function invertedId(checkpointId: string): string {
+  let out = '';
+  for (const char of checkpointId) {
+    const mapped = INVERTED.get(char);
+    if (mapped === undefined) throw new InvalidArgumentError('checkpointId', CHECKPOINT_ID_RULE);
+    out += mapped;
+  }
+  return out + INVERTED_END;
+}
+
+/** The checkpoint id of an {@link invertedId}, or null when `segment` is not one. */
+export function idOfInverted(segment: string): string | null {
+  if (!segment.endsWith(INVERTED_END)) return null;
+  let out = '';
+  for (const char of segment.slice(0, -1)) {
+    const mapped = INVERTED.get(char);
+    if (mapped === undefined) return null;
+    out += mapped;
+  }
+  return out;
+}
+
+/** Longer encodings are replaced by a hash, to stay within a path segment's 255 bytes. */
+const MAX_ENCODED_SEGMENT = 200;
+
+function segmentOf(tag: string, text: string): string {
+  const encoded = tag + Buffer.from(text, 'utf8').toString('base64url');
+  if (encoded.length <= MAX_ENCODED_SEGMENT) return encoded;
+  return 'h' + createHash('sha256').update(`${tag}\n${text}`, 'utf8').digest('hex');
+}
+
+/**
+ * A namespace as one key segment: `n` + base64url of its UTF-8 (so the root, "", is `n`), or `h` +
+ * SHA-256 hex when that is longer than 200 characters. Deterministic, so equality of namespaces is
+ * equality of segments; the record keeps the namespace itself.
+ */
+export function namespaceSegment(ns: string): string {
+  return segmentOf('n', ns);
+}
+
+/** A channel name as one key segment, as {@link namespaceSegment} does (`c` + base64url). */
+export function channelSegment(channel: string): string {
+  return segmentOf('c', channel);
+}

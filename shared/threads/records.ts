@@ -1,0 +1,239 @@
+import { IntegrityError } from '../errors';
+
+/**
+ * What the thread store keeps, as JSON, and how it is shown to callers.
+ *
+ * The thread record (`t/<threadId>`) is the one mutable record of a thread: every change to it is a
+ * compare-and-swap on its ETag. It holds the head of each namespace inline (the whole checkpoint
+ * record), so reading the latest checkpoint needs no second record; the live run with its lease and
+ * fencing token; and the last runs that ended. Everything else of a thread is immutable and lives
+ * under `d/<threadId>/<incarnation>/`, where the incarnation is made when the thread is created:
+ * a thread deleted and created again under the same name never sees the old data.
+ */
+
+export type ChannelVersion = number | string;
+
+/** Bytes the client serialised, opaque to Cairn, with its serializer's type tag (e.g. `json`). */
+export interface TypedBytes {
+  readonly type: string;
+  readonly data: Buffer;
+}
+
+/** A checkpoint as stored (immutable, `d/.../c/<inverted id>/<namespace>`) and held inline as a head. */
+export interface CheckpointRecord {
+  readonly id: string;
+  readonly ns: string;
+  readonly parent: string | null;
+  readonly createdAt: string;
+  /** The client's checkpoint format version (LangGraph's `v`); below 4, reads add pending sends. */
+  readonly v: number;
+  /** The client's serialised checkpoint without channel values: type tag and base64. */
+  readonly type: string;
+  readonly checkpoint: string;
+  readonly metadata: Record<string, unknown>;
+  readonly channelVersions: Record<string, ChannelVersion>;
+  /**
+   * Each channel that has a value at this checkpoint, mapped to the checkpoint that stored that
+   * value (this one when the channel changed here, else the parent's source): unchanged channels
+   * are stored once, and a value is found by its producer, never by its version alone (a fork
+   * reuses version numbers for other values).
+   */
+  readonly valueSources: Record<string, string>;
+  /** The run that stored it, when one did. */
+  readonly runId?: string;
+}
+
+export interface HeadEntry {
+  readonly record: CheckpointRecord;
+  /** When this checkpoint became the head (a put or a rewind). */
+  readonly since: string;
+  /** Set by a rewind: the head is not the namespace's newest checkpoint. */
+  readonly rewound?: boolean;
+}
+
+export type EndedStatus = 'finished' | 'failed' | 'interrupted' | 'expired';
+export type RunStatus = 'running' | EndedStatus;
+
+export interface LiveRun {
+  readonly runId: string;
+  readonly fencingToken: number;
+  readonly startedAt: string;
+  /** The serving instance's clock decides whether this has passed (see ThreadStore). */
+  readonly leaseExpiresAt: string;
+  /** The lease a heartbeat renews when it names no other. */
+  readonly leaseMs: number;
+}
+
+export interface EndedRun {
+  readonly runId: string;
+  readonly fencingToken: number;
+  readonly startedAt: string;
+  readonly endedAt: string;
+  readonly status: EndedStatus;
+}
+
+export interface ThreadRecord {
+  readonly v: 1;
+  readonly threadId: string;
+  readonly incarnation: string;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  /** Namespace → head. A Map: namespaces are caller text (`__proto__` included). */
+  readonly heads: ReadonlyMap<string, HeadEntry>;
+  /** The last fencing token handed out; every run start increments it. */
+  readonly fence: number;
+  /** The run that holds or last held the thread, until another starts; its lease may have expired. */
+  readonly run: LiveRun | null;
+  /** Runs that ended, newest first, at most {@link MAX_RECENT_RUNS}. */
+  readonly recentRuns: readonly EndedRun[];
+}
+
+export const MAX_RECENT_RUNS = 16;
+
+/** `obj[key]` when `key` is an own property (so `constructor` or `__proto__` never reach a prototype). */
+export function ownValue<T>(obj: Readonly<Record<string, T>>, key: string): T | undefined {
+  return Object.hasOwn(obj, key) ? obj[key] : undefined;
+}
+
+/** Sets an own property, also for `__proto__` (plain assignment would change the prototype). */
+export function setOwn<T>(obj: Record<string, T>, key: string, value: T): void {
+  Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
+interface StoredThreadRecord extends Omit<ThreadRecord, 'heads'> {
+  readonly heads: { readonly ns: string; readonly head: HeadEntry }[];
+}
+
+export function encodeThreadRecord(record: ThreadRecord): Buffer {
+  const stored: StoredThreadRecord = {
+    ...record,
+    heads: [...record.heads].map(([ns, head]) => ({ ns, head })),
+  };
+  return Buffer.from(JSON.stringify(stored));
+}
+
+export function decodeThreadRecord(bytes: Buffer, threadId: string): ThreadRecord {
+  let stored: StoredThreadRecord;
+  try {
+    stored = JSON.parse(bytes.toString('utf8')) as StoredThreadRecord;
+  } catch (error) {
+    throw new IntegrityError(`the record of thread ${threadId} is not JSON`, {}, { cause: error });
+  }
+  if (stored.v !== 1 || !Array.isArray(stored.heads)) {
+    throw new IntegrityError(`the record of thread ${threadId} has an unknown format`);
+  }
+  return { ...stored, heads: new Map(stored.heads.map(({ ns, head }) => [ns, head])) };
+}
+
+export function encodeCheckpointRecord(record: CheckpointRecord): Buffer {
+  return Buffer.from(JSON.stringify(record));
+}
+
+export function decodeCheckpointRecord(bytes: Buffer, checkpointId: string): CheckpointRecord {
+  try {
+    return JSON.parse(bytes.toString('utf8')) as CheckpointRecord;
+  } catch (error) {
+    throw new IntegrityError(`the record of checkpoint ${checkpointId} is not JSON`, {}, { cause: error });
+  }
+}
+
+/**
+ * Two puts of one checkpoint id agree when everything the client sent is the same (`createdAt`,
+ * `runId` and the computed sources aside): a retry.
+ */
+export function sameCheckpoint(a: CheckpointRecord, b: CheckpointRecord): boolean {
+  const sent = (record: CheckpointRecord) =>
+    JSON.stringify([
+      record.id,
+      record.ns,
+      record.parent,
+      record.v,
+      record.type,
+      record.checkpoint,
+      record.metadata,
+      record.channelVersions,
+    ]);
+  return sent(a) === sent(b);
+}
+
+/** A stored value: its type tag, a line break, then its bytes (the tag has no line break). */
+export function encodeValue(value: TypedBytes): Buffer {
+  return Buffer.concat([Buffer.from(`${value.type}\n`), value.data]);
+}
+
+export function decodeValue(bytes: Buffer, what: string): TypedBytes {
+  const end = bytes.indexOf(0x0a);
+  if (end < 1) throw new IntegrityError(`the stored value of ${what} has no type tag`);
+  return { type: bytes.subarray(0, end).toString('utf8'), data: bytes.subarray(end + 1) };
+}
+
+// Views: what the HTTP API answers.
+
+export interface RunView {
+  readonly runId: string;
+  readonly threadId: string;
+  readonly status: RunStatus;
+  readonly fencingToken: number;
+  readonly startedAt: string;
+  readonly leaseExpiresAt?: string;
+  readonly endedAt?: string;
+}
+
+export interface HeadView {
+  readonly checkpointId: string;
+  readonly parent: string | null;
+  readonly createdAt: string;
+  readonly since: string;
+}
+
+export interface ThreadView {
+  readonly threadId: string;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  /** Namespace → head, for the namespaces whose head the thread record holds. */
+  readonly heads: Record<string, HeadView>;
+  readonly run: RunView | null;
+  readonly recentRuns: RunView[];
+}
+
+export function liveRunView(threadId: string, run: LiveRun, now: number): RunView {
+  return {
+    runId: run.runId,
+    threadId,
+    status: Date.parse(run.leaseExpiresAt) > now ? 'running' : 'expired',
+    fencingToken: run.fencingToken,
+    startedAt: run.startedAt,
+    leaseExpiresAt: run.leaseExpiresAt,
+  };
+}
+
+export function endedRunView(threadId: string, run: EndedRun): RunView {
+  return {
+    runId: run.runId,
+    threadId,
+    status: run.status,
+    fencingToken: run.fencingToken,
+    startedAt: run.startedAt,
+    endedAt: run.endedAt,
+  };
+}
+
+export function threadView(record: ThreadRecord, now: number): ThreadView {
+  const heads: Record<string, HeadView> = {};
+  for (const [ns, head] of record.heads) {
+    setOwn(heads, ns, {
+      checkpointId: head.record.id,
+      parent: head.record.parent,
+      createdAt: head.record.createdAt,
+      since: head.since,
+    });
+  }
+  return {
+    threadId: record.threadId,
+    createdAt: record.createdAt,
+    updatedAt: record.updatedAt,
+    heads,
+    run: record.run === null ? null : liveRunView(record.threadId, record.run, now),
+    recentRuns: record.recentRuns.map((run) => endedRunView(record.threadId, run)),
+  };
+}

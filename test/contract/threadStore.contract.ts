@@ -1,0 +1,843 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+
+import {
+  ConflictError,
+  InvalidArgumentError,
+  NotFoundError,
+  RunFencedError,
+  ThreadBusyError,
+} from '../../shared/errors';
+import type {
+  KeyValueStore,
+  KeyValueStoreFactory,
+  ListOptions,
+  ListPage,
+  StoredItem,
+  StoredValue,
+  WriteConditions,
+  WriteResult,
+} from '../../shared/storage/keyValueStore';
+import type { TypedBytes } from '../../shared/threads/records';
+import { type CheckpointPut, ThreadStore } from '../../shared/threads/threadStore';
+
+/**
+ * The thread store's rules, on the real key/value store of each backend. Each test gets fresh,
+ * uniquely named storage; `instance()` makes a thread store with its own store factory and its own
+ * kept thread records, as another app instance would have.
+ */
+export interface ThreadStoreFixture {
+  readonly name: string;
+  create(): Promise<{ factory: () => KeyValueStoreFactory; destroy: () => Promise<void> }>;
+}
+
+export const MAX_VALUE_BYTES = 2 * 1024 * 1024;
+const A = 'tenant-a';
+const B = 'tenant-b';
+
+/** Counts the storage requests a thread store makes (one per store call), by method and key. */
+class CountingStore implements KeyValueStore {
+  constructor(
+    private readonly inner: KeyValueStore,
+    private readonly calls: string[],
+  ) {}
+  read(key: string): Promise<StoredValue | null> {
+    this.calls.push(`read ${key}`);
+    return this.inner.read(key);
+  }
+  head(key: string): Promise<StoredItem | null> {
+    this.calls.push(`head ${key}`);
+    return this.inner.head(key);
+  }
+  write(key: string, value: Buffer, conditions?: WriteConditions): Promise<WriteResult> {
+    this.calls.push(`write ${key}`);
+    return this.inner.write(key, value, conditions);
+  }
+  append(key: string, bytes: Buffer, conditions?: WriteConditions): Promise<WriteResult> {
+    this.calls.push(`append ${key}`);
+    return this.inner.append(key, bytes, conditions);
+  }
+  delete(key: string, conditions?: Pick<WriteConditions, 'ifMatch'>): Promise<boolean> {
+    this.calls.push(`delete ${key}`);
+    return this.inner.delete(key, conditions);
+  }
+  list(options: ListOptions): Promise<ListPage> {
+    this.calls.push(`list ${options.prefix ?? ''}`);
+    return this.inner.list(options);
+  }
+}
+
+const bytes = (text: string): TypedBytes => ({ type: 'json', data: Buffer.from(JSON.stringify(text)) });
+const text = (value: TypedBytes | undefined) =>
+  value === undefined ? undefined : (JSON.parse(value.data.toString()) as string);
+
+/** A put: `values` lists the changed channels (their versions must be in `versions`). */
+function put(
+  checkpointId: string,
+  options: {
+    parent?: string | null;
+    ns?: string;
+    versions?: Record<string, number | string>;
+    values?: Record<string, string | null>;
+    metadata?: Record<string, unknown>;
+    runId?: string;
+    v?: number;
+  } = {},
+): CheckpointPut {
+  const values: Record<string, TypedBytes | null> = {};
+  for (const [channel, value] of Object.entries(options.values ?? {})) {
+    values[channel] = value === null ? null : bytes(value);
+  }
+  return {
+    checkpointId,
+    ns: options.ns ?? '',
+    parent: options.parent ?? null,
+    ...(options.runId === undefined ? {} : { runId: options.runId }),
+    v: options.v ?? 4,
+    checkpoint: { type: 'json', data: Buffer.from(JSON.stringify({ id: checkpointId })) },
+    metadata: options.metadata ?? {},
+    channelVersions: options.versions ?? {},
+    values,
+  };
+}
+
+async function allKeys(store: KeyValueStore, prefix = ''): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await store.list({ prefix, limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
+    keys.push(...page.keys);
+    cursor = page.cursor ?? undefined;
+  } while (cursor !== undefined);
+  return keys;
+}
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a rejection');
+}
+
+export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
+  describe(`thread store contract: ${fixture.name}`, () => {
+    let factory: () => KeyValueStoreFactory;
+    let destroy: () => Promise<void>;
+    let threads: ThreadStore;
+
+    /** A thread store as another app instance has it; `calls` receives its storage requests. */
+    const instance = (calls?: string[]) => {
+      const stores = factory();
+      return new ThreadStore({
+        storeOf: (tenant) => {
+          const store = stores.forSpace('threads', tenant);
+          return calls === undefined ? store : new CountingStore(store, calls);
+        },
+        maxValueBytes: MAX_VALUE_BYTES,
+      });
+    };
+    /** The tenant's thread space, read directly. */
+    const space = (tenant = A) => factory().forSpace('threads', tenant);
+    const recordKeys = async (tenant = A) =>
+      (await allKeys(space(tenant), 'd/')).filter((key) => key.includes('/c/'));
+
+    beforeEach(async () => {
+      ({ factory, destroy } = await fixture.create());
+      threads = instance();
+    });
+    afterEach(async () => destroy());
+
+    describe('threads', () => {
+      it('creates a thread once, reads it, and lists threads ascending with prefix and paging', async () => {
+        const first = await threads.createThread(A, 'beta');
+        expect(first.created).toBe(true);
+        expect(first.thread).toMatchObject({ threadId: 'beta', heads: {}, run: null, recentRuns: [] });
+        const again = await instance().createThread(A, 'beta');
+        expect(again).toEqual({ created: false, thread: first.thread });
+        expect(await threads.getThread(A, 'beta')).toEqual(first.thread);
+        for (const name of ['alpha', 'beta-2', 'gamma', 'b']) await threads.createThread(A, name);
+
+        const names = (page: { threads: { threadId: string }[] }) => page.threads.map((t) => t.threadId);
+        expect(names(await threads.listThreads(A, { limit: 100 }))).toEqual([
+          'alpha',
+          'b',
+          'beta',
+          'beta-2',
+          'gamma',
+        ]);
+        expect(names(await threads.listThreads(A, { prefix: 'b', limit: 100 }))).toEqual([
+          'b',
+          'beta',
+          'beta-2',
+        ]);
+        expect(names(await threads.listThreads(A, { after: 'b', limit: 100 }))).toEqual([
+          'beta',
+          'beta-2',
+          'gamma',
+        ]);
+        const page1 = await threads.listThreads(A, { limit: 2 });
+        expect(names(page1)).toEqual(['alpha', 'b']);
+        const page2 = await threads.listThreads(A, { cursor: page1.next ?? '', limit: 2 });
+        expect(names(page2)).toEqual(['beta', 'beta-2']);
+        const page3 = await threads.listThreads(A, { cursor: page2.next ?? '', limit: 2 });
+        expect(page3).toEqual({ threads: [{ threadId: 'gamma' }], next: null });
+      });
+
+      it('answers not_found for an absent thread on every read and write that needs one', async () => {
+        await expect(threads.getThread(A, 'nope')).rejects.toBeInstanceOf(NotFoundError);
+        await expect(threads.getCheckpoint(A, 'nope', '')).rejects.toBeInstanceOf(NotFoundError);
+        await expect(threads.listCheckpoints(A, 'nope', { limit: 10 })).rejects.toBeInstanceOf(NotFoundError);
+        await expect(threads.deleteThread(A, 'nope')).rejects.toBeInstanceOf(NotFoundError);
+        await expect(threads.rewind(A, 'nope', { ns: '', checkpointId: 'c1' })).rejects.toBeInstanceOf(
+          NotFoundError,
+        );
+        await expect(
+          threads.putWrites(A, 'nope', {
+            ns: '',
+            checkpointId: 'c1',
+            taskId: 't',
+            taskPath: '',
+            writes: [{ channel: 'x', idx: 0, value: bytes('x') }],
+          }),
+        ).rejects.toBeInstanceOf(NotFoundError);
+        await expect(threads.getRun(A, 'nope', 'run-1')).rejects.toBeInstanceOf(NotFoundError);
+        expect(await allKeys(space())).toEqual([]);
+      });
+
+      it("keeps tenants' threads apart: the same name is another thread, and a write never reaches the other", async () => {
+        await threads.putCheckpoint(A, 't1', put('c1', { versions: { m: 1 }, values: { m: 'from a' } }));
+        await expect(threads.getThread(B, 't1')).rejects.toBeInstanceOf(NotFoundError);
+        await expect(threads.getCheckpoint(B, 't1', '', 'c1')).rejects.toBeInstanceOf(NotFoundError);
+        expect((await threads.listThreads(B, { limit: 10 })).threads).toEqual([]);
+        await threads.putCheckpoint(B, 't1', put('c9', { versions: { m: 1 }, values: { m: 'from b' } }));
+        const a = await threads.getCheckpoint(A, 't1', '');
+        expect([a.checkpointId, text(a.values['m'])]).toEqual(['c1', 'from a']);
+        const b = await threads.getCheckpoint(B, 't1', '');
+        expect([b.checkpointId, text(b.values['m'])]).toEqual(['c9', 'from b']);
+        // And neither is reachable from the tenants' key/value spaces.
+        expect(await allKeys(factory().forTenant(A))).toEqual([]);
+      });
+
+      it('deletes a thread with all its data; a thread created again under the name starts empty', async () => {
+        await threads.putCheckpoint(A, 't1', put('c1', { versions: { m: 1 }, values: { m: 'a' } }));
+        await threads.putWrites(A, 't1', {
+          ns: '',
+          checkpointId: 'c1',
+          taskId: 'task',
+          taskPath: '',
+          writes: [{ channel: 'm', idx: 0, value: bytes('w') }],
+        });
+        await threads.putCheckpoint(
+          A,
+          't1',
+          put('s1', { ns: 'sub', versions: { x: 1 }, values: { x: 'b' } }),
+        );
+        await threads.createThread(A, 't2');
+        const { run } = await threads.startRun(A, 't1', {
+          onBusy: 'reject',
+          busyTimeoutMs: 0,
+          leaseMs: 60_000,
+        });
+        await expect(threads.deleteThread(A, 't1')).rejects.toBeInstanceOf(ThreadBusyError);
+        expect((await threads.getCheckpoint(A, 't1', '')).checkpointId).toBe('c1');
+        await threads.finishRun(A, 't1', run.runId, 'finished');
+
+        await instance().deleteThread(A, 't1');
+        expect(await allKeys(space())).toEqual(['t/t2']);
+        await expect(threads.getThread(A, 't1')).rejects.toBeInstanceOf(NotFoundError);
+        await expect(threads.getCheckpoint(A, 't1', '')).rejects.toBeInstanceOf(NotFoundError);
+
+        await threads.createThread(A, 't1');
+        await expect(threads.getCheckpoint(A, 't1', '')).rejects.toBeInstanceOf(NotFoundError);
+        await expect(threads.getCheckpoint(A, 't1', '', 'c1')).rejects.toBeInstanceOf(NotFoundError);
+        expect(await threads.listCheckpoints(A, 't1', { limit: 10 })).toEqual({
+          checkpoints: [],
+          next: null,
+        });
+        expect((await threads.getThread(A, 't1')).recentRuns).toEqual([]);
+      });
+    });
+
+    describe('checkpoints', () => {
+      it('stores only the changed channels and reads the unchanged ones from the checkpoint that stored them', async () => {
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('c1', {
+            versions: { a: 1, b: 1, c: 1, empty: 1 },
+            values: { a: 'a1', b: 'b1', c: 'c1', empty: null },
+          }),
+        );
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('c2', { parent: 'c1', versions: { a: 2, b: 1, c: 1, empty: 1 }, values: { a: 'a2' } }),
+        );
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('c3', { parent: 'c2', versions: { a: 2, b: 2, c: 1, empty: 1 }, values: { b: 'b2' } }),
+        );
+        const valueKeys = (await allKeys(space(), 'd/')).filter((key) => key.includes('/v/'));
+        expect(valueKeys).toHaveLength(5);
+
+        const latest = await instance().getCheckpoint(A, 't', '');
+        expect(latest).toMatchObject({ checkpointId: 'c3', parent: 'c2', ns: '', v: 4, metadata: {} });
+        expect(Object.fromEntries(Object.entries(latest.values).map(([k, v]) => [k, text(v)]))).toEqual({
+          a: 'a2',
+          b: 'b2',
+          c: 'c1',
+        });
+        expect(latest.channelVersions).toEqual({ a: 2, b: 2, c: 1, empty: 1 });
+        expect(JSON.parse(latest.checkpoint.data.toString())).toEqual({ id: 'c3' });
+        const first = await threads.getCheckpoint(A, 't', '', 'c1');
+        expect(Object.keys(first.values).sort()).toEqual(['a', 'b', 'c']);
+        expect(text(first.values['a'])).toBe('a1');
+      });
+
+      it('refuses, before any I/O and naming the field, a changed channel without its value and other bad puts', async () => {
+        const calls: string[] = [];
+        const counted = instance(calls);
+        await counted.putCheckpoint(A, 't', put('c1', { versions: { m: 1 }, values: { m: 'x' } }));
+        calls.length = 0;
+        const refusals: [CheckpointPut, RegExp][] = [
+          [put('c2', { parent: 'c1', versions: { m: 2 } }), /^values\.m:/],
+          [put('c2', { versions: { m: 1 }, values: { other: 'x' } }), /^values\.other:/],
+          [put('c2', { metadata: { big: 'x'.repeat(16 * 1024) } }), /^metadata:/],
+          [put('latest'), /^checkpointId:/],
+          [put('c2', { ns: 'bad\u0000ns' }), /^ns:/],
+          [put('c2', { parent: '..' }), /^parent:/],
+          [put('c2', { versions: { m: Number.NaN } }), /^channelVersions\.m:/],
+          [{ ...put('c2'), checkpoint: { type: 'has space', data: Buffer.alloc(1) } }, /^checkpoint\.type:/],
+        ];
+        for (const [bad, field] of refusals) {
+          const error = await rejection(counted.putCheckpoint(A, 't', bad));
+          expect(error, String(field)).toBeInstanceOf(InvalidArgumentError);
+          expect((error as Error).message).toMatch(field);
+        }
+        // The changed-channel rule needs the parent, which is the head here: still no I/O.
+        expect(calls).toEqual([]);
+        await expect(counted.putCheckpoint(A, 'bad id', put('c2'))).rejects.toThrow(/^threadId:/);
+        expect(calls).toEqual([]);
+      });
+
+      it('treats a put of a stored checkpoint as a retry, refuses other content under its id, and needs a stored parent', async () => {
+        const c1 = put('c1', { versions: { m: 1 }, values: { m: 'x' }, metadata: { step: 1 } });
+        expect((await threads.putCheckpoint(A, 't', c1)).created).toBe(true);
+        expect(await instance().putCheckpoint(A, 't', c1)).toEqual({
+          created: false,
+          threadId: 't',
+          ns: '',
+          checkpointId: 'c1',
+          head: 'c1',
+        });
+        const other = await rejection(threads.putCheckpoint(A, 't', { ...c1, metadata: { step: 2 } }));
+        expect(other).toBeInstanceOf(ConflictError);
+        expect((await threads.getCheckpoint(A, 't', '', 'c1')).metadata).toEqual({ step: 1 });
+        const orphan = await rejection(
+          threads.putCheckpoint(A, 't', put('c2', { parent: 'c0', versions: { m: 1 }, values: { m: 'y' } })),
+        );
+        expect(orphan).toBeInstanceOf(ConflictError);
+        expect((orphan as Error).message).toMatch(/^parent:/);
+        expect(await recordKeys()).toHaveLength(1);
+      });
+
+      it('keeps a value once stored (a retry keeps the first), yet a fork reusing a version number keeps its own value', async () => {
+        await threads.putCheckpoint(A, 't', put('c1', { versions: { m: 1 }, values: { m: 'a' } }));
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('c2', { parent: 'c1', versions: { m: 2 }, values: { m: 'b' } }),
+        );
+        // LangGraph's time travel: a new checkpoint after c1, whose channel gets version 2 again.
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('c3', { parent: 'c1', versions: { m: 2 }, values: { m: 'c' } }),
+        );
+        expect(text((await threads.getCheckpoint(A, 't', '')).values['m'])).toBe('c');
+        expect(text((await threads.getCheckpoint(A, 't', '', 'c2')).values['m'])).toBe('b');
+        // A retry of c3 whose value bytes differ (not a stored checkpoint's content) keeps the first value.
+        const retry = put('c3', { parent: 'c1', versions: { m: 2 }, values: { m: 'c (again)' } });
+        expect((await threads.putCheckpoint(A, 't', retry)).created).toBe(false);
+        expect(text((await threads.getCheckpoint(A, 't', '', 'c3')).values['m'])).toBe('c');
+      });
+
+      it('merges pending writes by (task, index): regular first wins, special replaces; ordered by (path, task, index)', async () => {
+        await threads.putCheckpoint(A, 't', put('c1', { versions: { m: 1 }, values: { m: 'x' } }));
+        const write = (taskId: string, taskPath: string, writes: [string, number, string][]) =>
+          threads.putWrites(A, 't', {
+            ns: '',
+            checkpointId: 'c1',
+            taskId,
+            taskPath,
+            writes: writes.map(([channel, idx, value]) => ({ channel, idx, value: bytes(value) })),
+          });
+        await write('t2', '~b', [
+          ['m', 0, 'first'],
+          ['__interrupt__', -3, 'question'],
+        ]);
+        await write('t2', '~b', [
+          ['m', 0, 'retried'],
+          ['m', 1, 'more'],
+        ]);
+        await write('t2', '~b', [['__interrupt__', -3, 'question 2']]);
+        await write('t1', '~b', [['m', 0, 't1']]);
+        await write('t9', '~a', [['m', 0, 't9']]);
+        const { pendingWrites } = await instance().getCheckpoint(A, 't', '');
+        expect(pendingWrites.map((w) => [w.taskPath, w.taskId, w.idx, w.channel, text(w)])).toEqual([
+          ['~a', 't9', 0, 'm', 't9'],
+          ['~b', 't1', 0, 'm', 't1'],
+          ['~b', 't2', -3, '__interrupt__', 'question 2'],
+          ['~b', 't2', 0, 'm', 'first'],
+          ['~b', 't2', 1, 'm', 'more'],
+        ]);
+      });
+
+      it('loses no write among 16 parallel putWrites from four instances', async () => {
+        await threads.putCheckpoint(A, 't', put('c1', { versions: { m: 1 }, values: { m: 'x' } }));
+        const instances = [instance(), instance(), instance(), instance()];
+        await Promise.all(
+          Array.from({ length: 16 }, (_, task) =>
+            instances[task % 4]!.putWrites(A, 't', {
+              ns: '',
+              checkpointId: 'c1',
+              taskId: `task-${String(task).padStart(2, '0')}`,
+              taskPath: '',
+              writes: [
+                { channel: 'm', idx: 0, value: bytes(`${task}.0`) },
+                { channel: 'n', idx: 1, value: bytes(`${task}.1`) },
+              ],
+            }),
+          ),
+        );
+        const { pendingWrites } = await threads.getCheckpoint(A, 't', '');
+        expect(pendingWrites.map((w) => text(w))).toEqual(
+          Array.from({ length: 16 }, (_, task) => [`${task}.0`, `${task}.1`]).flat(),
+        );
+      });
+
+      it('refuses writes to a checkpoint that is not stored', async () => {
+        await threads.putCheckpoint(A, 't', put('c1', { versions: { m: 1 }, values: { m: 'x' } }));
+        await expect(
+          threads.putWrites(A, 't', {
+            ns: 'other',
+            checkpointId: 'c1',
+            taskId: 'task',
+            taskPath: '',
+            writes: [{ channel: 'm', idx: 0, value: bytes('w') }],
+          }),
+        ).rejects.toBeInstanceOf(NotFoundError);
+        expect((await allKeys(space(), 'd/')).filter((key) => key.includes('/w/'))).toEqual([]);
+      });
+
+      it("adds the parent's pending sends to a checkpoint of format below 4, not to others", async () => {
+        await threads.putCheckpoint(A, 't', put('c1', { versions: { m: 1 }, values: { m: 'x' } }));
+        await threads.putWrites(A, 't', {
+          ns: '',
+          checkpointId: 'c1',
+          taskId: 'task',
+          taskPath: '',
+          writes: [
+            { channel: '__pregel_tasks', idx: 0, value: bytes('send a') },
+            { channel: 'm', idx: 1, value: bytes('not a send') },
+            { channel: '__pregel_tasks', idx: 2, value: bytes('send b') },
+          ],
+        });
+        await threads.putCheckpoint(A, 't', put('c2', { parent: 'c1', v: 3, versions: { m: 1 } }));
+        const old = await threads.getCheckpoint(A, 't', '');
+        expect(old.pendingSends?.map(text)).toEqual(['send a', 'send b']);
+        expect((await threads.getCheckpoint(A, 't', '', 'c1')).pendingSends).toBeUndefined();
+      });
+    });
+
+    describe('history', () => {
+      beforeEach(async () => {
+        const root = (id: string, parent: string | null, source: string) =>
+          put(id, {
+            parent,
+            versions: { m: Number(id) },
+            values: { m: `m${id}` },
+            metadata: { source, step: Number(id), tag: { id } },
+          });
+        await threads.putCheckpoint(A, 't', root('01', null, 'input'));
+        await threads.putCheckpoint(A, 't', root('02', '01', 'loop'));
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('03', { ns: 'sub:1', versions: { s: 1 }, values: { s: 's1' }, metadata: { source: 'input' } }),
+        );
+        await threads.putCheckpoint(A, 't', root('04', '02', 'loop'));
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('05', {
+            ns: 'sub:1',
+            parent: '03',
+            versions: { s: 2 },
+            values: { s: 's2' },
+            metadata: { source: 'loop' },
+          }),
+        );
+      });
+      const ids = (page: { checkpoints: { checkpointId: string }[] }) =>
+        page.checkpoints.map((c) => c.checkpointId);
+
+      it('lists newest first across namespaces, or within one', async () => {
+        const all = await threads.listCheckpoints(A, 't', { limit: 10 });
+        expect(ids(all)).toEqual(['05', '04', '03', '02', '01']);
+        expect(all.next).toBeNull();
+        expect(all.checkpoints.map((c) => c.ns)).toEqual(['sub:1', '', 'sub:1', '', '']);
+        expect(text(all.checkpoints[1]?.values['m'])).toBe('m04');
+        expect(ids(await threads.listCheckpoints(A, 't', { ns: '', limit: 10 }))).toEqual(['04', '02', '01']);
+        expect(ids(await threads.listCheckpoints(A, 't', { ns: 'sub:1', limit: 10 }))).toEqual(['05', '03']);
+        expect(ids(await threads.listCheckpoints(A, 't', { ns: 'none', limit: 10 }))).toEqual([]);
+      });
+
+      it('applies before, limit, paging and an equality filter on top-level metadata keys', async () => {
+        expect(ids(await threads.listCheckpoints(A, 't', { before: '04', limit: 10 }))).toEqual([
+          '03',
+          '02',
+          '01',
+        ]);
+        expect(ids(await threads.listCheckpoints(A, 't', { before: '04', ns: '', limit: 10 }))).toEqual([
+          '02',
+          '01',
+        ]);
+        const pages: string[][] = [];
+        let cursor: string | undefined;
+        do {
+          const page = await instance().listCheckpoints(A, 't', {
+            limit: 2,
+            ...(cursor === undefined ? {} : { cursor }),
+          });
+          pages.push(ids(page));
+          cursor = page.next ?? undefined;
+        } while (cursor !== undefined);
+        expect(pages).toEqual([['05', '04'], ['03', '02'], ['01']]);
+        const loop = await threads.listCheckpoints(A, 't', { filter: { source: 'loop' }, limit: 10 });
+        expect(ids(loop)).toEqual(['05', '04', '02']);
+        expect(
+          ids(await threads.listCheckpoints(A, 't', { filter: { source: 'loop', step: 2 }, limit: 10 })),
+        ).toEqual(['02']);
+        expect(
+          ids(await threads.listCheckpoints(A, 't', { filter: { tag: { id: '04' } }, limit: 10 })),
+        ).toEqual(['04']);
+        expect(ids(await threads.listCheckpoints(A, 't', { filter: { missing: null }, limit: 10 }))).toEqual(
+          [],
+        );
+        await expect(threads.listCheckpoints(A, 't', { cursor: 'not-a-cursor', limit: 1 })).rejects.toThrow(
+          /^cursor:/,
+        );
+      });
+    });
+
+    describe('rewind', () => {
+      it('moves the head back; the next put follows it; the abandoned branch stays readable', async () => {
+        await threads.putCheckpoint(A, 't', put('c1', { versions: { m: 1 }, values: { m: 'one' } }));
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('c2', { parent: 'c1', versions: { m: 2 }, values: { m: 'two' } }),
+        );
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('c3', { parent: 'c2', versions: { m: 3 }, values: { m: 'three' } }),
+        );
+        const view = await instance().rewind(A, 't', { ns: '', checkpointId: 'c1' });
+        expect(view.heads['']?.checkpointId).toBe('c1');
+        const head = await threads.getCheckpoint(A, 't', '');
+        expect([head.checkpointId, text(head.values['m'])]).toEqual(['c1', 'one']);
+
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('c4', { parent: 'c1', versions: { m: 2 }, values: { m: 'two, again' } }),
+        );
+        const latest = await threads.getCheckpoint(A, 't', '');
+        expect([latest.checkpointId, latest.parent, text(latest.values['m'])]).toEqual([
+          'c4',
+          'c1',
+          'two, again',
+        ]);
+        const abandoned = await threads.getCheckpoint(A, 't', '', 'c3');
+        expect([abandoned.parent, text(abandoned.values['m'])]).toEqual(['c2', 'three']);
+        expect(
+          (await threads.listCheckpoints(A, 't', { limit: 10 })).checkpoints.map((c) => c.checkpointId),
+        ).toEqual(['c4', 'c3', 'c2', 'c1']);
+        await expect(threads.rewind(A, 't', { ns: '', checkpointId: 'c9' })).rejects.toBeInstanceOf(
+          NotFoundError,
+        );
+        await expect(threads.rewind(A, 't', { ns: 'sub', checkpointId: 'c1' })).rejects.toBeInstanceOf(
+          NotFoundError,
+        );
+      });
+    });
+
+    describe('runs', () => {
+      const reject = { onBusy: 'reject', busyTimeoutMs: 0, leaseMs: 60_000 } as const;
+
+      it('lets exactly one of 16 concurrent reject starters on 16 instances run', async () => {
+        const outcomes = await Promise.allSettled(
+          Array.from({ length: 16 }, () => instance().startRun(A, 'race', reject)),
+        );
+        const started = outcomes.filter((outcome) => outcome.status === 'fulfilled');
+        expect(started).toHaveLength(1);
+        for (const outcome of outcomes) {
+          if (outcome.status === 'rejected') expect(outcome.reason).toBeInstanceOf(ThreadBusyError);
+        }
+        const thread = await threads.getThread(A, 'race');
+        expect(thread.run?.runId).toBe(started[0]?.value.run.runId);
+        expect(thread.run?.fencingToken).toBe(1);
+      });
+
+      it('makes a wait starter run once the holder finishes, with the next fencing token', async () => {
+        const holder = await threads.startRun(A, 't', reject);
+        const waiting = instance().startRun(A, 't', {
+          onBusy: 'wait',
+          busyTimeoutMs: 30_000,
+          leaseMs: 60_000,
+        });
+        await sleep(300);
+        await threads.finishRun(A, 't', holder.run.runId, 'finished');
+        const waited = await waiting;
+        expect(waited.run).toMatchObject({ status: 'running', fencingToken: holder.run.fencingToken + 1 });
+        expect(await threads.getRun(A, 't', holder.run.runId)).toMatchObject({ status: 'finished' });
+      });
+
+      it('answers thread_busy with the holder and when its lease ends once a wait times out', async () => {
+        const holder = await threads.startRun(A, 't', reject);
+        const error = await rejection(
+          instance().startRun(A, 't', { onBusy: 'wait', busyTimeoutMs: 500, leaseMs: 60_000 }),
+        );
+        expect(error).toBeInstanceOf(ThreadBusyError);
+        expect((error as ThreadBusyError).holder).toBe(holder.run.runId);
+        expect((error as ThreadBusyError).retryAfterSeconds).toBeGreaterThanOrEqual(55);
+        expect((await threads.getThread(A, 't')).run?.runId).toBe(holder.run.runId);
+      });
+
+      it('interrupts the holder: its checkpoints stay, its writes are fenced, the new run goes on', async () => {
+        const first = await threads.startRun(A, 't', reject);
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('c1', { runId: first.run.runId, versions: { m: 1 }, values: { m: 'a' } }),
+        );
+        const second = await instance().startRun(A, 't', { ...reject, onBusy: 'interrupt' });
+        expect(second.interrupted).toBe(first.run.runId);
+        expect(second.run.fencingToken).toBe(first.run.fencingToken + 1);
+        expect(await threads.getRun(A, 't', first.run.runId)).toMatchObject({ status: 'interrupted' });
+        const fenced = await rejection(
+          threads.putCheckpoint(
+            A,
+            't',
+            put('c2', { parent: 'c1', runId: first.run.runId, versions: { m: 2 }, values: { m: 'b' } }),
+          ),
+        );
+        expect(fenced).toBeInstanceOf(RunFencedError);
+        expect((fenced as RunFencedError).status).toBe('interrupted');
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('c2', { parent: 'c1', runId: second.run.runId, versions: { m: 2 }, values: { m: 'c' } }),
+        );
+        const latest = await threads.getCheckpoint(A, 't', '');
+        expect([latest.checkpointId, latest.runId, text(latest.values['m'])]).toEqual([
+          'c2',
+          second.run.runId,
+          'c',
+        ]);
+      });
+
+      it("refuses a fenced run's put and putWrites, storing nothing visible, also when its instance still believes it holds the thread", async () => {
+        const holderInstance = instance();
+        const first = await holderInstance.startRun(A, 't', reject);
+        await holderInstance.putCheckpoint(
+          A,
+          't',
+          put('c1', { runId: first.run.runId, versions: { m: 1 }, values: { m: 'a' } }),
+        );
+        await instance().startRun(A, 't', { ...reject, onBusy: 'interrupt' });
+
+        // holderInstance's kept thread record still shows its run: the put reaches the commit and is refused there.
+        const error = await rejection(
+          holderInstance.putCheckpoint(
+            A,
+            't',
+            put('c2', { parent: 'c1', runId: first.run.runId, versions: { m: 2 }, values: { m: 'b' } }),
+          ),
+        );
+        expect(error).toBeInstanceOf(RunFencedError);
+        expect(await recordKeys()).toHaveLength(1);
+        await expect(threads.getCheckpoint(A, 't', '', 'c2')).rejects.toBeInstanceOf(NotFoundError);
+        expect((await threads.getCheckpoint(A, 't', '')).checkpointId).toBe('c1');
+
+        const writes = await rejection(
+          holderInstance.putWrites(A, 't', {
+            ns: '',
+            checkpointId: 'c1',
+            taskId: 'task',
+            taskPath: '',
+            runId: first.run.runId,
+            writes: [{ channel: 'm', idx: 0, value: bytes('late') }],
+          }),
+        );
+        expect(writes).toBeInstanceOf(RunFencedError);
+        expect((await threads.getCheckpoint(A, 't', '')).pendingWrites).toEqual([]);
+        await expect(
+          holderInstance.rewind(A, 't', { ns: '', checkpointId: 'c1', runId: first.run.runId }),
+        ).rejects.toBeInstanceOf(RunFencedError);
+      });
+
+      it('refuses writes without the run id while a live run holds the thread (one writer per thread)', async () => {
+        await threads.putCheckpoint(A, 't', put('c1', { versions: { m: 1 }, values: { m: 'a' } }));
+        const { run } = await threads.startRun(A, 't', reject);
+        await expect(
+          threads.putCheckpoint(A, 't', put('c2', { parent: 'c1', versions: { m: 1 } })),
+        ).rejects.toBeInstanceOf(ThreadBusyError);
+        await expect(
+          threads.putWrites(A, 't', {
+            ns: '',
+            checkpointId: 'c1',
+            taskId: 'task',
+            taskPath: '',
+            writes: [{ channel: 'm', idx: 0, value: bytes('w') }],
+          }),
+        ).rejects.toBeInstanceOf(ThreadBusyError);
+        await expect(threads.rewind(A, 't', { ns: '', checkpointId: 'c1' })).rejects.toBeInstanceOf(
+          ThreadBusyError,
+        );
+        expect(await recordKeys()).toHaveLength(1);
+        await threads.rewind(A, 't', { ns: '', checkpointId: 'c1', runId: run.runId });
+      });
+
+      it('frees the thread when a lease expires: the next starter runs, the expired run is fenced', async () => {
+        const first = await threads.startRun(A, 't', { ...reject, leaseMs: 1000 });
+        for (let i = 0; (await threads.getRun(A, 't', first.run.runId)).status === 'running'; i++) {
+          if (i > 100) throw new Error('the lease did not expire');
+          await sleep(100);
+        }
+        const second = await instance().startRun(A, 't', reject);
+        expect(second.interrupted).toBeNull();
+        expect(await threads.getRun(A, 't', first.run.runId)).toMatchObject({
+          status: 'expired',
+          endedAt: first.run.leaseExpiresAt,
+        });
+        const heartbeat = await rejection(threads.heartbeat(A, 't', first.run.runId));
+        expect(heartbeat).toBeInstanceOf(RunFencedError);
+        expect((heartbeat as RunFencedError).status).toBe('expired');
+        await expect(
+          threads.putCheckpoint(
+            A,
+            't',
+            put('c1', { runId: first.run.runId, versions: { m: 1 }, values: { m: 'a' } }),
+          ),
+        ).rejects.toBeInstanceOf(RunFencedError);
+        expect(await recordKeys()).toEqual([]);
+      });
+
+      it('renews a lease by heartbeat, finishes idempotently, and fences every other ending', async () => {
+        const { run } = await threads.startRun(A, 't', { ...reject, leaseMs: 5000 });
+        const renewed = await instance().heartbeat(A, 't', run.runId, 120_000);
+        expect(Date.parse(renewed.leaseExpiresAt ?? '')).toBeGreaterThan(
+          Date.parse(run.leaseExpiresAt ?? '') + 60_000,
+        );
+        const finished = await threads.finishRun(A, 't', run.runId, 'failed');
+        expect(finished).toMatchObject({ runId: run.runId, status: 'failed' });
+        expect(await instance().finishRun(A, 't', run.runId, 'failed')).toEqual(finished);
+        await expect(threads.finishRun(A, 't', run.runId, 'finished')).rejects.toBeInstanceOf(RunFencedError);
+        await expect(threads.heartbeat(A, 't', run.runId)).rejects.toBeInstanceOf(RunFencedError);
+        await expect(threads.heartbeat(A, 't', 'run-unknown')).rejects.toBeInstanceOf(NotFoundError);
+        await expect(threads.getRun(A, 't', 'run-unknown')).rejects.toBeInstanceOf(NotFoundError);
+        expect((await threads.getThread(A, 't')).recentRuns).toEqual([finished]);
+        // Free again: a writer without a run may write.
+        await threads.putCheckpoint(A, 't', put('c1', { versions: { m: 1 }, values: { m: 'a' } }));
+      });
+    });
+
+    describe('namespaces', () => {
+      it('keeps the heads of the recent namespaces inline and still finds the latest of the others', async () => {
+        await threads.putCheckpoint(A, 't', put('c000', { versions: { m: 1 }, values: { m: 'root' } }));
+        for (let i = 1; i <= 40; i++) {
+          const id = `c${String(i).padStart(3, '0')}`;
+          await threads.putCheckpoint(
+            A,
+            't',
+            put(id, { ns: `sub:${i}`, versions: { m: 1 }, values: { m: `sub ${i}` } }),
+          );
+        }
+        const heads = Object.keys((await threads.getThread(A, 't')).heads);
+        expect(heads.length).toBeLessThanOrEqual(32);
+        expect(heads).toContain('');
+        expect(heads).not.toContain('sub:1');
+        const evicted = await instance().getCheckpoint(A, 't', 'sub:1');
+        expect([evicted.checkpointId, text(evicted.values['m'])]).toEqual(['c001', 'sub 1']);
+        const calls: string[] = [];
+        await expect(instance(calls).getCheckpoint(A, 't', 'never')).rejects.toBeInstanceOf(NotFoundError);
+        expect(calls).toHaveLength(2);
+        // The root's latest is still inline after 40 newer namespaces.
+        expect((await threads.getCheckpoint(A, 't', '')).checkpointId).toBe('c000');
+      });
+    });
+
+    describe('storage requests', () => {
+      it('a put makes k + 2 requests, a getTuple of the latest 2 + one per value; a stale thread record costs a read and a retry', async () => {
+        const calls: string[] = [];
+        const counted = instance(calls);
+        const { run } = await counted.startRun(A, 't', {
+          onBusy: 'reject',
+          busyTimeoutMs: 0,
+          leaseMs: 60_000,
+        });
+        await counted.putCheckpoint(
+          A,
+          't',
+          put('c1', { runId: run.runId, versions: { a: 1, b: 1, c: 1 }, values: { a: 'a', b: 'b', c: 'c' } }),
+        );
+
+        calls.length = 0;
+        await counted.putCheckpoint(
+          A,
+          't',
+          put('c2', {
+            parent: 'c1',
+            runId: run.runId,
+            versions: { a: 2, b: 2, c: 1 },
+            values: { a: 'a2', b: 'b2' },
+          }),
+        );
+        expect(calls, calls.join('\n')).toHaveLength(2 + 2);
+        expect(calls.filter((call) => call.startsWith('write'))).toHaveLength(4);
+
+        calls.length = 0;
+        const latest = await counted.getCheckpoint(A, 't', '');
+        expect(Object.keys(latest.values)).toHaveLength(3);
+        expect(calls, calls.join('\n')).toHaveLength(2 + 3);
+
+        // Another instance renews the lease: this instance's thread record is stale.
+        await instance().heartbeat(A, 't', run.runId);
+        calls.length = 0;
+        await counted.putCheckpoint(
+          A,
+          't',
+          put('c3', { parent: 'c2', runId: run.runId, versions: { a: 3, b: 2, c: 1 }, values: { a: 'a3' } }),
+        );
+        expect(calls, calls.join('\n')).toHaveLength(1 + 2 + 2);
+        expect((await threads.getCheckpoint(A, 't', '')).checkpointId).toBe('c3');
+
+        // The first put of a namespace also marks the namespace.
+        calls.length = 0;
+        await counted.putCheckpoint(
+          A,
+          't',
+          put('s1', { ns: 'sub', runId: run.runId, versions: { x: 1 }, values: { x: 'x' } }),
+        );
+        expect(calls, calls.join('\n')).toHaveLength(1 + 3);
+      });
+    });
+  });
+}
