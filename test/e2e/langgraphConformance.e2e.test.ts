@@ -5,7 +5,14 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 
 import { CairnClient } from '../../client';
 import { CairnCheckpointSaver } from '../../client/langgraph';
-import { apiKeysSetting, type Backend, backendSettings, newTenant, type RunningApp, startApp } from '../support/app';
+import {
+  apiKeysSetting,
+  type Backend,
+  backendSettings,
+  newTenant,
+  type RunningApp,
+  startApp,
+} from '../support/app';
 import { azurite } from '../support/azurite';
 
 /**
