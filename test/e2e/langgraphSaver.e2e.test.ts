@@ -1,10 +1,12 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
 import { AIMessage, type BaseMessage, HumanMessage } from '@langchain/core/messages';
 import type { RunnableConfig } from '@langchain/core/runnables';
 import { MessagesAnnotation, START, StateGraph } from '@langchain/langgraph';
 import { type Checkpoint, emptyCheckpoint, uuid6 } from '@langchain/langgraph-checkpoint';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CairnClient, CairnHttpError } from '../../client';
+import { CairnClient, CairnHttpError, type HttpSender, nodeHttpSender } from '../../client';
 import { CairnCheckpointSaver, decodeName, encodeName } from '../../client/langgraph';
 import {
   apiKeysSetting,
@@ -197,6 +199,59 @@ describe.each<Backend>(['local', 'blob'])('CairnCheckpointSaver on the %s backen
     await holder.put(config, checkpointWith({ n: 3 }, { n: 2 }), { ...meta, step: 1 }, { n: 2 });
     await client.threads.finishRun(name, second.runId, 'finished');
     await unbound.deleteThread(threadId);
+  });
+
+  it("sends a step's writes only once the put of their checkpoint is answered, however slow it is", async () => {
+    // Every checkpoint put is answered 300 ms late; LangGraph (durability "async") asks for the
+    // step's writes meanwhile, and Cairn stores writes only against a stored checkpoint.
+    const events: string[] = [];
+    const http = nodeHttpSender();
+    const send: HttpSender = async (request) => {
+      const put = /\/checkpoints$/.test(new URL(request.url).pathname) && request.method === 'POST';
+      const id = put
+        ? (JSON.parse(request.body!.toString()) as { checkpointId: string }).checkpointId
+        : undefined;
+      const writes = /\/checkpoints\/([^/]+)\/writes$/.exec(new URL(request.url).pathname)?.[1];
+      if (writes !== undefined) events.push(`writes sent ${writes}`);
+      const reply = await http(request);
+      if (id !== undefined) {
+        await sleep(300);
+        events.push(`put answered ${id}`);
+      }
+      return reply;
+    };
+    const saver = new CairnCheckpointSaver({ url: `${app.url}/api`, token: tenant.key, send, scope: 'slow' });
+    const putWrites = saver.putWrites.bind(saver);
+    saver.putWrites = (config, writes, taskId, taskPath) => {
+      events.push(`writes asked ${String(config.configurable?.['checkpoint_id'])}`);
+      return putWrites(config, writes, taskId, taskPath);
+    };
+    const graph = new StateGraph(MessagesAnnotation)
+      .addNode('assistant', (state) => ({
+        messages: [new AIMessage(`echo: ${state.messages.at(-1)?.text ?? ''}`)],
+      }))
+      .addEdge(START, 'assistant')
+      .compile({ checkpointer: saver });
+    const config = { configurable: { thread_id: 'slow' } };
+    await graph.invoke({ messages: [new HumanMessage('one')] }, config);
+    const answer = await graph.invoke({ messages: [new HumanMessage('two')] }, config);
+    expect(answer.messages.map((message) => message.text)).toEqual(['one', 'echo: one', 'two', 'echo: two']);
+
+    const asked = events.filter((event) => event.startsWith('writes asked'));
+    expect(asked.length).toBeGreaterThan(0);
+    // LangGraph asked before the put was answered at least once; the saver sent none of them early.
+    expect(
+      asked.some((event) => {
+        const id = event.slice('writes asked '.length);
+        return events.indexOf(event) < events.indexOf(`put answered ${id}`);
+      }),
+    ).toBe(true);
+    for (const event of events.filter((item) => item.startsWith('writes sent'))) {
+      const id = event.slice('writes sent '.length);
+      const answered = events.indexOf(`put answered ${id}`);
+      expect(answered, event).toBeGreaterThanOrEqual(0);
+      expect(answered, event).toBeLessThan(events.indexOf(event));
+    }
   });
 
   it('runs a graph through a saver bound to a run, and fails it once the run is interrupted', async () => {
