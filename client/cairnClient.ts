@@ -2,6 +2,7 @@ import { ArchiveClient, type ArchiveClientOptions } from './archiveClient';
 import { CoordinationClient } from './coordinationClient';
 import { KeyValueClient } from './keyValueClient';
 import { MigrationsClient } from './migrationsClient';
+import { ThreadsClient } from './threadsClient';
 import { nodeHttpSender, readJson, Transport } from './transport';
 
 /**
@@ -31,6 +32,8 @@ export class CairnClient {
   readonly coordination: CoordinationClient;
   /** Local-to-blob migrations (admin). */
   readonly migrations: MigrationsClient;
+  /** Threads of delta checkpoints, pending writes, rewinds and runs that hold a thread. */
+  readonly threads: ThreadsClient;
   private readonly transport: Transport;
 
   constructor(options: CairnClientOptions) {
@@ -41,6 +44,7 @@ export class CairnClient {
     this.sessions = new ArchiveClient(shared);
     this.coordination = new CoordinationClient(this.transport);
     this.migrations = new MigrationsClient(this.transport);
+    this.threads = new ThreadsClient(this.transport);
   }
 
   /** Liveness and the backend kind; needs no credential. */

@@ -44,5 +44,25 @@ export type {
   WaitOptions,
 } from './migrationsClient';
 export { MigrationsClient } from './migrationsClient';
+export type {
+  ChannelVersion,
+  CheckpointPage,
+  CheckpointPut,
+  HistoryOptions,
+  PutCheckpointResult,
+  RunInfo,
+  RunStartOptions,
+  RunStatus,
+  StartedRun,
+  StoredCheckpoint,
+  StoredWrite,
+  ThreadHead,
+  ThreadInfo,
+  ThreadListOptions,
+  ThreadPage,
+  TypedValue,
+  WritesPut,
+} from './threadsClient';
+export { ThreadsClient } from './threadsClient';
 export type { HttpReply, HttpRequestSpec, HttpSender, RequestOptions, TransportOptions } from './transport';
 export { nodeHttpSender, Transport } from './transport';

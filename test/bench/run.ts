@@ -14,12 +14,14 @@ import { runCoordinationBench } from './coordination';
 import { runKvBench } from './kv';
 import { runMigrationBench } from './migration';
 import { type BenchRecord, type BenchResults, renderResults } from './results';
+import { runThreadsBench } from './threads';
 
 const benches: Record<string, (progress: (line: string) => void) => Promise<string>> = {
   archive: runArchiveBench,
   coordination: runCoordinationBench,
   kv: runKvBench,
   migration: runMigrationBench,
+  threads: runThreadsBench,
 };
 
 const RESULTS_JSON = path.resolve('docs/benchmarks.json');
