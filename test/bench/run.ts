@@ -8,6 +8,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
+import { format, resolveConfig } from 'prettier';
+
 import { cleanUp } from '../support/cleanup';
 import { runArchiveBench } from './archive';
 import { runCoordinationBench } from './coordination';
@@ -26,6 +28,11 @@ const benches: Record<string, (progress: (line: string) => void) => Promise<stri
 
 const RESULTS_JSON = path.resolve('docs/benchmarks.json');
 const RESULTS_MD = path.resolve('docs/benchmark-results.md');
+
+/** `text` as the project's Prettier writes it, so the recorded files pass `prettier --check`. */
+async function formatted(file: string, text: string): Promise<string> {
+  return format(text, { ...(await resolveConfig(file)), filepath: file });
+}
 
 function readResults(): BenchResults {
   try {
@@ -62,8 +69,8 @@ async function main(): Promise<void> {
     // Written after each bench, so a later failure keeps the figures already measured.
     const results = readResults();
     results.benches[name] = record;
-    writeFileSync(RESULTS_JSON, JSON.stringify(results, null, 2) + '\n');
-    writeFileSync(RESULTS_MD, renderResults(results));
+    writeFileSync(RESULTS_JSON, await formatted(RESULTS_JSON, JSON.stringify(results, null, 2)));
+    writeFileSync(RESULTS_MD, await formatted(RESULTS_MD, renderResults(results)));
   }
 }
 
