@@ -9,6 +9,7 @@ import './kv';
 import './migrations';
 import './notFound';
 import './sessions';
+import './snapshots';
 
 import { getServices } from '../shared/services';
 
