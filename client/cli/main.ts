@@ -4,15 +4,20 @@
  *   cairn migrate --tenant <t> --from <dir>[:<prefix>] ... [--dry-run]
  *   cairn persona push|pull --dir <folder> [--prefix claude_memory]
  *   cairn checkpoint publish <dir> --session <id> | restore --session <id> <dir>   (shared/client/cli.ts)
+ *   cairn snapshot save|load|verify|list|delete ...   cairn keygen <name>   (docs/snapshots.md)
  */
 import { runCheckpointCommand } from './checkpointCommand';
+import { runKeygenCommand } from './keygenCommand';
 import { runMigrateCommand } from './migrateCommand';
 import { runPersonaCommand } from './personaCommand';
+import { runSnapshotCommand } from './snapshotCommand';
 
 const COMMANDS: Record<string, typeof runMigrateCommand> = {
   checkpoint: runCheckpointCommand,
+  keygen: runKeygenCommand,
   migrate: runMigrateCommand,
   persona: runPersonaCommand,
+  snapshot: runSnapshotCommand,
 };
 
 async function main(argv: string[]): Promise<number> {
