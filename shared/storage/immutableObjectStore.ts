@@ -2,10 +2,11 @@ import { ConflictError, InvalidArgumentError, PayloadTooLargeError } from '../er
 import { validateKey } from '../keys';
 
 /**
- * The storage contract of session archives: write-once
- * objects (blocks, tails, manifests) plus one kind of mutable value, the pointer (`latest`), moved
- * only by compare-and-swap. Keys are global to the store (session archives are not tenant-scoped
- * in storage: the session index decides who owns a session, before any byte is written).
+ * The storage contract of session archives and workspace snapshots: write-once objects (blocks,
+ * tails, parts, manifests, signatures) plus one kind of mutable value, the pointer (`latest`),
+ * moved only by compare-and-swap. Keys are global to one store: the archive's store is shared by
+ * all tenants (the session index decides who owns a session, before any byte is written); snapshot
+ * stores are one per tenant, at a location derived from the tenant (services.ts).
  *
  * Every implementation MUST:
  * - validate the key (`validateKey`) and refuse an object over {@link MAX_OBJECT_BYTES} with
