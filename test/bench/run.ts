@@ -14,12 +14,14 @@ import { runCoordinationBench } from './coordination';
 import { runKvBench } from './kv';
 import { runMigrationBench } from './migration';
 import { type BenchRecord, type BenchResults, renderResults } from './results';
+import { runSnapshotsBench } from './snapshots';
 
 const benches: Record<string, (progress: (line: string) => void) => Promise<string>> = {
   archive: runArchiveBench,
   coordination: runCoordinationBench,
   kv: runKvBench,
   migration: runMigrationBench,
+  snapshots: runSnapshotsBench,
 };
 
 const RESULTS_JSON = path.resolve('docs/benchmarks.json');
