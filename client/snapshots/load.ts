@@ -106,15 +106,16 @@ export async function loadSnapshot(
   try {
     let filesDone = 0;
     let bytes = 0;
+    const folders = new FolderMaker();
     await forEachLimited(manifest.files, options.concurrency ?? DEFAULT_CONCURRENCY, async (file) => {
-      await downloadFile(api, manifest.workspaceId, staging, file);
+      await downloadFile(api, manifest.workspaceId, staging, file, folders);
       filesDone++;
       bytes += file.size;
       options.onProgress?.({ files: manifest.files.length, filesDone, bytes });
     });
     for (const link of manifest.symlinks) {
       const source = path.join(staging, ...link.source.split('/'));
-      await fs.mkdir(path.dirname(source), { recursive: true });
+      await folders.make(path.dirname(source));
       await fs.symlink(link.target, source);
     }
     try {
@@ -162,9 +163,10 @@ async function downloadFile(
   workspaceId: string,
   staging: string,
   file: SnapshotFile,
+  folders: FolderMaker,
 ): Promise<void> {
   const destination = path.join(staging, ...file.path.split('/'));
-  await fs.mkdir(path.dirname(destination), { recursive: true });
+  await folders.make(path.dirname(destination));
   const handle = await fs.open(destination, 'wx', 0o600);
   try {
     const hash = createHash('sha256');
@@ -219,6 +221,20 @@ async function readPart(
     return bytes;
   }
   throw lastError;
+}
+
+/** Makes folders (with their parents) once each: a load of 2,000 files in 40 folders makes 40. */
+class FolderMaker {
+  private readonly made = new Map<string, Promise<unknown>>();
+
+  make(folder: string): Promise<unknown> {
+    let making = this.made.get(folder);
+    if (making === undefined) {
+      making = fs.mkdir(folder, { recursive: true });
+      this.made.set(folder, making);
+    }
+    return making;
+  }
 }
 
 /** Makes a rename in `folder` durable; a filesystem that cannot sync folders is left as it is. */

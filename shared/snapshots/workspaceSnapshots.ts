@@ -245,7 +245,7 @@ export class WorkspaceSnapshots {
     if (idOrLatest !== LATEST) validateSnapshotId(idOrLatest);
     const store = this.stores.forTenant(tenant);
     let id = idOrLatest === LATEST ? await store.readPointer(latestKey(workspaceId)) : idOrLatest;
-    for (;;) {
+    for (let attempt = 1; ; attempt++) {
       if (id === null) throw new NotFoundError(`workspace ${workspaceId} has no snapshot`);
       const [manifest, signature] = await Promise.all([
         store.get(manifestKey(workspaceId, id)),
@@ -256,6 +256,8 @@ export class WorkspaceSnapshots {
         // `latest` only ever names a stored manifest (a delete moves it first): read it again.
         const now = await store.readPointer(latestKey(workspaceId));
         if (now === id) throw new IntegrityError(`latest names snapshot ${id}, which is not stored`);
+        if (attempt === MOVE_ATTEMPTS)
+          throw new ConflictError(`workspace ${workspaceId} keeps changing; read again`);
         id = now;
         continue;
       }
