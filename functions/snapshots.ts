@@ -2,7 +2,6 @@ import type { HttpRequest } from '@azure/functions';
 import { z } from 'zod';
 
 import { ForbiddenError, NotFoundError } from '../shared/errors';
-import { validateSnapshotId } from '../shared/snapshots/identifiers';
 import { MAX_MANIFEST_BYTES } from '../shared/snapshots/manifest';
 import type { StoredSnapshot } from '../shared/snapshots/workspaceSnapshots';
 import { MAX_OBJECT_BYTES } from '../shared/storage/immutableObjectStore';
@@ -142,14 +141,15 @@ export const workspaceSnapshot = httpHandler('workspaceSnapshot', {
         ),
       ),
     ),
-  DELETE: async (request, call) => {
-    const snapshotId = param(request, 'snapshotId');
-    validateSnapshotId(snapshotId);
-    return json(
+  DELETE: async (request, call) =>
+    json(
       200,
-      await call.services.snapshots.delete(call.principal.tenant, param(request, 'workspaceId'), snapshotId),
-    );
-  },
+      await call.services.snapshots.delete(
+        call.principal.tenant,
+        param(request, 'workspaceId'),
+        param(request, 'snapshotId'),
+      ),
+    ),
 });
 
 export const snapshotById = httpHandler('snapshotById', {
