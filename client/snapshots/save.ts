@@ -113,12 +113,14 @@ export async function saveSnapshot(api: SnapshotApi, dir: string, options: SaveO
   // One upload per distinct content, however many files hold it.
   const uploading = new Map<string, Promise<void>>();
   const entries: SnapshotFile[] = new Array<SnapshotFile>(tree.files.length);
-  const sources = new Map<string, TreeFile>();
+  // Each content's file and the SHA-256 of each of its parts, to upload a part again if asked.
+  const sources = new Map<string, { file: TreeFile; partDigests: string[] }>();
   await forEachLimited(tree.files, options.concurrency ?? DEFAULT_CONCURRENCY, async (file, index) => {
-    entries[index] = await saveFile(file, stored, uploading, upload, (bytes) => {
+    const saved = await saveFile(file, stored, uploading, upload, (bytes) => {
       totals.bytesRead += bytes;
     });
-    sources.set(entries[index].sha256, file);
+    entries[index] = saved.entry;
+    sources.set(saved.entry.sha256, { file, partDigests: saved.partDigests });
     totals.filesDone++;
     progress();
   });
@@ -160,10 +162,12 @@ export async function saveSnapshot(api: SnapshotApi, dir: string, options: SaveO
       // Parts the latest snapshot listed, gone meanwhile (deleted with it): upload them too.
       await forEachLimited(error.missing, options.concurrency ?? DEFAULT_CONCURRENCY, async (name) => {
         const [sha256 = '', part = ''] = name.split('/');
-        const file = sources.get(sha256);
-        if (file === undefined)
+        const source = sources.get(sha256);
+        const digest = source?.partDigests[Number(part)];
+        if (source === undefined || digest === undefined) {
           throw new Error(`the service asks for a part of no file of this save: ${name}`);
-        await uploadPart(file, sha256, Number(part), upload);
+        }
+        await uploadPart(source.file, sha256, Number(part), digest, upload);
       });
     }
   }
@@ -220,7 +224,7 @@ async function saveFile(
   uploading: Map<string, Promise<void>>,
   upload: (sha256: string, part: number, bytes: Buffer) => Promise<void>,
   onRead: (bytes: number) => void,
-): Promise<SnapshotFile> {
+): Promise<{ entry: SnapshotFile; partDigests: string[] }> {
   const handle = await fs.open(file.absolute, constants.O_RDONLY | constants.O_NOFOLLOW);
   try {
     const before = await handle.stat();
@@ -238,7 +242,7 @@ async function saveFile(
         uploading.set(sha256, done);
         await done;
       }
-      return { path: file.path, sha256, size, mode };
+      return { entry: { path: file.path, sha256, size, mode }, partDigests: size > 0 ? [sha256] : [] };
     }
     const whole = createHash('sha256');
     const partDigests: string[] = [];
@@ -263,24 +267,25 @@ async function saveFile(
       uploading.set(sha256, done);
       await done;
     }
-    return { path: file.path, sha256, size, mode };
+    return { entry: { path: file.path, sha256, size, mode }, partDigests };
   } finally {
     await handle.close();
   }
 }
 
-/** Uploads one part of a file again (its bytes checked against the file's hash when it is the whole file). */
+/** Uploads one part of a file again, only if its bytes are still those saved (`digest`). */
 async function uploadPart(
   file: TreeFile,
   sha256: string,
   part: number,
+  digest: string,
   upload: (sha256: string, part: number, bytes: Buffer) => Promise<void>,
 ): Promise<void> {
   const handle = await fs.open(file.absolute, constants.O_RDONLY | constants.O_NOFOLLOW);
   try {
     const size = (await handle.stat()).size;
     const bytes = await readExactly(handle, part * PART_BYTES, partSize(size, part), file.path);
-    if (size <= PART_BYTES && createHash('sha256').update(bytes).digest('hex') !== sha256) {
+    if (createHash('sha256').update(bytes).digest('hex') !== digest) {
       throw new Error(`${file.path} changed while it was saved; save again`);
     }
     await upload(sha256, part, bytes);

@@ -268,6 +268,51 @@ describe.each<Backend>(['local', 'blob'])('workspace snapshots on the %s backend
     expect(list.snapshots.map((item) => item.id).sort()).toEqual([first.id, again.id, changed.id].sort());
   });
 
+  it('a publish that finds a part missing makes the save upload it and publish again, unless the file changed', async () => {
+    // A sender that answers the first part upload itself, so the service never stores that part.
+    const dropFirstPart = (onPublish?: () => Promise<void>): HttpSender => {
+      const inner = nodeHttpSender();
+      let dropped = false;
+      let published = false;
+      return async (request) => {
+        if (!dropped && request.method === 'PUT' && request.url.includes('/snapshots/objects/')) {
+          dropped = true;
+          return {
+            status: 201,
+            header: () => undefined,
+            body: (async function* () {})(),
+            json: async () => ({}),
+            discard: async () => {},
+          };
+        }
+        if (!published && request.method === 'POST' && onPublish !== undefined) {
+          published = true;
+          await onPublish();
+        }
+        return inner(request);
+      };
+    };
+    const { root: workspace } = makeWorkspace();
+    const lossy = new SnapshotApi({ baseUrl: app.url, token: alpha.key, send: dropFirstPart() });
+    const saved = await saveSnapshot(lossy, workspace, { workspaceId: 'repair', privateKey: key.privateKey });
+    const into = path.join(tempDir('repaired'), 'ws');
+    await loadSnapshot(api, saved.id, into, { publicKey: key.publicKey });
+    expect(await treeOf(into)).toEqual(await treeOf(workspace));
+
+    // The file whose part is asked for changed after it was read: nothing of the new bytes is sent.
+    const { root: changing } = makeWorkspace();
+    const changeAll = async () => {
+      for (const file of ['a.txt', 'copy/of-a.txt', 'bin/run.sh', 'data/big.bin']) {
+        await writeFile(path.join(changing, file), randomBytes(64));
+      }
+    };
+    const racing = new SnapshotApi({ baseUrl: app.url, token: alpha.key, send: dropFirstPart(changeAll) });
+    await expect(
+      saveSnapshot(racing, changing, { workspaceId: 'repair-race', privateKey: key.privateKey }),
+    ).rejects.toThrow(/changed while it was saved/);
+    expect((await asAlpha('/api/workspaces/repair-race/snapshots/latest')).status).toBe(404);
+  });
+
   it('refuses a tampered file, a tampered manifest, a wrong key and a missing part; the target stays as it was', async () => {
     const { root: workspace, aTxt: content } = makeWorkspace();
     const saved = await saveSnapshot(api, workspace, { workspaceId: 'damage', privateKey: key.privateKey });
