@@ -31,7 +31,7 @@ export interface DeleteReportJson {
 export class StaleParentError extends Error {
   constructor(readonly latest: string | null) {
     super(
-      `another snapshot (${latest ?? 'none'}) became the workspace's latest meanwhile; nothing was changed: save again`,
+      `another snapshot (${latest ?? 'none'}) became the workspace's latest meanwhile, so this one is not the latest: save again`,
     );
     this.name = 'StaleParentError';
   }
