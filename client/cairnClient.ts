@@ -2,6 +2,7 @@ import { ArchiveClient, type ArchiveClientOptions } from './archiveClient';
 import { CoordinationClient } from './coordinationClient';
 import { KeyValueClient } from './keyValueClient';
 import { MigrationsClient } from './migrationsClient';
+import { SnapshotsClient } from './snapshotsClient';
 import { ThreadsClient } from './threadsClient';
 import { nodeHttpSender, readJson, Transport } from './transport';
 
@@ -34,6 +35,8 @@ export class CairnClient {
   readonly migrations: MigrationsClient;
   /** Threads of delta checkpoints, pending writes, rewinds and runs that hold a thread. */
   readonly threads: ThreadsClient;
+  /** Signed workspace snapshots: save, load and verify folders; parts, publish, list, delete, trusted keys. */
+  readonly snapshots: SnapshotsClient;
   private readonly transport: Transport;
 
   constructor(options: CairnClientOptions) {
@@ -45,6 +48,8 @@ export class CairnClient {
     this.coordination = new CoordinationClient(this.transport);
     this.migrations = new MigrationsClient(this.transport);
     this.threads = new ThreadsClient(this.transport);
+    // Its own transport on the same sockets too, so that a save's report counts its own requests.
+    this.snapshots = new SnapshotsClient(shared);
   }
 
   /** Liveness and the backend kind; needs no credential. */

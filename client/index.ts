@@ -44,6 +44,22 @@ export type {
   WaitOptions,
 } from './migrationsClient';
 export { MigrationsClient } from './migrationsClient';
+export { MissingPartsError, StaleParentError } from './snapshots/errors';
+export type { LoadOptions, LoadReport } from './snapshots/load';
+export type { SaveOptions, SaveProgress, SaveReport } from './snapshots/save';
+export type { VerifyOptions, VerifyReport } from './snapshots/verify';
+export type {
+  PartStored,
+  PublishedSnapshot,
+  PublishSnapshotRequest,
+  SnapshotDeleteReport,
+  SnapshotList,
+  SnapshotPage,
+  SnapshotSummary,
+  StoredSnapshot,
+  TrustedSnapshotKeys,
+} from './snapshotsClient';
+export { SnapshotsClient } from './snapshotsClient';
 export type {
   ChannelVersion,
   CheckpointPage,

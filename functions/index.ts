@@ -10,6 +10,7 @@ import './migrations';
 import './notFound';
 import './openapi';
 import './sessions';
+import './snapshots';
 import './threads';
 
 import { getServices } from '../shared/services';

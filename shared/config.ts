@@ -4,6 +4,7 @@ import { Cron } from 'croner';
 import { z } from 'zod';
 
 import { ConfigurationError } from './errors';
+import { publicKeyFromBase64, publicKeyToBase64 } from './snapshots/signatures';
 
 /**
  * Every setting Cairn reads, validated once at start-up into a typed {@link Config}. A missing or
@@ -95,6 +96,10 @@ export const SETTINGS = {
     description:
       'Name of the table of the session index (default cairnsessions; 3-63 letters and digits, starting with a letter; created when missing).',
   },
+  CAIRN_SNAPSHOT_KEYS: {
+    description:
+      'Trusted snapshot signing keys: comma-separated <tenant>:<base64 of the 32-byte raw Ed25519 public key> entries (cairn keygen prints the key), several per tenant allowed. A tenant with trusted keys (here or set by an admin at run time) can only publish snapshots signed by one of them.',
+  },
 } as const satisfies Record<string, SettingDoc>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -152,6 +157,8 @@ export interface Config {
   readonly logLevel: string;
   readonly emailPoll: EmailPollConfig;
   readonly sessionIndex: SessionIndexConfig;
+  /** Tenant → trusted snapshot public keys (base64 of the raw 32 bytes), from CAIRN_SNAPSHOT_KEYS. */
+  readonly snapshotKeys: ReadonlyMap<string, readonly string[]>;
 }
 
 /** The session index (Azure Table Storage). */
@@ -369,6 +376,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   );
   const emailPoll = emailPollFrom(env);
   const sessionIndex = sessionIndexFrom(env);
+  const snapshotKeys = parseSnapshotKeys(read(env, 'CAIRN_SNAPSHOT_KEYS'));
   return {
     backend,
     dataDir,
@@ -379,5 +387,38 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     logLevel,
     emailPoll,
     sessionIndex,
+    snapshotKeys,
   };
+}
+
+/**
+ * CAIRN_SNAPSHOT_KEYS: `<tenant>:<base64 raw Ed25519 public key>` entries, comma-separated; a
+ * tenant may have several. Keys are stored in their canonical base64 (standard alphabet, padded).
+ */
+export function parseSnapshotKeys(value: string | undefined): ReadonlyMap<string, readonly string[]> {
+  const keys = new Map<string, string[]>();
+  if (value === undefined) return keys;
+  const entries = value
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
+  for (const [index, entry] of entries.entries()) {
+    const where = `entry ${index + 1}`;
+    const [tenant = '', key = '', ...rest] = entry.split(':');
+    if (!isValidTenantId(tenant)) {
+      throw new ConfigurationError('CAIRN_SNAPSHOT_KEYS', `${where}: tenant must be 1-64 of [A-Za-z0-9._-]`);
+    }
+    const publicKey = rest.length === 0 ? publicKeyFromBase64(key) : null;
+    if (publicKey === null) {
+      throw new ConfigurationError(
+        'CAIRN_SNAPSHOT_KEYS',
+        `${where}: expected <tenant>:<base64 of a 32-byte raw Ed25519 public key> (cairn keygen prints one)`,
+      );
+    }
+    const list = keys.get(tenant) ?? [];
+    const canonical = publicKeyToBase64(publicKey);
+    if (!list.includes(canonical)) list.push(canonical);
+    keys.set(tenant, list);
+  }
+  return keys;
 }

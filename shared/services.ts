@@ -4,11 +4,13 @@ import path from 'node:path';
 import type { BlobServiceClient } from '@azure/storage-blob';
 
 import { SessionArchive } from './archive/sessionArchive';
-import { Authenticator } from './auth';
+import { Authenticator, sha256Hex } from './auth';
 import { type Config, loadConfig } from './config';
 import { ChatCursorCache } from './coordination/chatCursorCache';
 import type { EmailWindowQueue } from './coordination/emailWindowQueue';
 import { EmailPollTenantRegistry } from './coordination/tenantRegistry';
+import { TrustedSnapshotKeys } from './snapshots/trustedKeys';
+import { type SnapshotStores, WorkspaceSnapshots } from './snapshots/workspaceSnapshots';
 import { AzureEmailWindowQueue } from './storage/azure/azureEmailWindowQueue';
 import { BlobImmutableObjectStore } from './storage/azure/blobImmutableObjectStore';
 import { BlobKeyValueStoreFactory } from './storage/azure/blobKeyValueStore';
@@ -42,6 +44,10 @@ export interface Services {
   readonly emailWindowQueue?: EmailWindowQueue;
   /** Session archives; undefined when CAIRN_TABLE_ENDPOINT (the session index) is not set. */
   readonly sessionArchive?: SessionArchive;
+  /** Signed workspace snapshots, in each tenant's own location of the configured backend. */
+  readonly snapshots: WorkspaceSnapshots;
+  /** The public keys each tenant's snapshots must be signed with (CAIRN_SNAPSHOT_KEYS and run time). */
+  readonly trustedSnapshotKeys: TrustedSnapshotKeys;
   /** Threads, checkpoints and runs, in each tenant's `threads` space of the key/value backend. */
   readonly threads: ThreadStore;
 }
@@ -68,6 +74,7 @@ export function createServices(config: Config): Services {
           config.storageTimeoutMs,
         );
   const sessionArchive = createSessionArchive(config, blobService);
+  const trustedSnapshotKeys = new TrustedSnapshotKeys(config.snapshotKeys, kvStores);
   return {
     config,
     version: packageVersion(),
@@ -81,6 +88,43 @@ export function createServices(config: Config): Services {
     }),
     ...(emailWindowQueue === undefined ? {} : { emailWindowQueue }),
     ...(sessionArchive === undefined ? {} : { sessionArchive }),
+    snapshots: new WorkspaceSnapshots(createSnapshotStores(config, blobService), trustedSnapshotKeys),
+    trustedSnapshotKeys,
+  };
+}
+
+/** Blob names of snapshots start with this, in the container named exactly CAIRN_BLOB_CONTAINER. */
+const SNAPSHOT_BLOB_PREFIX = 'snapshots/';
+
+/**
+ * Each tenant's snapshot objects: `<dataDir>/snapshots/<tenant>/...` locally (keys with a segment
+ * over 255 bytes, which snapshots never make, would go to `<dataDir>/snapshots-long/<tenant>`), and
+ * blobs `snapshots/<first 32 hex digits of SHA-256(tenant)>/...` in the container named exactly
+ * CAIRN_BLOB_CONTAINER (tenant key/value containers are `<base>-<hash>` and archives use
+ * `sessions/`, so names never collide). The location is always derived from the authenticated
+ * tenant, never from anything a caller sends.
+ */
+function createSnapshotStores(config: Config, blobService?: BlobServiceClient): SnapshotStores {
+  const { backend } = config;
+  if (backend.kind === 'blob' && blobService !== undefined) {
+    const container = blobService.getContainerClient(backend.container);
+    return {
+      forTenant: (tenant) =>
+        new BlobImmutableObjectStore(
+          container,
+          `${SNAPSHOT_BLOB_PREFIX}${sha256Hex(tenant).slice(0, 32)}/`,
+          config.storageTimeoutMs,
+        ),
+    };
+  }
+  const tmp = path.join(config.dataDir, 'tmp');
+  return {
+    forTenant: (tenant) =>
+      new LocalImmutableObjectStore(
+        path.join(config.dataDir, 'snapshots', tenant),
+        tmp,
+        path.join(config.dataDir, 'snapshots-long', tenant),
+      ),
   };
 }
 

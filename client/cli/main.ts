@@ -10,19 +10,24 @@ import {
   isUsageError,
   UsageError,
 } from './command';
+import { keygenCommand } from './keygenCommand';
 import { migrateCommand } from './migrateCommand';
 import { personaCommand } from './personaCommand';
+import { snapshotCommand } from './snapshotCommand';
 
 /**
- * The `cairn` command: tools that call a Cairn service over HTTP. This is the one place that reads
+ * The `cairn` command: tools that call a Cairn service over HTTP (and `keygen`, which makes a
+ * snapshot signing key pair and calls nothing). This is the one place that reads
  * the service's URL and the credential from the environment, and the one place that turns an
  * outcome into an exit code.
  */
 
 const COMMANDS: Readonly<Record<string, Command>> = {
   checkpoint: checkpointCommand,
+  keygen: keygenCommand,
   migrate: migrateCommand,
   persona: personaCommand,
+  snapshot: snapshotCommand,
 };
 
 export const USAGE = `usage:
@@ -37,7 +42,7 @@ environment:
 
 exit codes:
   0  success
-  1  failure, or problems found (a report with errors; for migrate: the migration failed or its report has errors)
+  1  failure, or problems found (a report with errors; for migrate: the migration failed or its report has errors; for snapshot verify: the snapshot is damaged)
   2  usage error: bad or missing arguments or settings`;
 
 interface Streams {

@@ -1,4 +1,7 @@
 import { BLOCK_BYTES, MAX_FILES_PER_CHECKPOINT } from '../archive/identifiers';
+import { PART_BYTES } from '../snapshots/identifiers';
+import { MAX_PUBLISH_BODY_BYTES } from '../snapshots/manifest';
+import { MAX_KEYS_BODY_BYTES, MAX_RUNTIME_KEYS } from '../snapshots/trustedKeys';
 import { MAX_OBJECT_BYTES } from '../storage/immutableObjectStore';
 import {
   DEFAULT_BUSY_TIMEOUT_MS,
@@ -43,6 +46,7 @@ const TAGS = {
   sessions: 'session archives',
   coordination: 'fleet coordination',
   threads: 'threads',
+  snapshots: 'workspace snapshots',
   migrations: 'migrations',
 } as const;
 
@@ -1028,6 +1032,210 @@ const threadRunFinishPath = {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Workspace snapshots
+
+const SNAPSHOTS_NOTE =
+  "Everything lives in the caller's tenant: another tenant's snapshot, workspace or part answers as an absent one (404).";
+
+const workspaceId = pathParameter('workspaceId', 'The workspace id.', schemaRef('WorkspaceId'));
+const snapshotIdParameter = pathParameter(
+  'snapshotId',
+  'A snapshot id (64 lowercase hex digits).',
+  schemaRef('SnapshotId'),
+);
+
+const snapshotPartPath = {
+  parameters: [
+    workspaceId,
+    pathParameter('sha256', 'The SHA-256 of the file the part belongs to.', schemaRef('Sha256')),
+    pathParameter('part', 'The part number: decimal, without leading zeros.', {
+      type: 'string',
+      pattern: '^(0|[1-9][0-9]{0,9})$',
+    }),
+  ],
+  put: operation({
+    operationId: 'putSnapshotPart',
+    summary: 'Store a part of a file',
+    description: `Part \`i\` holds the file's bytes [i·${PART_BYTES}, (i+1)·${PART_BYTES}); an empty file has no part. Parts are immutable and belong to the tenant, shared by all its workspaces (the workspace of the route is checked but does not scope them): the same bytes again are 200, other bytes 409 and the stored ones stay. A part under ${PART_BYTES} bytes at number 0 is a whole file, so its SHA-256 must be \`sha256\` (else 400). ${SNAPSHOTS_NOTE}`,
+    tag: TAGS.snapshots,
+    access: 'tenant',
+    body: {
+      mediaType: 'application/octet-stream',
+      description: `The bytes of the part: 1 to ${PART_BYTES} (an empty body is 400).`,
+      schema: { type: 'string', contentMediaType: 'application/octet-stream' },
+      limitBytes: PART_BYTES,
+    },
+    answers: {
+      200: jsonAnswer('The same bytes were already stored.', schemaRef('SnapshotPartStored')),
+      201: jsonAnswer('Stored.', schemaRef('SnapshotPartStored')),
+    },
+    errors: [400, 409],
+  }),
+  get: operation({
+    operationId: 'getSnapshotPart',
+    summary: 'Read a part of a file',
+    description: SNAPSHOTS_NOTE,
+    tag: TAGS.snapshots,
+    access: 'tenant',
+    answers: { 200: bytesAnswer('The bytes of the part.') },
+    errors: [400, 404],
+  }),
+  head: operation({
+    operationId: 'headSnapshotPart',
+    summary: "A part's stored size",
+    description: `Answers carry no body, errors included. ${SNAPSHOTS_NOTE}`,
+    tag: TAGS.snapshots,
+    access: 'tenant',
+    answers: {
+      200: emptyAnswer('The part is stored.', {
+        'Content-Length': header('The size of the part in bytes.', {
+          type: 'integer',
+          minimum: 1,
+          maximum: PART_BYTES,
+        }),
+      }),
+      404: emptyAnswer('The part is not stored.'),
+    },
+    errors: [400],
+  }),
+};
+
+const workspaceSnapshotsPath = {
+  parameters: [workspaceId],
+  post: operation({
+    operationId: 'publishSnapshot',
+    summary: 'Publish a snapshot',
+    description:
+      "Checks, before writing anything: the manifest bytes are canonical and valid (paths, symlinks; 400 naming the field, `manifest.files.0.path`), its `workspaceId` is the route's, the signature verifies with one of the tenant's trusted keys when it has any (else 400 `signature`), `latest` is `parent` or this snapshot (else 409 with `latest`), and every part of every file is stored with its size (else 422). Then stores the id's workspace, the signature and the manifest (the snapshot exists from then on), and moves `latest` to it by compare-and-swap from `parent`. Publishing the same manifest and signature again stores nothing new and answers as the first time did; a publish that failed part-way is completed by sending it again. " +
+      SNAPSHOTS_NOTE,
+    tag: TAGS.snapshots,
+    access: 'tenant',
+    body: {
+      ...json(schemaRef('PublishSnapshotRequest')),
+      description: 'The signed manifest and the parent it follows.',
+      limitBytes: MAX_PUBLISH_BODY_BYTES,
+    },
+    answers: {
+      201: jsonAnswer('Published; `latest` is the new snapshot.', schemaRef('PublishedSnapshot')),
+    },
+    errors: [400, namedError(409, 'SnapshotPublishConflict'), namedError(422, 'SnapshotMissingParts')],
+  }),
+  get: operation({
+    operationId: 'listSnapshots',
+    summary: "List a workspace's snapshots",
+    description: `Newest first by publish time. A workspace without snapshots lists none (200). ${SNAPSHOTS_NOTE}`,
+    tag: TAGS.snapshots,
+    access: 'tenant',
+    parameters: [
+      queryParameter('limit', 'Snapshots per page.', {
+        type: 'integer',
+        minimum: 1,
+        maximum: 1000,
+        default: 100,
+      }),
+      queryParameter('cursor', 'The `next` of the previous page (else 400).', { type: 'string' }),
+    ],
+    answers: { 200: jsonAnswer('One page of snapshots, and the latest.', schemaRef('SnapshotPage')) },
+    errors: [400],
+  }),
+};
+
+const workspaceSnapshotPath = {
+  parameters: [
+    workspaceId,
+    pathParameter('snapshotId', 'A snapshot id, or `latest` for the latest (GET only).', {
+      type: 'string',
+      pattern: '^(?:[0-9a-f]{64}|latest)$',
+    }),
+  ],
+  get: operation({
+    operationId: 'getSnapshot',
+    summary: 'Read a snapshot (or the latest)',
+    description: `The manifest bytes and the signature exactly as stored: the client checks them (hash against the id, signature, paths). 409 only for \`latest\`, when it keeps moving while it is read. ${SNAPSHOTS_NOTE}`,
+    tag: TAGS.snapshots,
+    access: 'tenant',
+    answers: { 200: jsonAnswer('The snapshot.', schemaRef('Snapshot')) },
+    errors: [400, 404, 409],
+  }),
+  delete: operation({
+    operationId: 'deleteSnapshot',
+    summary: 'Delete a snapshot',
+    description: `Moves \`latest\` off it first (to the newest remaining snapshot, or removes it), then deletes the manifest (the snapshot is gone from then on), its signature and its id's entry, then the parts no other manifest of the tenant references and that were stored over an hour ago. \`latest\` is refused (400): name the snapshot. 409 when the workspace keeps being published to while \`latest\` is moved: delete again. ${SNAPSHOTS_NOTE}`,
+    tag: TAGS.snapshots,
+    access: 'tenant',
+    answers: { 200: jsonAnswer('Deleted.', schemaRef('SnapshotDeleteReport')) },
+    errors: [400, 404, 409],
+  }),
+};
+
+const snapshotByIdPath = {
+  parameters: [snapshotIdParameter],
+  get: operation({
+    operationId: 'findSnapshot',
+    summary: 'Read a snapshot by its id alone',
+    description: `A snapshot of any of the caller's workspaces. ${SNAPSHOTS_NOTE}`,
+    tag: TAGS.snapshots,
+    access: 'tenant',
+    answers: { 200: jsonAnswer('The snapshot.', schemaRef('Snapshot')) },
+    errors: [400, 404],
+  }),
+};
+
+const TRUSTED_KEYS_NOTE =
+  "A tenant's trusted keys are those of the setting CAIRN_SNAPSHOT_KEYS plus the run-time ones set here; when it has any, a publish must be signed by one of them. Run-time keys are read on every publish, so a change holds on every instance at once.";
+
+const snapshotKeysPath = {
+  parameters: [pathParameter('tenant', 'The tenant.', schemaRef('TenantId'))],
+  get: operation({
+    operationId: 'getTrustedSnapshotKeys',
+    summary: "A tenant's trusted snapshot keys",
+    description: TRUSTED_KEYS_NOTE,
+    tag: TAGS.snapshots,
+    access: 'admin',
+    answers: { 200: jsonAnswer('The keys.', schemaRef('TrustedSnapshotKeys')) },
+    errors: [400],
+  }),
+  put: operation({
+    operationId: 'setTrustedSnapshotKeys',
+    summary: "Replace a tenant's run-time trusted snapshot keys",
+    description: `Replaces the run-time list (duplicates dropped); the keys of the setting stay. ${TRUSTED_KEYS_NOTE}`,
+    tag: TAGS.snapshots,
+    access: 'admin',
+    body: {
+      ...json({
+        type: 'object',
+        required: ['keys'],
+        additionalProperties: false,
+        properties: {
+          keys: {
+            type: 'array',
+            maxItems: MAX_RUNTIME_KEYS,
+            items: {
+              type: 'string',
+              description:
+                'The base64 of a 32-byte raw Ed25519 public key (standard or URL alphabet, padding optional; what `cairn keygen` prints); else 400 `keys.<index>`.',
+            },
+          },
+        },
+      }),
+      description: 'The new run-time keys; an empty list clears them.',
+      limitBytes: MAX_KEYS_BODY_BYTES,
+    },
+    answers: { 200: jsonAnswer('The keys now.', schemaRef('TrustedSnapshotKeys')) },
+    errors: [400],
+  }),
+  delete: operation({
+    operationId: 'clearTrustedSnapshotKeys',
+    summary: "Remove a tenant's run-time trusted snapshot keys",
+    description: `The keys of the setting stay. ${TRUSTED_KEYS_NOTE}`,
+    tag: TAGS.snapshots,
+    access: 'admin',
+    answers: { 204: emptyAnswer('Removed, or there were none.') },
+    errors: [400],
+  }),
+};
+
+// ---------------------------------------------------------------------------------------------
 // Migrations
 
 const migrationsPath = {
@@ -1196,7 +1404,7 @@ export const openApiDocument = {
     // The app's version replaces this when the document is served (see documentForVersion).
     version: '0.0.0',
     summary:
-      'Durable state for AI agents: key/value, session archives, fleet coordination, threads, migrations.',
+      'Durable state for AI agents: key/value, session archives, fleet coordination, threads, workspace snapshots, migrations.',
     description: [
       'Base path `/api`; JSON in and out unless an operation says bytes.',
       "Every operation but `GET /api/health` and `GET /api/openapi.json` needs `Authorization: Bearer <token>`, an API key or a Microsoft Entra ID access token; without a valid one, 401 with `WWW-Authenticate: Bearer`. Everything a tenant stores is visible to that tenant only; another tenant's data answers as absent data does (404).",
@@ -1218,6 +1426,11 @@ export const openApiDocument = {
       name: TAGS.threads,
       description:
         'Threads of delta checkpoints, pending writes and rewinds, with one run per thread holding it under a lease (docs/threads.md). A write that keeps losing its compare-and-swap on the thread record to other writers answers 503 `storage_unavailable`, like a storage failure: retry.',
+    },
+    {
+      name: TAGS.snapshots,
+      description:
+        "Signed snapshots of an agent's workspace (files, modes, symlinks): content-addressed parts, Ed25519-signed manifests named by their SHA-256, each workspace's latest moved by compare-and-swap, and the tenants' trusted signing keys (docs/snapshots.md).",
     },
     { name: TAGS.migrations, description: 'Copying local state to Blob storage (admin only).' },
   ],
@@ -1255,6 +1468,11 @@ export const openApiDocument = {
     '/api/threads/{threadId}/runs/{runId}': threadRunPath,
     '/api/threads/{threadId}/runs/{runId}/heartbeat': threadRunHeartbeatPath,
     '/api/threads/{threadId}/runs/{runId}/finish': threadRunFinishPath,
+    '/api/workspaces/{workspaceId}/snapshots': workspaceSnapshotsPath,
+    '/api/workspaces/{workspaceId}/snapshots/objects/{sha256}/{part}': snapshotPartPath,
+    '/api/workspaces/{workspaceId}/snapshots/{snapshotId}': workspaceSnapshotPath,
+    '/api/snapshots/{snapshotId}': snapshotByIdPath,
+    '/api/snapshot-keys/{tenant}': snapshotKeysPath,
     '/api/migrations': migrationsPath,
     '/api/migrations/{id}': migrationPath,
     '/api/{path}': noRoutePath,

@@ -2,10 +2,11 @@ import { ConflictError, InvalidArgumentError, PayloadTooLargeError } from '../er
 import { validateKey } from '../keys';
 
 /**
- * The storage contract of session archives: write-once
- * objects (blocks, tails, manifests) plus one kind of mutable value, the pointer (`latest`), moved
- * only by compare-and-swap. Keys are global to the store (session archives are not tenant-scoped
- * in storage: the session index decides who owns a session, before any byte is written).
+ * The storage contract of session archives and workspace snapshots: write-once objects (blocks,
+ * tails, parts, manifests, signatures) plus one kind of mutable value, the pointer (`latest`),
+ * moved only by compare-and-swap. Keys are global to one store: the archive's store is shared by
+ * all tenants (the session index decides who owns a session, before any byte is written); snapshot
+ * stores are one per tenant, at a location derived from the tenant (services.ts).
  *
  * Every implementation MUST:
  * - validate the key (`validateKey`) and refuse an object over {@link MAX_OBJECT_BYTES} with
@@ -19,7 +20,13 @@ import { validateKey } from '../keys';
  * - list by plain string prefix, ascending by key, with each object's size, every object exactly
  *   once (pages are the implementation's business: the iterator never stops early);
  * - move a pointer only from the expected value (`null`: only if absent), atomically; the loser is
- *   told the current value.
+ *   told the current value; moving it to `null` removes it, under the same rule;
+ * - report when each object was stored (`storedAt`, to the second at least): objects are never
+ *   rewritten, so this is when its bytes were first stored;
+ * - delete idempotently: `delete` of an absent key is `false`, never an error; with `storedBefore`
+ *   an object stored at or after that instant stays (checked atomically where the storage can), so
+ *   that a collector of unreferenced objects can spare young ones. A deleted key is free again: the
+ *   next `put` creates it.
  */
 
 /** The largest object, in bytes (2 MiB). */
@@ -28,6 +35,13 @@ export const MAX_OBJECT_BYTES = 2 * 1024 * 1024;
 export interface ObjectInfo {
   readonly key: string;
   readonly size: number;
+  /** When the object was stored (its bytes never change afterwards). */
+  readonly storedAt: Date;
+}
+
+export interface DeleteOptions {
+  /** Delete only an object stored before this instant; a younger one stays (`false`). */
+  readonly storedBefore?: Date;
 }
 
 export interface PutResult {
@@ -49,8 +63,16 @@ export interface ImmutableObjectStore {
   list(prefix: string): AsyncIterable<ObjectInfo>;
   /** The pointer's value, or null when it was never set. */
   readPointer(key: string): Promise<string | null>;
-  /** Sets the pointer to `next` only if it currently is `expected` (null: absent). */
-  swapPointer(key: string, expected: string | null, next: string): Promise<SwapResult>;
+  /**
+   * Sets the pointer to `next` only if it currently is `expected` (null: absent); `next` null
+   * removes it.
+   */
+  swapPointer(key: string, expected: string | null, next: string | null): Promise<SwapResult>;
+  /**
+   * Deletes the object (or pointer) stored under `key`: true when this call deleted it, false when
+   * it was absent or, with `storedBefore`, younger than that. Storage faults throw.
+   */
+  delete(key: string, options?: DeleteOptions): Promise<boolean>;
 }
 
 /** Different bytes are stored under the key (put never overwrites): a 409 at the API. */

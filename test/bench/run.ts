@@ -16,6 +16,7 @@ import { runCoordinationBench } from './coordination';
 import { runKvBench } from './kv';
 import { runMigrationBench } from './migration';
 import { type BenchRecord, type BenchResults, renderResults } from './results';
+import { runSnapshotsBench } from './snapshots';
 import { runThreadsBench } from './threads';
 
 const benches: Record<string, (progress: (line: string) => void) => Promise<string>> = {
@@ -23,6 +24,7 @@ const benches: Record<string, (progress: (line: string) => void) => Promise<stri
   coordination: runCoordinationBench,
   kv: runKvBench,
   migration: runMigrationBench,
+  snapshots: runSnapshotsBench,
   threads: runThreadsBench,
 };
 

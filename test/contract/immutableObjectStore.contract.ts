@@ -21,11 +21,24 @@ export interface ImmutableObjectStoreFixture {
   create(): Promise<{ store: ImmutableObjectStore; destroy: () => Promise<void> }>;
 }
 
-export async function listAll(store: ImmutableObjectStore, prefix: string): Promise<ObjectInfo[]> {
+/** Every listed object's key and size (`storedAt` has tests of its own). */
+export async function listAll(
+  store: ImmutableObjectStore,
+  prefix: string,
+): Promise<Omit<ObjectInfo, 'storedAt'>[]> {
+  const items: Omit<ObjectInfo, 'storedAt'>[] = [];
+  for await (const { key, size } of store.list(prefix)) items.push({ key, size });
+  return items;
+}
+
+async function listWithTimes(store: ImmutableObjectStore, prefix: string): Promise<ObjectInfo[]> {
   const items: ObjectInfo[] = [];
   for await (const item of store.list(prefix)) items.push(item);
   return items;
 }
+
+/** Blob storage keeps times to the second: allow that much either side of the local clock. */
+const CLOCK_SLACK_MS = 2000;
 
 const byteOrder = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
@@ -53,7 +66,7 @@ export function describeImmutableObjectStoreContract(fixture: ImmutableObjectSto
         const key = `sizes/${size}`;
         expect(await store.put(key, bytes)).toEqual({ created: true });
         expect((await store.get(key))?.equals(bytes)).toBe(true);
-        expect(await store.head(key)).toEqual({ key, size });
+        expect(await store.head(key)).toMatchObject({ key, size });
         expect(await listAll(store, 'sizes/')).toEqual([{ key, size }]);
       },
     );
@@ -158,6 +171,94 @@ export function describeImmutableObjectStoreContract(fixture: ImmutableObjectSto
       const listed = await listAll(store, 's1/blocks/g1/');
       expect(listed.map((item) => item.key)).toEqual([...keys].sort(byteOrder));
       expect(listed.every((item) => item.size === Buffer.byteLength(item.key))).toBe(true);
+    });
+
+    it('tells when each object was stored, in head and list', async () => {
+      const before = Date.now();
+      await store.put('times/a', Buffer.from('a'));
+      const after = Date.now();
+      const head = await store.head('times/a');
+      const [listed] = await listWithTimes(store, 'times/');
+      for (const storedAt of [head?.storedAt, listed?.storedAt]) {
+        expect(storedAt).toBeInstanceOf(Date);
+        expect(storedAt?.getTime()).toBeGreaterThanOrEqual(before - CLOCK_SLACK_MS);
+        expect(storedAt?.getTime()).toBeLessThanOrEqual(after + CLOCK_SLACK_MS);
+      }
+      // A retry of the same bytes does not make the object younger.
+      await store.put('times/a', Buffer.from('a'));
+      expect((await store.head('times/a'))?.storedAt.getTime()).toBe(head?.storedAt.getTime());
+    });
+
+    it('deletes idempotently: true once, then false; the key is free again afterwards', async () => {
+      expect(await store.delete('gone/never')).toBe(false);
+      await store.put('gone/a/b', Buffer.from('first'));
+      await store.put('gone/a/c', Buffer.from('stays'));
+      expect(await store.delete('gone/a/b')).toBe(true);
+      expect(await store.delete('gone/a/b')).toBe(false);
+      expect(await store.get('gone/a/b')).toBeNull();
+      expect(await store.head('gone/a/b')).toBeNull();
+      expect(await listAll(store, 'gone/')).toEqual([{ key: 'gone/a/c', size: 5 }]);
+      expect(await store.put('gone/a/b', Buffer.from('other bytes'))).toEqual({ created: true });
+      expect((await store.get('gone/a/b'))?.toString()).toBe('other bytes');
+      // The last object of a folder: nothing is left to list, and the folder's name is free for a key.
+      expect(await store.delete('gone/a/b')).toBe(true);
+      expect(await store.delete('gone/a/c')).toBe(true);
+      expect(await listAll(store, 'gone/')).toEqual([]);
+      expect(await store.put('gone/a', Buffer.from('a key now'))).toEqual({ created: true });
+    });
+
+    it('deletes with storedBefore only an object stored before that instant', async () => {
+      await store.put('young/x', Buffer.from('x'));
+      expect(await store.delete('young/x', { storedBefore: new Date(Date.now() - 60 * 60 * 1000) })).toBe(
+        false,
+      );
+      expect((await store.get('young/x'))?.toString()).toBe('x');
+      expect(await store.delete('young/x', { storedBefore: new Date(Date.now() + 60 * 1000) })).toBe(true);
+      expect(await store.get('young/x')).toBeNull();
+      expect(await store.delete('young/x', { storedBefore: new Date(Date.now() + 60 * 1000) })).toBe(false);
+    });
+
+    it('of 10 concurrent deletes of one object exactly one reports it deleted', async () => {
+      await store.put('race/x', Buffer.from('x'));
+      const results = await Promise.all(Array.from({ length: 10 }, () => store.delete('race/x')));
+      expect(results.filter(Boolean)).toHaveLength(1);
+      expect(await store.get('race/x')).toBeNull();
+    });
+
+    it('validates the key of a delete before any I/O', async () => {
+      for (const key of ['', '../x', 'a//b', 'a\\b']) {
+        await expect(store.delete(key), JSON.stringify(key)).rejects.toBeInstanceOf(InvalidArgumentError);
+      }
+    });
+
+    it('removes a pointer only from the expected value; the loser is told; a first value may follow', async () => {
+      expect(await store.swapPointer('w/latest', null, null)).toEqual({ swapped: true });
+      await store.swapPointer('w/latest', null, 'c1');
+      expect(await store.swapPointer('w/latest', 'c0', null)).toEqual({ swapped: false, current: 'c1' });
+      expect(await store.readPointer('w/latest')).toBe('c1');
+      expect(await store.swapPointer('w/latest', 'c1', null)).toEqual({ swapped: true });
+      expect(await store.readPointer('w/latest')).toBeNull();
+      expect(await store.swapPointer('w/latest', 'c1', null)).toEqual({ swapped: false, current: null });
+      expect(await store.swapPointer('w/latest', null, 'c2')).toEqual({ swapped: true });
+      expect(await store.readPointer('w/latest')).toBe('c2');
+      // delete removes a pointer too.
+      expect(await store.delete('w/latest')).toBe(true);
+      expect(await store.readPointer('w/latest')).toBeNull();
+    });
+
+    it('of 10 concurrent removals and moves from one value exactly one wins', async () => {
+      await store.swapPointer('w2/latest', null, 'c1');
+      const results = await Promise.all(
+        Array.from({ length: 10 }, (_, index) =>
+          store.swapPointer('w2/latest', 'c1', index % 2 === 0 ? null : `n${index}`),
+        ),
+      );
+      const winners = results.flatMap((result, index) => (result.swapped ? [index] : []));
+      expect(winners).toHaveLength(1);
+      const winner = winners[0] ?? -1;
+      const expected = winner % 2 === 0 ? null : `n${winner}`;
+      expect(await store.readPointer('w2/latest')).toBe(expected);
+      for (const result of results) if (!result.swapped) expect(result.current).toBe(expected);
     });
 
     it('moves a pointer only from the expected value and tells the loser where it is', async () => {

@@ -3,8 +3,10 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
+import { describe, expect, it } from 'vitest';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { StorageUnavailableError } from '../../shared/errors';
 import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
 import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
 import { azurite } from '../support/azurite';
@@ -37,4 +39,17 @@ describeImmutableObjectStoreContract({
       },
     };
   },
+});
+
+describe('immutable object stores on failing storage', () => {
+  it('Blob: an unreachable service is a fault for delete and pointer removal, never "absent"', async () => {
+    const service = new BlobServiceClient(
+      'http://127.0.0.1:1/devstoreaccount1',
+      new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
+    );
+    const store = new BlobImmutableObjectStore(service.getContainerClient('down'), 'snapshots/', 3_000);
+    await expect(store.delete('objects/a/0')).rejects.toBeInstanceOf(StorageUnavailableError);
+    await expect(store.swapPointer('w/latest', 'c1', null)).rejects.toBeInstanceOf(StorageUnavailableError);
+    await expect(store.head('objects/a/0')).rejects.toBeInstanceOf(StorageUnavailableError);
+  });
 });

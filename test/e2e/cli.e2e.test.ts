@@ -70,7 +70,7 @@ describe('cairn command', () => {
     const help = await cairn(['help'], {});
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/exit codes:\n {2}0 {2}success\n {2}1 {2}failure/);
-    for (const command of ['checkpoint', 'migrate', 'persona'])
+    for (const command of ['checkpoint', 'keygen', 'migrate', 'persona', 'snapshot'])
       expect(help.stdout).toContain(`cairn ${command} `);
 
     expect((await cairn([], opsEnv)).code).toBe(2);

@@ -49,7 +49,7 @@ describe('package exports', () => {
         classes: [client.CairnClient, client.CairnHttpError, client.CairnNetworkError, client.CairnTimeoutError,
           client.ArchiveClient, client.KeyValueClient, agents.CairnSession].map((k) => typeof k),
         parts: [typeof c.kv.put, typeof c.sessions.publishCheckpoint, typeof c.coordination.addPromise,
-          typeof c.migrations.wait, typeof s.addItems, typeof s.applyHistoryTransaction],
+          typeof c.migrations.wait, typeof c.snapshots.save, typeof s.addItems, typeof s.applyHistoryTransaction],
       }));`;
     const result = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' })) as {
       client: string;
@@ -64,7 +64,7 @@ describe('package exports', () => {
     expect(result.langgraph).toBe(path.resolve('dist/client/langgraph/index.js'));
     expect(result.saver).toEqual([true, 'app.conv-1', 'function']);
     expect(result.classes).toEqual(Array(7).fill('function'));
-    expect(result.parts).toEqual(Array(6).fill('function'));
+    expect(result.parts).toEqual(Array(7).fill('function'));
   });
 
   it('type-checks a user program against the declarations; CairnSession is an SDK Session, CairnCheckpointSaver a LangGraph checkpointer', () => {

@@ -3,6 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import path from 'node:path';
 
+import { type HttpSender, nodeHttpSender } from '../../client/transport';
 import { AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { sha256Hex } from '../../shared/auth';
 import { checkAnswer } from './answerContract';
@@ -137,6 +138,27 @@ export function client(baseUrl: string, key?: string, options: { contract?: bool
       });
     }
     return response;
+  };
+}
+
+/**
+ * A sender for the client library (`CairnClient({ send })`) whose every answer is checked against
+ * the OpenAPI document as {@link client}'s are: status, declared headers and, for a JSON answer, its
+ * body (read here; the client reads the same bytes again). Other bodies are left unread.
+ */
+export function checkedSender(inner: HttpSender = nodeHttpSender()): HttpSender {
+  return async (request) => {
+    const reply = await inner(request);
+    const isJson = /^application\/json\b/i.test(reply.header('content-type') ?? '');
+    const text = isJson ? (await reply.bytes()).toString('utf8') : undefined;
+    checkAnswer({
+      method: request.method,
+      path: request.url.replace(/^https?:\/\/[^/]+/i, ''),
+      status: reply.status,
+      header: (name) => reply.header(name),
+      json: parsedJson(text),
+    });
+    return reply;
   };
 }
 

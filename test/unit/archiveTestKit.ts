@@ -17,6 +17,7 @@ import type { SessionArchive } from '../../shared/archive/sessionArchive';
 import { StorageUnavailableError } from '../../shared/errors';
 import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
 import type {
+  DeleteOptions,
   ImmutableObjectStore,
   ObjectInfo,
   PutResult,
@@ -28,7 +29,7 @@ import { tempDir } from '../support/cleanup';
 
 /** Test support for the archive: real stores wrapped to count calls and to fail at a chosen step. */
 
-type Method = 'put' | 'get' | 'head' | 'list' | 'readPointer' | 'swapPointer';
+type Method = 'put' | 'get' | 'head' | 'list' | 'readPointer' | 'swapPointer' | 'delete';
 
 /**
  * A real store, observed: counts calls per method, and throws StorageUnavailableError (as a real
@@ -42,6 +43,7 @@ export class ObservedObjectStore implements ImmutableObjectStore {
     list: 0,
     readPointer: 0,
     swapPointer: 0,
+    delete: 0,
   };
   failWhen: (method: Method, key: string) => boolean = () => false;
 
@@ -76,9 +78,13 @@ export class ObservedObjectStore implements ImmutableObjectStore {
     this.enter('readPointer', key);
     return this.inner.readPointer(key);
   }
-  async swapPointer(key: string, expected: string | null, next: string): Promise<SwapResult> {
+  async swapPointer(key: string, expected: string | null, next: string | null): Promise<SwapResult> {
     this.enter('swapPointer', key);
     return this.inner.swapPointer(key, expected, next);
+  }
+  async delete(key: string, options?: DeleteOptions): Promise<boolean> {
+    this.enter('delete', key);
+    return this.inner.delete(key, options);
   }
 }
 

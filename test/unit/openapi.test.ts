@@ -355,6 +355,54 @@ describe('the answer checker', () => {
     ]);
   });
 
+  it('holds the snapshot routes to their error details and headers', () => {
+    const id = 'a'.repeat(64);
+    const publish = (status: number, json: unknown) =>
+      checker.check(answer({ method: 'POST', path: '/api/workspaces/w/snapshots', status, json }));
+    expect(publish(409, { error: { code: 'conflict', message: 'stale', latest: id } })).toEqual([]);
+    expect(publish(409, { error: { code: 'conflict', message: 'stale', latest: null } })).toEqual([]);
+    expect(publish(409, { error: { code: 'conflict', message: 'another signature' } })).toEqual([]);
+    expect(publish(409, { error: { code: 'conflict', message: 'stale', latest: 'c1' } })).toEqual([
+      expect.stringMatching(/latest must match pattern/),
+    ]);
+    expect(
+      publish(422, {
+        error: { code: 'missing_objects', message: 'm', missing: [`${id}/0`], missingCount: 1 },
+      }),
+    ).toEqual([]);
+    expect(
+      publish(422, {
+        error: { code: 'missing_objects', message: 'm', missing: [`objects/${id}/0`], missingCount: 1 },
+      }),
+    ).toEqual([expect.stringMatching(/must match pattern/)]);
+    expect(publish(201, { id, latest: id })).toEqual([]);
+
+    const part = `/api/workspaces/w/snapshots/objects/${id}/0`;
+    expect(
+      checker.check(answer({ method: 'HEAD', path: part, status: 200, headers: { 'content-length': '19' } })),
+    ).toEqual([]);
+    expect(checker.check(answer({ method: 'HEAD', path: part, status: 200 }))).toEqual([
+      `HEAD ${part} → 200: header Content-Length is missing`,
+    ]);
+    expect(
+      checker.check(
+        answer({ method: 'PUT', path: part, status: 201, json: { sha256: id, part: 0, size: 0 } }),
+      ),
+    ).toEqual([expect.stringMatching(/size must be >= 1/)]);
+    expect(
+      checker.check(
+        answer({
+          path: '/api/workspaces/w/snapshots/latest',
+          status: 404,
+          json: { error: { code: 'not_found', message: 'none' } },
+        }),
+      ),
+    ).toEqual([]);
+    expect(checker.check(answer({ method: 'POST', path: `/api/snapshots/${id}`, status: 200 }))).toEqual([
+      `POST /api/snapshots/${id} → 200: /api/snapshots/{snapshotId} documents GET only, so the answer must be 405`,
+    ]);
+  });
+
   it('rejects the wrong media type', () => {
     expect(checker.check(answer({ headers: { 'content-type': 'text/plain' } }))).toEqual([
       'GET /api/health → 200: Content-Type is text/plain; documented: application/json',

@@ -6,13 +6,14 @@ import {
   checkObject,
   checkPointerValue,
   checkPrefix,
+  type DeleteOptions,
   type ImmutableObjectStore,
   ObjectExistsError,
   type ObjectInfo,
   type PutResult,
   type SwapResult,
 } from '../immutableObjectStore';
-import { isConditionFailure, isNotFound, storageCall } from './azureErrors';
+import { isAzureError, isConditionFailure, isNotFound, storageCall } from './azureErrors';
 
 /** Azure's largest list page: 2,000 blocks are checked with one request. */
 const LIST_PAGE_SIZE = 5000;
@@ -28,6 +29,9 @@ const LIST_PAGE_SIZE = 5000;
  *   `If-Match: *`, which Azurite ignores on an absent blob); its first value is create-only.
  * - Uploads send no content type: Azure stores `application/octet-stream` by default, and the
  *   routes set their own (one header less for the storage to handle per 64 KiB block).
+ * - `storedAt` is the blob's Last-Modified (blobs are never rewritten), to the second. `delete` with
+ *   `storedBefore` is one conditional delete (`If-Unmodified-Since`), so a blob stored after the
+ *   check cannot be deleted by it. A pointer is removed by a delete on the ETag it was compared at.
  * - Every operation has the CAIRN_STORAGE_TIMEOUT_MS deadline and Azure errors are translated once:
  *   404 is absent, timeouts and 5xx are StorageUnavailableError (503), never absent.
  */
@@ -61,7 +65,7 @@ export class BlobImmutableObjectStore implements ImmutableObjectStore {
     return this.call(async (abortSignal) => {
       try {
         const properties = await blob.getProperties({ abortSignal });
-        return { key, size: properties.contentLength ?? 0 };
+        return { key, size: properties.contentLength ?? 0, storedAt: properties.lastModified ?? new Date(0) };
       } catch (error) {
         if (isNotFound(error)) return null;
         throw error;
@@ -90,7 +94,11 @@ export class BlobImmutableObjectStore implements ImmutableObjectStore {
       });
       if (page === null) return;
       for (const item of page.segment.blobItems) {
-        yield { key: item.name.slice(this.namePrefix.length), size: item.properties.contentLength ?? 0 };
+        yield {
+          key: item.name.slice(this.namePrefix.length),
+          size: item.properties.contentLength ?? 0,
+          storedAt: item.properties.lastModified,
+        };
       }
       continuationToken = page.continuationToken === '' ? undefined : page.continuationToken;
     } while (continuationToken !== undefined);
@@ -103,14 +111,25 @@ export class BlobImmutableObjectStore implements ImmutableObjectStore {
     );
   }
 
-  async swapPointer(key: string, expected: string | null, next: string): Promise<SwapResult> {
-    checkPointerValue(next);
+  async swapPointer(key: string, expected: string | null, next: string | null): Promise<SwapResult> {
+    if (next !== null) checkPointerValue(next);
     const blob = this.blob(key);
-    const bytes = Buffer.from(next, 'utf8');
     return this.call(async (abortSignal) => {
       const current = await this.download(blob, abortSignal);
       const currentValue = current?.value.toString('utf8') ?? null;
       if (currentValue !== expected) return { swapped: false, current: currentValue };
+      if (next === null) {
+        if (current === null) return { swapped: true };
+        try {
+          await blob.delete({ conditions: { ifMatch: current.etag }, abortSignal });
+          return { swapped: true };
+        } catch (error) {
+          if (!isConditionFailure(error) && !isNotFound(error)) throw error;
+        }
+        const now = await this.download(blob, abortSignal);
+        return { swapped: false, current: now?.value.toString('utf8') ?? null };
+      }
+      const bytes = Buffer.from(next, 'utf8');
       if (current === null) {
         if (await this.create(blob, bytes, abortSignal)) return { swapped: true };
       } else {
@@ -127,6 +146,24 @@ export class BlobImmutableObjectStore implements ImmutableObjectStore {
       // Another writer moved it between our read and our write: tell the caller where it is now.
       const now = await this.download(blob, abortSignal);
       return { swapped: false, current: now?.value.toString('utf8') ?? null };
+    });
+  }
+
+  async delete(key: string, options: DeleteOptions = {}): Promise<boolean> {
+    const blob = this.blob(key);
+    const { storedBefore } = options;
+    return this.call(async (abortSignal) => {
+      try {
+        await blob.delete({
+          abortSignal,
+          ...(storedBefore === undefined ? {} : { conditions: { ifUnmodifiedSince: storedBefore } }),
+        });
+        return true;
+      } catch (error) {
+        // Absent (blob or container), or stored at or after `storedBefore` (412): it stays.
+        if (isNotFound(error) || isAzureError(error, 412)) return false;
+        throw error;
+      }
     });
   }
 

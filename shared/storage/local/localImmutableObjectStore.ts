@@ -7,6 +7,7 @@ import {
   checkObject,
   checkPointerValue,
   checkPrefix,
+  type DeleteOptions,
   type ImmutableObjectStore,
   ObjectExistsError,
   type ObjectInfo,
@@ -35,8 +36,12 @@ import {
  * - A pointer is replaced the same way (temp file, then `rename`), under a per-key lock of this
  *   process; its first value is linked, so two first writers cannot both win. As for the key/value
  *   store, one process serves one data folder (instances that share state use the Blob backend).
- * - A key with a segment over 255 bytes is kept in the parallel tree `<root>-long` (see
- *   {@link LocalKeyTree}).
+ * - A key with a segment over 255 bytes is kept in the parallel tree `longRoot` (default
+ *   `<root>-long`, see {@link LocalKeyTree}).
+ * - An object's `storedAt` is its file's modification time: the temp file is written once and
+ *   linked, never written again. `delete` unlinks the file (under the pointer lock, so that it never
+ *   interleaves with a pointer's move) and removes the folders it leaves empty; a put that races
+ *   with that removal makes its folders again.
  */
 export class LocalImmutableObjectStore implements ImmutableObjectStore {
   private readonly tree: LocalKeyTree;
@@ -44,8 +49,9 @@ export class LocalImmutableObjectStore implements ImmutableObjectStore {
   constructor(
     private readonly root: string,
     private readonly tmpDir: string,
+    longRoot = `${root}-long`,
   ) {
-    this.tree = new LocalKeyTree(root, `${root}-long`);
+    this.tree = new LocalKeyTree(root, longRoot);
   }
 
   async put(key: string, bytes: Buffer): Promise<PutResult> {
@@ -75,8 +81,8 @@ export class LocalImmutableObjectStore implements ImmutableObjectStore {
   async head(key: string): Promise<ObjectInfo | null> {
     const file = this.pathOf(key);
     return guarded(async () => {
-      const size = await sizeIfFile(file);
-      return size === null ? null : { key, size };
+      const stat = await statIfFile(file);
+      return stat === null ? null : { key, ...stat };
     });
   }
 
@@ -95,11 +101,11 @@ export class LocalImmutableObjectStore implements ImmutableObjectStore {
         long,
         Infinity,
       );
-      const sizes = await Promise.all(keys.map((key) => sizeIfFile(this.tree.fileOf(key))));
-      return keys.map((key, index) => ({ key, size: sizes[index] ?? null }));
+      const stats = await Promise.all(keys.map((key) => statIfFile(this.tree.fileOf(key))));
+      return keys.map((key, index) => ({ key, stat: stats[index] ?? null }));
     });
     // A file gone between the listing and its size is not listed.
-    for (const { key, size } of found) if (size !== null) yield { key, size };
+    for (const { key, stat } of found) if (stat !== null) yield { key, ...stat };
   }
 
   async readPointer(key: string): Promise<string | null> {
@@ -107,13 +113,17 @@ export class LocalImmutableObjectStore implements ImmutableObjectStore {
     return guarded(async () => (await readIfFile(file))?.toString('utf8') ?? null);
   }
 
-  async swapPointer(key: string, expected: string | null, next: string): Promise<SwapResult> {
-    checkPointerValue(next);
+  async swapPointer(key: string, expected: string | null, next: string | null): Promise<SwapResult> {
+    if (next !== null) checkPointerValue(next);
     const file = this.pathOf(key);
     return guarded(() =>
       pointerLocks.run(file, async () => {
         const current = (await readIfFile(file))?.toString('utf8') ?? null;
         if (current !== expected) return { swapped: false, current };
+        if (next === null) {
+          if (current !== null) await this.unlink(file);
+          return { swapped: true };
+        }
         const temp = await this.writeTemp(Buffer.from(next, 'utf8'));
         try {
           if (expected === null) {
@@ -131,8 +141,42 @@ export class LocalImmutableObjectStore implements ImmutableObjectStore {
     );
   }
 
+  async delete(key: string, options: DeleteOptions = {}): Promise<boolean> {
+    const file = this.pathOf(key);
+    return guarded(() =>
+      pointerLocks.run(file, async () => {
+        const stat = await statIfFile(file);
+        if (stat === null) return false;
+        const { storedBefore } = options;
+        if (storedBefore !== undefined && stat.storedAt.getTime() >= storedBefore.getTime()) return false;
+        return this.unlink(file);
+      }),
+    );
+  }
+
   private pathOf(key: string): string {
     return this.tree.fileOf(key);
+  }
+
+  /** Removes `file` and the folders that leaves empty (up to the root); false when it was absent. */
+  private async unlink(file: string): Promise<boolean> {
+    try {
+      await fs.unlink(file);
+    } catch (error) {
+      if (isAbsence(error)) return false;
+      throw error;
+    }
+    const root = this.tree.rootOf(file);
+    for (let folder = path.dirname(file); folder.startsWith(root + path.sep); folder = path.dirname(folder)) {
+      try {
+        await fs.rmdir(folder);
+      } catch (error) {
+        const code = errnoOf(error);
+        if (code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOENT') break;
+        throw error;
+      }
+    }
+    return true;
   }
 
   /** Links `temp` to `file`; false when `file` exists. Makes missing parent folders. */
@@ -171,10 +215,10 @@ async function readIfFile(file: string): Promise<Buffer | null> {
   }
 }
 
-async function sizeIfFile(file: string): Promise<number | null> {
+async function statIfFile(file: string): Promise<{ size: number; storedAt: Date } | null> {
   try {
     const stat = await fs.stat(file);
-    return stat.isFile() ? stat.size : null;
+    return stat.isFile() ? { size: stat.size, storedAt: stat.mtime } : null;
   } catch (error) {
     if (isAbsence(error)) return null;
     throw error;
