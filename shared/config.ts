@@ -89,11 +89,15 @@ export const SETTINGS = {
   CAIRN_TABLE_ENDPOINT: {
     requiredIn: 'blob',
     description:
-      'Table service URL (e.g. https://<account>.table.core.windows.net) of the session index; credentials as for Blob (CAIRN_STORAGE_ACCOUNT_KEY for Azurite, else AZURE_CLIENT_ID). Unset: the session routes answer 500 naming this setting (npm start sets it to its Azurite).',
+      'Table service URL (e.g. https://<account>.table.core.windows.net) of the session index and memory facts; credentials as for Blob (CAIRN_STORAGE_ACCOUNT_KEY for Azurite, else AZURE_CLIENT_ID). Unset: the session routes answer 500 naming this setting, and so do the memory routes on the Blob backend (npm start sets it to its Azurite).',
   },
   CAIRN_SESSION_TABLE: {
     description:
       'Name of the table of the session index (default cairnsessions; 3-63 letters and digits, starting with a letter; created when missing).',
+  },
+  CAIRN_MEMORY_TABLE: {
+    description:
+      'Name of the table of memory facts on CAIRN_TABLE_ENDPOINT (default cairnmemory; 3-63 letters and digits, starting with a letter; created when missing). Without CAIRN_TABLE_ENDPOINT the local backend keeps facts under CAIRN_DATA_DIR and the Blob backend answers the memory routes with 500.',
   },
 } as const satisfies Record<string, SettingDoc>;
 
@@ -152,6 +156,28 @@ export interface Config {
   readonly logLevel: string;
   readonly emailPoll: EmailPollConfig;
   readonly sessionIndex: SessionIndexConfig;
+  readonly memory: MemoryConfig;
+}
+
+/** Where memory facts live: a table when the table service is configured. */
+export interface MemoryConfig {
+  readonly tableName: string;
+  /** Unset: facts live on the local filesystem (local backend), or nowhere (Blob backend: 500). */
+  readonly tableService?: StorageServiceConfig;
+}
+
+export const DEFAULT_MEMORY_TABLE = 'cairnmemory';
+
+function memoryFrom(env: Env, sessionIndex: SessionIndexConfig): MemoryConfig {
+  const tableName = read(env, 'CAIRN_MEMORY_TABLE') ?? DEFAULT_MEMORY_TABLE;
+  if (!TABLE_NAME.test(tableName)) {
+    throw new ConfigurationError(
+      'CAIRN_MEMORY_TABLE',
+      'must be 3-63 letters or digits, starting with a letter',
+    );
+  }
+  const { tableService } = sessionIndex;
+  return tableService === undefined ? { tableName } : { tableName, tableService };
 }
 
 /** The session index (Azure Table Storage). */
@@ -369,6 +395,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   );
   const emailPoll = emailPollFrom(env);
   const sessionIndex = sessionIndexFrom(env);
+  const memory = memoryFrom(env, sessionIndex);
   return {
     backend,
     dataDir,
@@ -379,5 +406,6 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     logLevel,
     emailPoll,
     sessionIndex,
+    memory,
   };
 }

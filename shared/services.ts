@@ -4,11 +4,14 @@ import path from 'node:path';
 import type { BlobServiceClient } from '@azure/storage-blob';
 
 import { SessionArchive } from './archive/sessionArchive';
+import { type AuditLog, noAuditLog } from './audit/auditLog';
 import { Authenticator } from './auth';
 import { type Config, loadConfig } from './config';
 import { ChatCursorCache } from './coordination/chatCursorCache';
 import type { EmailWindowQueue } from './coordination/emailWindowQueue';
 import { EmailPollTenantRegistry } from './coordination/tenantRegistry';
+import { plainCodec, type ValueCodec } from './crypto/valueCodec';
+import { MemoryFacts } from './memory/memory';
 import { AzureEmailWindowQueue } from './storage/azure/azureEmailWindowQueue';
 import { BlobImmutableObjectStore } from './storage/azure/blobImmutableObjectStore';
 import { BlobKeyValueStoreFactory } from './storage/azure/blobKeyValueStore';
@@ -18,10 +21,12 @@ import {
   createTableClient,
 } from './storage/azure/clients';
 import { TableSessionIndex } from './storage/azure/sessionIndexTable';
+import { TableMemoryStore } from './storage/azure/tableMemoryStore';
 import type { ImmutableObjectStore } from './storage/immutableObjectStore';
 import type { KeyValueStoreFactory } from './storage/keyValueStore';
 import { LocalImmutableObjectStore } from './storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from './storage/local/localKeyValueStore';
+import { LocalMemoryStore } from './storage/local/localMemoryStore';
 import { ThreadStore } from './threads/threadStore';
 
 /**
@@ -44,6 +49,13 @@ export interface Services {
   readonly sessionArchive?: SessionArchive;
   /** Threads, checkpoints and runs, in each tenant's `threads` space of the key/value backend. */
   readonly threads: ThreadStore;
+  /**
+   * Memory facts: on Table Storage when CAIRN_TABLE_ENDPOINT is set, else on the local filesystem
+   * with the local backend; undefined with the Blob backend and no table service (the memory
+   * routes then answer 500 naming CAIRN_TABLE_ENDPOINT: facts must not silently stay on one
+   * instance's disk while the rest of the data is shared).
+   */
+  readonly memory?: MemoryFacts;
 }
 
 export function createServices(config: Config): Services {
@@ -68,6 +80,10 @@ export function createServices(config: Config): Services {
           config.storageTimeoutMs,
         );
   const sessionArchive = createSessionArchive(config, blobService);
+  // Encryption at rest and the audit trail: plain and off until they are configured.
+  const codec: ValueCodec = plainCodec;
+  const audit: AuditLog = noAuditLog;
+  const memory = createMemory(config, codec, audit);
   return {
     config,
     version: packageVersion(),
@@ -81,7 +97,21 @@ export function createServices(config: Config): Services {
     }),
     ...(emailWindowQueue === undefined ? {} : { emailWindowQueue }),
     ...(sessionArchive === undefined ? {} : { sessionArchive }),
+    ...(memory === undefined ? {} : { memory }),
   };
+}
+
+/** Memory facts on the table service when there is one, else locally on the local backend. */
+function createMemory(config: Config, codec: ValueCodec, audit: AuditLog): MemoryFacts | undefined {
+  const { tableService, tableName } = config.memory;
+  if (tableService !== undefined) {
+    const store = new TableMemoryStore(createTableClient(tableService, tableName), config.storageTimeoutMs);
+    return new MemoryFacts({ store, codec, audit });
+  }
+  if (config.backend.kind === 'local') {
+    return new MemoryFacts({ store: new LocalMemoryStore(config.dataDir), codec, audit });
+  }
+  return undefined;
 }
 
 /** Blob names of archives start with this, in the container named exactly CAIRN_BLOB_CONTAINER. */
