@@ -1,6 +1,7 @@
 import { ArchiveClient, type ArchiveClientOptions } from './archiveClient';
 import { CoordinationClient } from './coordinationClient';
 import { KeyValueClient } from './keyValueClient';
+import { MemoryClient } from './memoryClient';
 import { MigrationsClient } from './migrationsClient';
 import { nodeHttpSender, readJson, Transport } from './transport';
 
@@ -29,6 +30,8 @@ export class CairnClient {
   readonly sessions: ArchiveClient;
   /** Email cursor, watched chats, chat cursors and claims, promises, interaction log. */
   readonly coordination: CoordinationClient;
+  /** Long-term memory: facts under namespaces, with search. */
+  readonly memory: MemoryClient;
   /** Local-to-blob migrations (admin). */
   readonly migrations: MigrationsClient;
   private readonly transport: Transport;
@@ -40,6 +43,7 @@ export class CairnClient {
     // Its own transport on the same sockets, so that its publish reports count its own requests.
     this.sessions = new ArchiveClient(shared);
     this.coordination = new CoordinationClient(this.transport);
+    this.memory = new MemoryClient(this.transport);
     this.migrations = new MigrationsClient(this.transport);
   }
 
