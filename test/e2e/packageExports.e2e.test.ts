@@ -7,7 +7,8 @@ import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 
 /**
- * The built package as its users see it: `cairn/client` and `cairn/openai-agents` resolve through
+ * The built package as its users see it: `cairn/client`, `cairn/openai-agents` and `cairn/langgraph`
+ * resolve through
  * the package's own `exports` (Node's self-reference), at run time and for the type checker.
  */
 
@@ -21,7 +22,7 @@ describe('package exports', () => {
   it('keeps the Functions host entry and points every library entry at built code with types', () => {
     expect(manifest.main).toBe('dist/functions/index.js');
     expect(manifest.exports['.']).toBe('./dist/functions/index.js');
-    for (const subpath of ['./client', './openai-agents']) {
+    for (const subpath of ['./client', './openai-agents', './langgraph']) {
       const entry = manifest.exports[subpath];
       expect(typeof entry, subpath).toBe('object');
       if (typeof entry !== 'object') continue;
@@ -35,26 +36,32 @@ describe('package exports', () => {
     const script = `
       const client = require('cairn/client');
       const agents = require('cairn/openai-agents');
+      const langgraph = require('cairn/langgraph');
       const c = new client.CairnClient({ url: 'http://127.0.0.1:9/api', token: 't' });
       const s = new agents.CairnSession({ client: c, sessionId: 's' });
+      const store = new langgraph.CairnStore({ client: c, scope: 'app' });
       console.log(JSON.stringify({
         client: require.resolve('cairn/client'),
         agents: require.resolve('cairn/openai-agents'),
+        langgraph: require.resolve('cairn/langgraph'),
         classes: [client.CairnClient, client.CairnHttpError, client.CairnNetworkError, client.CairnTimeoutError,
           client.ArchiveClient, client.KeyValueClient, agents.CairnSession].map((k) => typeof k),
         parts: [typeof c.kv.put, typeof c.sessions.publishCheckpoint, typeof c.coordination.addPromise,
-          typeof c.migrations.wait, typeof s.addItems, typeof s.applyHistoryTransaction],
+          typeof c.migrations.wait, typeof s.addItems, typeof s.applyHistoryTransaction,
+          typeof c.memory.remember, typeof store.batch, typeof store.listNamespaces],
       }));`;
     const result = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' })) as {
       client: string;
       agents: string;
+      langgraph: string;
       classes: string[];
       parts: string[];
     };
     expect(result.client).toBe(path.resolve('dist/client/index.js'));
     expect(result.agents).toBe(path.resolve('dist/client/openaiAgents/index.js'));
+    expect(result.langgraph).toBe(path.resolve('dist/client/langgraph/index.js'));
     expect(result.classes).toEqual(Array(7).fill('function'));
-    expect(result.parts).toEqual(Array(6).fill('function'));
+    expect(result.parts).toEqual(Array(9).fill('function'));
   });
 
   it('type-checks a user program against the declarations; CairnSession is an SDK Session', () => {
@@ -68,9 +75,12 @@ describe('package exports', () => {
         `import type { Session } from '@openai/agents';
 import { CairnClient, CairnHttpError, type WriteResult } from 'cairn/client';
 import { CairnSession } from 'cairn/openai-agents';
+import { CairnStore } from 'cairn/langgraph';
+import type { BaseStore } from '@langchain/langgraph-checkpoint';
 
 const client = new CairnClient({ url: 'http://127.0.0.1:7071/api', token: 'key' });
 export const session: Session = new CairnSession({ client, sessionId: 'chat-1' });
+export const store: BaseStore = new CairnStore({ client, scope: 'support-bot' });
 export const etagOf = (result: WriteResult): string => result.etag;
 export const isGone = (error: unknown): boolean => error instanceof CairnHttpError && error.code === 'not_found';
 // @ts-expect-error: put takes a key and a value
@@ -93,6 +103,7 @@ export const wrong = client.kv.put(42);
       const resolved = program.getSourceFiles().map((source) => path.relative('.', source.fileName));
       expect(resolved).toContain(path.join('dist', 'client', 'index.d.ts'));
       expect(resolved).toContain(path.join('dist', 'client', 'openaiAgents', 'index.d.ts'));
+      expect(resolved).toContain(path.join('dist', 'client', 'langgraph', 'index.d.ts'));
     } finally {
       rmSync(folder, { recursive: true, force: true });
     }

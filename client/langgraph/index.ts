@@ -1,0 +1,2 @@
+export type { CairnStoreOptions, CairnStoreScope } from './store';
+export { CairnStore, decodeName, encodeName } from './store';
