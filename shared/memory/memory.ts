@@ -8,6 +8,7 @@ import {
   PreconditionFailedError,
   StorageUnavailableError,
 } from '../errors';
+import { LruMap } from '../lruMap';
 import type { WriteConditions } from '../storage/keyValueStore';
 import {
   checkFactKey,
@@ -26,7 +27,7 @@ import {
   serialiseValue,
 } from './facts';
 import { bm25Scores, type DocumentTerms, documentTerms, matchesAny, queryWords } from './keywordSearch';
-import type { MemoryStore, StoredFact } from './memoryStore';
+import type { FactHeader, MemoryStore, StoredFact } from './memoryStore';
 import { matchesFilter, type ValueFilter } from './valueFilter';
 
 /**
@@ -57,6 +58,8 @@ export const FORGET_ALL_BUDGET = 1000;
 export const MAX_LISTED_NAMESPACES = 10_000;
 const SCAN_PAGE = 1000;
 const WRITE_ATTEMPTS = 32;
+/** Fact versions remembered per instance (about 200 bytes each). */
+const KNOWN_VERSIONS = 10_000;
 
 export interface MemoryFactsOptions {
   readonly store: MemoryStore;
@@ -108,6 +111,11 @@ export class MemoryFacts {
   private readonly codec: ValueCodec;
   private readonly audit: AuditLog;
   private readonly now: () => number;
+  /**
+   * The last version of each fact this instance wrote or read (bounded): a hint that lets
+   * `remember` skip its read, never trusted for an answer (see `remember`).
+   */
+  private readonly versions = new LruMap<string, FactHeader>(KNOWN_VERSIONS);
 
   constructor(options: MemoryFactsOptions) {
     this.store = options.store;
@@ -133,10 +141,19 @@ export class MemoryFacts {
       throw new InvalidArgumentError('If-Match', 'cannot be combined with If-None-Match');
     }
     const sealed = this.codec.seal(plain, placeOf(caller.tenant, namespace, key));
+    const versionKey = JSON.stringify([caller.tenant, namespace, key]);
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
       if (attempt > 0) await sleep(Math.random() * Math.min(100, 2 * 2 ** attempt));
-      const current = await this.store.get(caller.tenant, namespace, key);
+      // First try on the version this instance saw last, without reading: the write is conditional
+      // on it, so it lands only if that is still the current version (then it is exactly what a
+      // read would have given); otherwise it writes nothing and the loop reads.
+      const known = attempt === 0 ? this.versions.get(versionKey) : undefined;
       const now = this.now();
+      const usable =
+        known !== undefined &&
+        conditions.ifAbsent !== true &&
+        (conditions.ifMatch === undefined || (conditions.ifMatch === known.etag && !isExpired(known, now)));
+      const current = usable ? known : await this.store.get(caller.tenant, namespace, key);
       const live = current !== null && !isExpired(current, now) ? current : null;
       checkWriteConditions(conditions, live);
       const stored = await this.tryWrite(caller.tenant, current, {
@@ -148,7 +165,11 @@ export class MemoryFacts {
         updatedAt: current === null ? now : Math.max(now, current.updatedAt + 1),
         expiresAt: options.ttl === undefined ? null : now + options.ttl * 1000,
       });
-      if (stored === null) continue;
+      if (stored === null) {
+        this.versions.delete(versionKey);
+        continue;
+      }
+      this.versions.set(versionKey, headerOf(stored));
       await this.record(caller, 'memory.written', namespace, { key, created: live === null });
       return { item: itemOf(stored, JSON.parse(plain.toString('utf8'))), created: live === null };
     }
@@ -160,7 +181,13 @@ export class MemoryFacts {
     checkNamespace(namespace);
     checkFactKey(key);
     const stored = await this.store.get(caller.tenant, namespace, key);
-    if (stored === null || isExpired(stored, this.now())) return null;
+    const versionKey = JSON.stringify([caller.tenant, namespace, key]);
+    if (stored === null) {
+      this.versions.delete(versionKey);
+      return null;
+    }
+    this.versions.set(versionKey, headerOf(stored));
+    if (isExpired(stored, this.now())) return null;
     return itemOf(stored, this.open(caller.tenant, stored));
   }
 
@@ -191,6 +218,7 @@ export class MemoryFacts {
         if (error instanceof PreconditionFailedError) continue;
         throw error;
       }
+      this.versions.delete(JSON.stringify([caller.tenant, namespace, key]));
       if (live !== null) await this.record(caller, 'memory.forgotten', namespace, { key });
       return live !== null;
     }
@@ -340,7 +368,7 @@ export class MemoryFacts {
   /** The stored row's write, or null when another write came first (the caller reads again). */
   private async tryWrite(
     tenant: string,
-    current: StoredFact | null,
+    current: { readonly etag: string } | null,
     fact: Parameters<MemoryStore['write']>[1],
   ): Promise<StoredFact | null> {
     try {
@@ -387,6 +415,17 @@ export function isExpired(fact: { readonly expiresAt: number | null }, now: numb
   return fact.expiresAt !== null && fact.expiresAt <= now;
 }
 
+function headerOf(fact: StoredFact): FactHeader {
+  return {
+    namespace: fact.namespace,
+    key: fact.key,
+    createdAt: fact.createdAt,
+    updatedAt: fact.updatedAt,
+    expiresAt: fact.expiresAt,
+    etag: fact.etag,
+  };
+}
+
 function itemOf(fact: StoredFact, value: unknown): MemoryItem {
   return {
     namespace: fact.namespace.split('/'),
@@ -407,7 +446,7 @@ function newestFirst(a: MemoryItem, b: MemoryItem): number {
   );
 }
 
-function checkWriteConditions(conditions: WriteConditions, live: StoredFact | null): void {
+function checkWriteConditions(conditions: WriteConditions, live: FactHeader | null): void {
   if (conditions.ifAbsent === true && live !== null) {
     throw new PreconditionFailedError('the fact exists', live.etag);
   }

@@ -167,6 +167,37 @@ export function describeMemoryStoreContract(fixture: MemoryStoreFixture): void {
       expect(new Set(unconditional.map(({ item }) => item.updatedAt)).size).toBe(16);
     });
 
+    it('writes correctly on an instance whose last known version is stale (changed, expired or deleted elsewhere)', async () => {
+      const here = memory;
+      const there = facts(another());
+      const first = await here.remember(A, 'shared', 'k', 1);
+      clock += 10;
+      const changed = await there.remember(A, 'shared', 'k', 2, { ttl: 5 });
+      // `here` last saw `first`: its write must land on the current version, not over it blindly.
+      const stale = await here
+        .remember(A, 'shared', 'k', 3, { conditions: { ifMatch: first.item.etag } })
+        .catch((error: unknown) => error);
+      expect(stale).toBeInstanceOf(PreconditionFailedError);
+      expect((stale as PreconditionFailedError).currentEtag).toBe(changed.item.etag);
+      const next = await here.remember(A, 'shared', 'k', 4);
+      expect(next.created).toBe(false);
+      expect(next.item.createdAt).toBe(first.item.createdAt);
+      expect(next.item.updatedAt).toBeGreaterThan(changed.item.updatedAt);
+      expect(next.item.expiresAt).toBeUndefined();
+      // Deleted elsewhere: a new fact.
+      clock += 10;
+      await there.forget(A, 'shared', 'k');
+      const again = await here.remember(A, 'shared', 'k', 5);
+      expect(again.created).toBe(true);
+      expect(again.item.createdAt).toBe(clock);
+      // Expired elsewhere: absent, so a new fact too.
+      await there.remember(A, 'shared', 'k', 6, { ttl: 1 });
+      clock += 1000;
+      const renewed = await here.remember(A, 'shared', 'k', 7);
+      expect(renewed.created).toBe(true);
+      expect((await there.recall(A, 'shared', 'k'))?.value).toBe(7);
+    });
+
     it('hides an expired fact from every read before any prune; reads do not extend it; remember without ttl clears it', async () => {
       const { item } = await memory.remember(A, 'session/1', 'mood', 'curious', { ttl: 60 });
       expect(item.expiresAt).toBe(clock + 60_000);
