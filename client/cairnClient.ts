@@ -1,6 +1,7 @@
 import { ArchiveClient, type ArchiveClientOptions } from './archiveClient';
 import { CoordinationClient } from './coordinationClient';
 import { KeyValueClient } from './keyValueClient';
+import { MemoryClient } from './memoryClient';
 import { MigrationsClient } from './migrationsClient';
 import { SnapshotsClient } from './snapshotsClient';
 import { ThreadsClient } from './threadsClient';
@@ -31,6 +32,8 @@ export class CairnClient {
   readonly sessions: ArchiveClient;
   /** Email cursor, watched chats, chat cursors and claims, promises, interaction log. */
   readonly coordination: CoordinationClient;
+  /** Long-term memory: facts under namespaces, with search. */
+  readonly memory: MemoryClient;
   /** Local-to-blob migrations (admin). */
   readonly migrations: MigrationsClient;
   /** Threads of delta checkpoints, pending writes, rewinds and runs that hold a thread. */
@@ -46,6 +49,7 @@ export class CairnClient {
     // Its own transport on the same sockets, so that its publish reports count its own requests.
     this.sessions = new ArchiveClient(shared);
     this.coordination = new CoordinationClient(this.transport);
+    this.memory = new MemoryClient(this.transport);
     this.migrations = new MigrationsClient(this.transport);
     this.threads = new ThreadsClient(this.transport);
     // Its own transport on the same sockets too, so that a save's report counts its own requests.

@@ -37,6 +37,17 @@ export type {
 } from './keyValueClient';
 export { KeyValueClient } from './keyValueClient';
 export type {
+  MemoryFact,
+  MemorySearchHit,
+  MemorySearchOptions,
+  MemorySearchResult,
+  Namespace,
+  NamespaceList,
+  NamespaceListOptions,
+  RememberOptions,
+} from './memoryClient';
+export { MemoryClient, namespacePath } from './memoryClient';
+export type {
   MigrationReport,
   MigrationRequest,
   MigrationSource,

@@ -6,6 +6,7 @@ import './coordination';
 import './emailWindowPoll';
 import './health';
 import './kv';
+import './memory';
 import './migrations';
 import './notFound';
 import './openapi';

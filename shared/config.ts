@@ -90,7 +90,7 @@ export const SETTINGS = {
   CAIRN_TABLE_ENDPOINT: {
     requiredIn: 'blob',
     description:
-      'Table service URL (e.g. https://<account>.table.core.windows.net) of the session index; credentials as for Blob (CAIRN_STORAGE_ACCOUNT_KEY for Azurite, else AZURE_CLIENT_ID). Unset: the session routes answer 500 naming this setting (npm start sets it to its Azurite).',
+      'Table service URL (e.g. https://<account>.table.core.windows.net) of the session index and memory facts; credentials as for Blob (CAIRN_STORAGE_ACCOUNT_KEY for Azurite, else AZURE_CLIENT_ID). Unset: the session routes answer 500 naming this setting, and so do the memory routes on the Blob backend (npm start sets it to its Azurite).',
   },
   CAIRN_SESSION_TABLE: {
     description:
@@ -99,6 +99,10 @@ export const SETTINGS = {
   CAIRN_SNAPSHOT_KEYS: {
     description:
       'Trusted snapshot signing keys: comma-separated <tenant>:<base64 of the 32-byte raw Ed25519 public key> entries (cairn keygen prints the key), several per tenant allowed. A tenant with trusted keys (here or set by an admin at run time) can only publish snapshots signed by one of them.',
+  },
+  CAIRN_MEMORY_TABLE: {
+    description:
+      'Name of the table of memory facts on CAIRN_TABLE_ENDPOINT (default cairnmemory; 3-63 letters and digits, starting with a letter; created when missing). Without CAIRN_TABLE_ENDPOINT the local backend keeps facts under CAIRN_DATA_DIR and the Blob backend answers the memory routes with 500.',
   },
 } as const satisfies Record<string, SettingDoc>;
 
@@ -159,6 +163,28 @@ export interface Config {
   readonly sessionIndex: SessionIndexConfig;
   /** Tenant → trusted snapshot public keys (base64 of the raw 32 bytes), from CAIRN_SNAPSHOT_KEYS. */
   readonly snapshotKeys: ReadonlyMap<string, readonly string[]>;
+  readonly memory: MemoryConfig;
+}
+
+/** Where memory facts live: a table when the table service is configured. */
+export interface MemoryConfig {
+  readonly tableName: string;
+  /** Unset: facts live on the local filesystem (local backend), or nowhere (Blob backend: 500). */
+  readonly tableService?: StorageServiceConfig;
+}
+
+export const DEFAULT_MEMORY_TABLE = 'cairnmemory';
+
+function memoryFrom(env: Env, sessionIndex: SessionIndexConfig): MemoryConfig {
+  const tableName = read(env, 'CAIRN_MEMORY_TABLE') ?? DEFAULT_MEMORY_TABLE;
+  if (!TABLE_NAME.test(tableName)) {
+    throw new ConfigurationError(
+      'CAIRN_MEMORY_TABLE',
+      'must be 3-63 letters or digits, starting with a letter',
+    );
+  }
+  const { tableService } = sessionIndex;
+  return tableService === undefined ? { tableName } : { tableName, tableService };
 }
 
 /** The session index (Azure Table Storage). */
@@ -377,6 +403,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const emailPoll = emailPollFrom(env);
   const sessionIndex = sessionIndexFrom(env);
   const snapshotKeys = parseSnapshotKeys(read(env, 'CAIRN_SNAPSHOT_KEYS'));
+  const memory = memoryFrom(env, sessionIndex);
   return {
     backend,
     dataDir,
@@ -388,6 +415,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     emailPoll,
     sessionIndex,
     snapshotKeys,
+    memory,
   };
 }
 

@@ -4,11 +4,14 @@ import path from 'node:path';
 import type { BlobServiceClient } from '@azure/storage-blob';
 
 import { SessionArchive } from './archive/sessionArchive';
+import { type AuditLog, noAuditLog } from './audit/auditLog';
 import { Authenticator, sha256Hex } from './auth';
 import { type Config, loadConfig } from './config';
 import { ChatCursorCache } from './coordination/chatCursorCache';
 import type { EmailWindowQueue } from './coordination/emailWindowQueue';
 import { EmailPollTenantRegistry } from './coordination/tenantRegistry';
+import { plainCodec, type ValueCodec } from './crypto/valueCodec';
+import { MemoryFacts } from './memory/memory';
 import { TrustedSnapshotKeys } from './snapshots/trustedKeys';
 import { type SnapshotStores, WorkspaceSnapshots } from './snapshots/workspaceSnapshots';
 import { AzureEmailWindowQueue } from './storage/azure/azureEmailWindowQueue';
@@ -20,10 +23,12 @@ import {
   createTableClient,
 } from './storage/azure/clients';
 import { TableSessionIndex } from './storage/azure/sessionIndexTable';
+import { TableMemoryStore } from './storage/azure/tableMemoryStore';
 import type { ImmutableObjectStore } from './storage/immutableObjectStore';
 import type { KeyValueStoreFactory } from './storage/keyValueStore';
 import { LocalImmutableObjectStore } from './storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from './storage/local/localKeyValueStore';
+import { LocalMemoryStore } from './storage/local/localMemoryStore';
 import { ThreadStore } from './threads/threadStore';
 
 /**
@@ -50,6 +55,13 @@ export interface Services {
   readonly trustedSnapshotKeys: TrustedSnapshotKeys;
   /** Threads, checkpoints and runs, in each tenant's `threads` space of the key/value backend. */
   readonly threads: ThreadStore;
+  /**
+   * Memory facts: on Table Storage when CAIRN_TABLE_ENDPOINT is set, else on the local filesystem
+   * with the local backend; undefined with the Blob backend and no table service (the memory
+   * routes then answer 500 naming CAIRN_TABLE_ENDPOINT: facts must not silently stay on one
+   * instance's disk while the rest of the data is shared).
+   */
+  readonly memory?: MemoryFacts;
 }
 
 export function createServices(config: Config): Services {
@@ -75,6 +87,10 @@ export function createServices(config: Config): Services {
         );
   const sessionArchive = createSessionArchive(config, blobService);
   const trustedSnapshotKeys = new TrustedSnapshotKeys(config.snapshotKeys, kvStores);
+  // Encryption at rest and the audit trail: plain and off until they are configured.
+  const codec: ValueCodec = plainCodec;
+  const audit: AuditLog = noAuditLog;
+  const memory = createMemory(config, codec, audit);
   return {
     config,
     version: packageVersion(),
@@ -90,6 +106,7 @@ export function createServices(config: Config): Services {
     ...(sessionArchive === undefined ? {} : { sessionArchive }),
     snapshots: new WorkspaceSnapshots(createSnapshotStores(config, blobService), trustedSnapshotKeys),
     trustedSnapshotKeys,
+    ...(memory === undefined ? {} : { memory }),
   };
 }
 
@@ -126,6 +143,19 @@ function createSnapshotStores(config: Config, blobService?: BlobServiceClient): 
         path.join(config.dataDir, 'snapshots-long', tenant),
       ),
   };
+}
+
+/** Memory facts on the table service when there is one, else locally on the local backend. */
+function createMemory(config: Config, codec: ValueCodec, audit: AuditLog): MemoryFacts | undefined {
+  const { tableService, tableName } = config.memory;
+  if (tableService !== undefined) {
+    const store = new TableMemoryStore(createTableClient(tableService, tableName), config.storageTimeoutMs);
+    return new MemoryFacts({ store, codec, audit });
+  }
+  if (config.backend.kind === 'local') {
+    return new MemoryFacts({ store: new LocalMemoryStore(config.dataDir), codec, audit });
+  }
+  return undefined;
 }
 
 /** Blob names of archives start with this, in the container named exactly CAIRN_BLOB_CONTAINER. */

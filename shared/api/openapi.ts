@@ -1,4 +1,20 @@
 import { BLOCK_BYTES, MAX_FILES_PER_CHECKPOINT } from '../archive/identifiers';
+import {
+  DEFAULT_NAMESPACE_LIMIT,
+  DEFAULT_SEARCH_LIMIT,
+  MAX_FACT_VALUE_BYTES,
+  MAX_NAMESPACE_LIMIT,
+  MAX_NAMESPACE_SEGMENTS,
+  MAX_SEARCH_LIMIT,
+  MAX_SEARCH_OFFSET,
+  MAX_TTL_SECONDS,
+} from '../memory/facts';
+import {
+  FORGET_ALL_BUDGET,
+  MAX_LISTED_NAMESPACES,
+  MAX_SEARCH_SCAN_BYTES,
+  MAX_SEARCH_SCAN_ROWS,
+} from '../memory/memory';
 import { PART_BYTES } from '../snapshots/identifiers';
 import { MAX_PUBLISH_BODY_BYTES } from '../snapshots/manifest';
 import { MAX_KEYS_BODY_BYTES, MAX_RUNTIME_KEYS } from '../snapshots/trustedKeys';
@@ -47,6 +63,7 @@ const TAGS = {
   coordination: 'fleet coordination',
   threads: 'threads',
   snapshots: 'workspace snapshots',
+  memory: 'memory',
   migrations: 'migrations',
 } as const;
 
@@ -1236,6 +1253,160 @@ const snapshotKeysPath = {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Memory facts (docs/memory.md)
+
+const MEMORY_NOTE =
+  "Facts are per tenant: another tenant's fact is absent for the caller. Without a table service (CAIRN_TABLE_ENDPOINT) on the Blob backend these routes answer 500.";
+/** Memory request bodies: a value of at most 32 KiB of JSON, or a search with its filter. */
+const MEMORY_BODY_BYTES = 64 * KiB;
+const requiredQuery = (name: string, description: string, schema: JsonObject) => ({
+  ...queryParameter(name, description, schema),
+  required: true,
+});
+const factParameters = [
+  requiredQuery('namespace', 'The namespace, e.g. `users/42`.', schemaRef('MemoryNamespace')),
+  requiredQuery('key', "The fact's key within the namespace.", schemaRef('MemoryKey')),
+];
+const factEtag = header("The fact's ETag.", schemaRef('Etag'));
+
+const memoryFactsPath = {
+  parameters: factParameters,
+  put: operation({
+    operationId: 'rememberFact',
+    summary: 'Remember a fact (create or replace)',
+    description: `Replaces the value, keeps \`createdAt\`, moves \`updatedAt\` forward (strictly, also within a millisecond). \`ttl\` (seconds) makes the fact expire; without it the fact never expires (a previous ttl is cleared). \`If-Match\` makes it a compare-and-swap on the fact's ETag (412 with the current ETag when another write came first; an expired fact is absent); \`If-None-Match: *\` creates only. The value is at most ${MAX_FACT_VALUE_BYTES} bytes as JSON (else 413). ${MEMORY_NOTE}`,
+    tag: TAGS.memory,
+    access: 'tenant',
+    parameters: writeConditions,
+    body: {
+      ...json({
+        type: 'object',
+        required: ['value'],
+        additionalProperties: false,
+        properties: {
+          value: { description: `Any JSON value, at most ${MAX_FACT_VALUE_BYTES} bytes serialised.` },
+          ttl: {
+            type: 'integer',
+            minimum: 1,
+            maximum: MAX_TTL_SECONDS,
+            description: 'Seconds until the fact expires; absent: never.',
+          },
+        },
+      }),
+      description: 'The value and its time to live.',
+      limitBytes: MEMORY_BODY_BYTES,
+    },
+    answers: {
+      200: jsonAnswer('Replaced.', schemaRef('MemoryItem'), { ETag: factEtag }),
+      201: jsonAnswer('Created (no live fact was there).', schemaRef('MemoryItem'), { ETag: factEtag }),
+    },
+    errors: [400, 412],
+  }),
+  get: operation({
+    operationId: 'recallFact',
+    summary: 'Recall a fact',
+    description: `404 when absent or expired; reading never extends a time to live. ${MEMORY_NOTE}`,
+    tag: TAGS.memory,
+    access: 'tenant',
+    answers: { 200: jsonAnswer('The fact.', schemaRef('MemoryItem'), { ETag: factEtag }) },
+    errors: [400, 404],
+  }),
+  delete: operation({
+    operationId: 'forgetFact',
+    summary: 'Forget a fact',
+    description: `204 also when absent. \`If-Match\`: only that version (412 when it is not the current one, also when the fact is absent). ${MEMORY_NOTE}`,
+    tag: TAGS.memory,
+    access: 'tenant',
+    parameters: writeConditions,
+    answers: { 204: emptyAnswer('Forgotten, or absent.') },
+    errors: [400, 412],
+  }),
+};
+
+const memorySearchPath = {
+  post: operation({
+    operationId: 'searchFacts',
+    summary: 'Search facts in a namespace and below',
+    description: `Covers the namespace and every namespace below it by whole segments (\`users\` covers \`users/42\`, not \`usersX/1\`; \`""\` covers the tenant). With \`text\`: facts whose key or value's strings contain one of its words (whole words, case-insensitive), best first, each with \`score\` in [0, 1] (BM25, normalised); without: every fact, newest \`updatedAt\` first. Ties: newer first, then namespace and key. \`filter\` keeps facts whose value's top-level fields meet every condition. A search reads at most ${MAX_SEARCH_SCAN_ROWS} rows or ${MAX_SEARCH_SCAN_BYTES} bytes of values; past that \`truncated\` is true and the results cover the part read. Expired facts are never results. ${MEMORY_NOTE}`,
+    tag: TAGS.memory,
+    access: 'tenant',
+    body: {
+      ...json({
+        type: 'object',
+        required: ['namespace'],
+        additionalProperties: false,
+        properties: {
+          namespace: { anyOf: [schemaRef('MemoryNamespace'), { const: '' }] },
+          text: { type: 'string', description: 'Words to look for; absent or empty: no ranking.' },
+          limit: { type: 'integer', minimum: 1, maximum: MAX_SEARCH_LIMIT, default: DEFAULT_SEARCH_LIMIT },
+          offset: { type: 'integer', minimum: 0, maximum: MAX_SEARCH_OFFSET, default: 0 },
+          filter: schemaRef('MemoryFilter'),
+        },
+      }),
+      description: 'Where and what to look for.',
+      limitBytes: MEMORY_BODY_BYTES,
+    },
+    answers: { 200: jsonAnswer('The results.', schemaRef('MemorySearchResult')) },
+    errors: [400],
+  }),
+};
+
+const memoryNamespacesPath = {
+  get: operation({
+    operationId: 'listMemoryNamespaces',
+    summary: 'List the namespaces that hold facts',
+    description: `Distinct namespaces with at least one live fact, at or below \`prefix\`, ending with \`suffix\` (whole segments), cut to \`maxDepth\` segments (then distinct again), ordered segment by segment, paged with \`offset\` and \`limit\`. At most ${MAX_LISTED_NAMESPACES} namespaces are found (then \`truncated\`). ${MEMORY_NOTE}`,
+    tag: TAGS.memory,
+    access: 'tenant',
+    parameters: [
+      queryParameter('prefix', 'Only this namespace and below; default all.', {
+        anyOf: [schemaRef('MemoryNamespace'), { const: '' }],
+      }),
+      queryParameter('suffix', 'Only namespaces ending with these segments.', schemaRef('MemoryNamespace')),
+      queryParameter('maxDepth', 'Cut namespaces to this many segments.', {
+        type: 'integer',
+        minimum: 1,
+        maximum: MAX_NAMESPACE_SEGMENTS,
+      }),
+      queryParameter('limit', 'Namespaces per page.', {
+        type: 'integer',
+        minimum: 1,
+        maximum: MAX_NAMESPACE_LIMIT,
+        default: DEFAULT_NAMESPACE_LIMIT,
+      }),
+      queryParameter('offset', 'Namespaces to skip.', {
+        type: 'integer',
+        minimum: 0,
+        maximum: MAX_LISTED_NAMESPACES,
+        default: 0,
+      }),
+    ],
+    answers: { 200: jsonAnswer('One page of namespaces.', schemaRef('MemoryNamespaceList')) },
+    errors: [400],
+  }),
+  delete: operation({
+    operationId: 'forgetNamespace',
+    summary: 'Forget a namespace and everything below it',
+    description: `Deletes the facts of the namespace and of every namespace below it (\`namespace=\` with \`all=true\`: every fact of the tenant; without \`all=true\` an empty namespace is a 400). At most ${FORGET_ALL_BUDGET} facts per call: \`more\` true means call again. Idempotent; facts written while it runs may remain. ${MEMORY_NOTE}`,
+    tag: TAGS.memory,
+    access: 'tenant',
+    parameters: [
+      requiredQuery('namespace', 'The namespace; empty only with `all=true`.', {
+        anyOf: [schemaRef('MemoryNamespace'), { const: '' }],
+      }),
+      queryParameter('all', '`true` to allow the empty namespace (the whole tenant).', {
+        enum: ['true', 'false'],
+        default: 'false',
+      }),
+    ],
+    answers: { 200: jsonAnswer('What was deleted.', schemaRef('MemoryForgotten')) },
+    errors: [400],
+  }),
+};
+
+// ---------------------------------------------------------------------------------------------
+
+// ---------------------------------------------------------------------------------------------
 // Migrations
 
 const migrationsPath = {
@@ -1404,7 +1575,7 @@ export const openApiDocument = {
     // The app's version replaces this when the document is served (see documentForVersion).
     version: '0.0.0',
     summary:
-      'Durable state for AI agents: key/value, session archives, fleet coordination, threads, workspace snapshots, migrations.',
+      'Durable state for AI agents: key/value, session archives, fleet coordination, threads, memory, workspace snapshots, migrations.',
     description: [
       'Base path `/api`; JSON in and out unless an operation says bytes.',
       "Every operation but `GET /api/health` and `GET /api/openapi.json` needs `Authorization: Bearer <token>`, an API key or a Microsoft Entra ID access token; without a valid one, 401 with `WWW-Authenticate: Bearer`. Everything a tenant stores is visible to that tenant only; another tenant's data answers as absent data does (404).",
@@ -1431,6 +1602,11 @@ export const openApiDocument = {
       name: TAGS.snapshots,
       description:
         "Signed snapshots of an agent's workspace (files, modes, symlinks): content-addressed parts, Ed25519-signed manifests named by their SHA-256, each workspace's latest moved by compare-and-swap, and the tenants' trusted signing keys (docs/snapshots.md).",
+    },
+    {
+      name: TAGS.memory,
+      description:
+        'Long-term memory: JSON facts per tenant under `/`-separated namespaces, with time to live, compare-and-swap on ETags, and keyword search over a namespace and below (docs/memory.md). Times are Unix milliseconds.',
     },
     { name: TAGS.migrations, description: 'Copying local state to Blob storage (admin only).' },
   ],
@@ -1468,6 +1644,9 @@ export const openApiDocument = {
     '/api/threads/{threadId}/runs/{runId}': threadRunPath,
     '/api/threads/{threadId}/runs/{runId}/heartbeat': threadRunHeartbeatPath,
     '/api/threads/{threadId}/runs/{runId}/finish': threadRunFinishPath,
+    '/api/memory/facts': memoryFactsPath,
+    '/api/memory/search': memorySearchPath,
+    '/api/memory/namespaces': memoryNamespacesPath,
     '/api/workspaces/{workspaceId}/snapshots': workspaceSnapshotsPath,
     '/api/workspaces/{workspaceId}/snapshots/objects/{sha256}/{part}': snapshotPartPath,
     '/api/workspaces/{workspaceId}/snapshots/{snapshotId}': workspaceSnapshotPath,

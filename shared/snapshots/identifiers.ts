@@ -81,5 +81,7 @@ export const manifestKey = (workspaceId: string, id: string) =>
   `${snapshotsPrefix(workspaceId)}${id}/manifest.json`;
 export const signatureKey = (workspaceId: string, id: string) =>
   `${snapshotsPrefix(workspaceId)}${id}/manifest.sig`;
+/** The snapshot that was `latest` when this one was published onto it (empty: none). */
+export const parentKey = (workspaceId: string, id: string) => `${snapshotsPrefix(workspaceId)}${id}/parent`;
 export const idIndexKey = (id: string) => `ids/${id}`;
 export const MANIFEST_FILE = 'manifest.json';

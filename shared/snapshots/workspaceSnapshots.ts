@@ -18,6 +18,7 @@ import {
   manifestKey,
   objectKey,
   objectPrefix,
+  parentKey,
   parsePart,
   PART_BYTES,
   partCount,
@@ -231,6 +232,7 @@ export class WorkspaceSnapshots {
     if (missing.count > 0) throw new MissingObjectsError(missing.keys, missing.count);
 
     await store.put(idIndexKey(id), Buffer.from(workspaceId, 'utf8'));
+    await storeParent(store, workspaceId, id, parent);
     await this.storeSignature(store, workspaceId, id, request.signature);
     await store.put(manifestKey(workspaceId, id), request.manifest);
     const swap = await store.swapPointer(latestKey(workspaceId), parent, id);
@@ -318,6 +320,7 @@ export class WorkspaceSnapshots {
     const latest = await this.moveLatestOff(store, workspaceId, id);
     await store.delete(manifestKey(workspaceId, id));
     await store.delete(signatureKey(workspaceId, id));
+    await store.delete(parentKey(workspaceId, id));
     await store.delete(idIndexKey(id));
     try {
       const objectsDeleted = await this.collect(store, workspaceId, new Set(referencedHashes(manifest)));
@@ -401,7 +404,11 @@ export class WorkspaceSnapshots {
     }
   }
 
-  /** Moves `latest` off `id` if it names it: to the newest other snapshot, or removes it. */
+  /**
+   * Moves `latest` off `id` if it names it: back to the snapshot `id` was published onto when that
+   * one is still stored (deleting the tip undoes its publish), else to the newest other snapshot
+   * (publish times are only as fine as the storage's clock: ties are broken by id), or removes it.
+   */
   private async moveLatestOff(
     store: ImmutableObjectStore,
     workspaceId: string,
@@ -410,7 +417,10 @@ export class WorkspaceSnapshots {
     for (let attempt = 0; attempt < MOVE_ATTEMPTS; attempt++) {
       const current = await store.readPointer(latestKey(workspaceId));
       if (current !== id) return current;
-      const newest = (await listSnapshots(store, workspaceId)).find((item) => item.id !== id)?.id ?? null;
+      const newest =
+        (await storedParent(store, workspaceId, id)) ??
+        (await listSnapshots(store, workspaceId)).find((item) => item.id !== id)?.id ??
+        null;
       const swap = await store.swapPointer(latestKey(workspaceId), id, newest);
       if (swap.swapped) return newest;
     }
@@ -451,6 +461,34 @@ interface ListedSnapshot {
   readonly id: string;
   readonly storedAt: Date;
   readonly size: number;
+}
+
+/**
+ * Records the snapshot `id` is published onto. The first record stays (a retry onto another parent
+ * keeps it); it only guides where `latest` goes when `id` is deleted.
+ */
+async function storeParent(
+  store: ImmutableObjectStore,
+  workspaceId: string,
+  id: string,
+  parent: string | null,
+): Promise<void> {
+  try {
+    await store.put(parentKey(workspaceId, id), Buffer.from(parent ?? '', 'utf8'));
+  } catch (error) {
+    if (!(error instanceof ObjectExistsError)) throw error;
+  }
+}
+
+/** The recorded parent of `id`, when it is still a stored snapshot of the workspace. */
+async function storedParent(
+  store: ImmutableObjectStore,
+  workspaceId: string,
+  id: string,
+): Promise<string | null> {
+  const parent = (await store.get(parentKey(workspaceId, id)))?.toString('utf8') ?? '';
+  if (parent === '' || parent === id) return null;
+  return (await store.head(manifestKey(workspaceId, parent))) === null ? null : parent;
 }
 
 /** Newest first; ties by id. Negative when `a` comes before `b`. */

@@ -15,6 +15,7 @@ export interface Measurement {
 export interface Summary {
   readonly opsPerSecond: number;
   readonly p50Ms: number;
+  readonly p95Ms: number;
   readonly p99Ms: number;
 }
 
@@ -58,6 +59,7 @@ export function summarise(measurement: Measurement): Summary {
   return {
     opsPerSecond: measurement.ops / measurement.seconds,
     p50Ms: percentile(sorted, 50),
+    p95Ms: percentile(sorted, 95),
     p99Ms: percentile(sorted, 99),
   };
 }

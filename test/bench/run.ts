@@ -14,6 +14,7 @@ import { cleanUp } from '../support/cleanup';
 import { runArchiveBench } from './archive';
 import { runCoordinationBench } from './coordination';
 import { runKvBench } from './kv';
+import { runMemoryBench } from './memory';
 import { runMigrationBench } from './migration';
 import { type BenchRecord, type BenchResults, renderResults } from './results';
 import { runSnapshotsBench } from './snapshots';
@@ -23,6 +24,7 @@ const benches: Record<string, (progress: (line: string) => void) => Promise<stri
   archive: runArchiveBench,
   coordination: runCoordinationBench,
   kv: runKvBench,
+  memory: runMemoryBench,
   migration: runMigrationBench,
   snapshots: runSnapshotsBench,
   threads: runThreadsBench,

@@ -41,6 +41,7 @@ describe('package exports', () => {
       const c = new client.CairnClient({ url: 'http://127.0.0.1:9/api', token: 't' });
       const s = new agents.CairnSession({ client: c, sessionId: 's' });
       const saver = new langgraph.CairnCheckpointSaver({ url: 'http://127.0.0.1:9/api', token: 't', scope: 'app' });
+      const store = new langgraph.CairnStore({ client: c, scope: 'app' });
       console.log(JSON.stringify({
         client: require.resolve('cairn/client'),
         agents: require.resolve('cairn/openai-agents'),
@@ -49,7 +50,8 @@ describe('package exports', () => {
         classes: [client.CairnClient, client.CairnHttpError, client.CairnNetworkError, client.CairnTimeoutError,
           client.ArchiveClient, client.KeyValueClient, agents.CairnSession].map((k) => typeof k),
         parts: [typeof c.kv.put, typeof c.sessions.publishCheckpoint, typeof c.coordination.addPromise,
-          typeof c.migrations.wait, typeof c.snapshots.save, typeof s.addItems, typeof s.applyHistoryTransaction],
+          typeof c.migrations.wait, typeof c.snapshots.save, typeof s.addItems, typeof s.applyHistoryTransaction,
+          typeof c.memory.remember, typeof store.batch, typeof store.listNamespaces],
       }));`;
     const result = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' })) as {
       client: string;
@@ -64,7 +66,7 @@ describe('package exports', () => {
     expect(result.langgraph).toBe(path.resolve('dist/client/langgraph/index.js'));
     expect(result.saver).toEqual([true, 'app.conv-1', 'function']);
     expect(result.classes).toEqual(Array(7).fill('function'));
-    expect(result.parts).toEqual(Array(7).fill('function'));
+    expect(result.parts).toEqual(Array(10).fill('function'));
   });
 
   it('type-checks a user program against the declarations; CairnSession is an SDK Session, CairnCheckpointSaver a LangGraph checkpointer', () => {
@@ -78,12 +80,13 @@ describe('package exports', () => {
         `import type { Session } from '@openai/agents';
 import { CairnClient, CairnHttpError, type WriteResult } from 'cairn/client';
 import { CairnSession } from 'cairn/openai-agents';
-import { CairnCheckpointSaver } from 'cairn/langgraph';
-import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
+import { CairnCheckpointSaver, CairnStore } from 'cairn/langgraph';
+import type { BaseCheckpointSaver, BaseStore } from '@langchain/langgraph-checkpoint';
 import { MessagesAnnotation, StateGraph } from '@langchain/langgraph';
 
 const client = new CairnClient({ url: 'http://127.0.0.1:7071/api', token: 'key' });
 export const session: Session = new CairnSession({ client, sessionId: 'chat-1' });
+export const store: BaseStore = new CairnStore({ client, scope: 'support-bot' });
 export const etagOf = (result: WriteResult): string => result.etag;
 export const isGone = (error: unknown): boolean => error instanceof CairnHttpError && error.code === 'not_found';
 // @ts-expect-error: put takes a key and a value

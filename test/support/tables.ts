@@ -24,3 +24,12 @@ export function azuriteTable(tableEndpoint: string, tableName = freshTableName()
     tableName,
   );
 }
+
+/** Settings that put the app's memory facts on a fresh table of the run's Azurite. */
+export function memoryTableSettings(tableEndpoint: string): Record<string, string> {
+  return {
+    CAIRN_TABLE_ENDPOINT: tableEndpoint,
+    CAIRN_MEMORY_TABLE: `memory${randomUUID().replaceAll('-', '').slice(0, 20)}`,
+    CAIRN_STORAGE_ACCOUNT_KEY: AZURITE_ACCOUNT_KEY,
+  };
+}

@@ -1,0 +1,123 @@
+import { z } from 'zod';
+
+import { InternalError, NotFoundError } from '../shared/errors';
+import type { Caller, MemoryFacts } from '../shared/memory/memory';
+import { checkFilter } from '../shared/memory/valueFilter';
+import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
+import { json, parseQuery, writeConditions } from './http/request';
+import { readJsonBody } from './jsonBody';
+
+/**
+ * Long-term memory (docs/memory.md): facts per tenant under namespaces. Namespaces and keys travel
+ * in the query string (`?namespace=users/42&key=language`), so any name the rules allow, `..` and
+ * `%` included, reaches the store exactly as sent: no path normalisation can turn one into
+ * another. Every route works for the caller's tenant only; another tenant's facts do not exist for
+ * it. Each handler parses (400 naming the field, 413 for an oversize body, before any I/O), calls
+ * one function of the memory facts, and shapes the answer.
+ */
+
+/** A fact's value is at most 32 KiB of JSON; the body around it gets room for whitespace and ttl. */
+export const MAX_FACT_BODY_BYTES = 64 * 1024;
+/** A search body: namespace, text and a filter of up to 32 fields. */
+export const MAX_SEARCH_BODY_BYTES = 64 * 1024;
+
+function memoryOf(call: AuthenticatedCall): MemoryFacts {
+  const memory = call.services.memory;
+  if (memory === undefined) {
+    throw new InternalError(
+      'memory is not configured: set CAIRN_TABLE_ENDPOINT (memory facts live in Table Storage with the Blob backend)',
+    );
+  }
+  return memory;
+}
+
+const callerOf = (call: AuthenticatedCall): Caller => ({ tenant: call.principal.tenant });
+
+const required = z.string({ error: 'is required' });
+const wholeNumber = (rule: string) => z.coerce.number({ error: rule }).int(rule);
+
+const factQuery = z.object({ namespace: required, key: required });
+
+const rememberBody = z.strictObject({
+  value: z.unknown(),
+  ttl: z
+    .number({ error: 'must be a whole number of seconds' })
+    .int('must be a whole number of seconds')
+    .optional(),
+});
+
+export const memoryFact = httpHandler('memoryFact', {
+  PUT: async (request, call) => {
+    const body = await readJsonBody(request, MAX_FACT_BODY_BYTES, rememberBody);
+    const { namespace, key } = parseQuery(request, factQuery);
+    const { item, created } = await memoryOf(call).remember(callerOf(call), namespace, key, body.value, {
+      conditions: writeConditions(request),
+      ...(body.ttl === undefined ? {} : { ttl: body.ttl }),
+    });
+    return json(created ? 201 : 200, item, { etag: item.etag });
+  },
+  GET: async (request, call) => {
+    const { namespace, key } = parseQuery(request, factQuery);
+    const item = await memoryOf(call).recall(callerOf(call), namespace, key);
+    if (item === null) throw new NotFoundError('no fact is stored under this namespace and key');
+    return json(200, item, { etag: item.etag });
+  },
+  DELETE: async (request, call) => {
+    const { namespace, key } = parseQuery(request, factQuery);
+    await memoryOf(call).forget(callerOf(call), namespace, key, writeConditions(request));
+    return { status: 204 };
+  },
+});
+
+const searchBody = z.strictObject({
+  namespace: z.string({ error: 'is required ("" searches every namespace)' }),
+  text: z.string().optional(),
+  limit: z.number({ error: 'must be a whole number' }).optional(),
+  offset: z.number({ error: 'must be a whole number' }).optional(),
+  filter: z.unknown().optional(),
+});
+
+export const memorySearch = httpHandler('memorySearch', {
+  POST: async (request, call) => {
+    const body = await readJsonBody(request, MAX_SEARCH_BODY_BYTES, searchBody);
+    const result = await memoryOf(call).search(callerOf(call), {
+      namespace: body.namespace,
+      ...(body.text === undefined ? {} : { text: body.text }),
+      ...(body.limit === undefined ? {} : { limit: body.limit }),
+      ...(body.offset === undefined ? {} : { offset: body.offset }),
+      ...(body.filter === undefined ? {} : { filter: checkFilter(body.filter) }),
+    });
+    return json(200, result);
+  },
+});
+
+const LIMIT_RULE = 'must be a whole number';
+const namespacesQuery = z.object({
+  prefix: z.string().optional(),
+  suffix: z.string().optional(),
+  maxDepth: wholeNumber(LIMIT_RULE).optional(),
+  limit: wholeNumber(LIMIT_RULE).optional(),
+  offset: wholeNumber(LIMIT_RULE).optional(),
+});
+const forgetAllQuery = z.object({
+  namespace: required,
+  all: z.enum(['true', 'false'], { error: 'must be true or false' }).optional(),
+});
+
+export const memoryNamespaces = httpHandler('memoryNamespaces', {
+  GET: async (request, call) => {
+    const query = parseQuery(request, namespacesQuery);
+    return json(200, await memoryOf(call).listNamespaces(callerOf(call), query));
+  },
+  DELETE: async (request, call) => {
+    const query = parseQuery(request, forgetAllQuery);
+    const result = await memoryOf(call).forgetAll(callerOf(call), query.namespace, {
+      all: query.all === 'true',
+    });
+    return json(200, result);
+  },
+});
+
+registerHttp('memoryFact', 'memory/facts', memoryFact);
+registerHttp('memorySearch', 'memory/search', memorySearch);
+registerHttp('memoryNamespaces', 'memory/namespaces', memoryNamespaces);

@@ -1,0 +1,97 @@
+/**
+ * Keyword relevance of facts: BM25 over the words of a fact's key and of every string in its value,
+ * computed in-process over the facts a search reads (so nothing derived from values is stored next
+ * to them, which would defeat encrypting the values).
+ *
+ * Words are maximal runs of letters and digits after Unicode NFKC normalisation and lower-casing;
+ * `French`, `french,` and `FRENCH` are one word. A query word matches whole words only (no stems,
+ * no prefixes). Scores are BM25 (k1 = 1.2, b = 0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5)))
+ * divided by the largest sum the query's words could reach, so they lie in [0, 1): 0 means no
+ * query word occurs (such facts are not results), and a fact matching more, and rarer, query words
+ * more often scores higher.
+ */
+
+const K1 = 1.2;
+const B = 0.75;
+const WORD_SEPARATOR = /[^\p{L}\p{N}]+/u;
+
+export function words(text: string): string[] {
+  return text
+    .normalize('NFKC')
+    .toLowerCase()
+    .split(WORD_SEPARATOR)
+    .filter((word) => word !== '');
+}
+
+/** The query's distinct words, in order of first appearance. */
+export function queryWords(text: string): string[] {
+  return [...new Set(words(text))];
+}
+
+/** Every string in a JSON value (object keys excluded), depth first. */
+function* stringsOf(value: unknown): Generator<string> {
+  if (typeof value === 'string') {
+    yield value;
+  } else if (Array.isArray(value)) {
+    for (const item of value) yield* stringsOf(item);
+  } else if (typeof value === 'object' && value !== null) {
+    for (const item of Object.values(value)) yield* stringsOf(item);
+  }
+}
+
+/** What BM25 needs of one document: its length in words and the counts of the query's words. */
+export interface DocumentTerms {
+  readonly length: number;
+  /** Count of each query word, in the order of the query's words. */
+  readonly counts: readonly number[];
+}
+
+/** The terms of a fact (its key and its value's strings) for `query` (from {@link queryWords}). */
+export function documentTerms(key: string, value: unknown, query: readonly string[]): DocumentTerms {
+  const index = new Map(query.map((word, i) => [word, i]));
+  const counts = new Array<number>(query.length).fill(0);
+  let length = 0;
+  const add = (text: string) => {
+    for (const word of words(text)) {
+      length++;
+      const at = index.get(word);
+      if (at !== undefined) counts[at] = (counts[at] ?? 0) + 1;
+    }
+  };
+  add(key);
+  for (const text of stringsOf(value)) add(text);
+  return { length, counts };
+}
+
+export function matchesAny(terms: DocumentTerms): boolean {
+  return terms.counts.some((count) => count > 0);
+}
+
+/**
+ * The normalised BM25 score of each document among `documents` (the collection the statistics
+ * come from: every fact the search considered, matching or not, is counted in `total`).
+ */
+export function bm25Scores(
+  documents: readonly DocumentTerms[],
+  total: number,
+  averageLength: number,
+  queryLength: number,
+): number[] {
+  const documentFrequency = new Array<number>(queryLength).fill(0);
+  for (const document of documents) {
+    document.counts.forEach((count, i) => {
+      if (count > 0) documentFrequency[i] = (documentFrequency[i] ?? 0) + 1;
+    });
+  }
+  const idf = documentFrequency.map((df) => Math.log(1 + (total - df + 0.5) / (df + 0.5)));
+  const ceiling = idf.reduce((sum, weight) => sum + weight * (K1 + 1), 0);
+  const average = averageLength > 0 ? averageLength : 1;
+  return documents.map((document) => {
+    const norm = 1 - B + (B * document.length) / average;
+    let score = 0;
+    document.counts.forEach((count, i) => {
+      if (count > 0) score += ((idf[i] ?? 0) * count * (K1 + 1)) / (count + K1 * norm);
+    });
+    return ceiling > 0 ? Math.min(1, score / ceiling) : 0;
+  });
+}

@@ -1,0 +1,42 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * Where facts live in storage, shared by the implementations: every namespace segment becomes a
+ * fixed-width digest, and a namespace path the concatenation of its segments' digests. So
+ *
+ * - the namespace `users` and everything below it (`users/42`, `users/42/prefs`) share the prefix
+ *   `D(users)`, and nothing else has it (`usersX` has `D(usersX)`): a subtree is one contiguous
+ *   range of keys in a sorted store, and one folder in a tree of folders;
+ * - a storage key has a bounded length whatever the names (16 segments of up to 512 bytes would
+ *   not fit Azure's 1 KiB key limit, nor a file name's 255 bytes, if spelled out) and only the
+ *   characters `[0-9a-f]`, legal everywhere and case-insensitive-safe.
+ *
+ * Digests are SHA-256 prefixes: 80 bits per segment, 128 bits per key. The names themselves are
+ * stored in each row, and reads check them, so a collision could never return another fact.
+ */
+
+export const SEGMENT_DIGEST_CHARS = 20;
+export const KEY_DIGEST_CHARS = 32;
+
+function digest(text: string, chars: number): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex').slice(0, chars);
+}
+
+/** The digest path of a namespace (`""`, the whole tenant, has the empty path). */
+export function namespaceDigest(namespace: string): string {
+  if (namespace === '') return '';
+  return namespace
+    .split('/')
+    .map((segment) => digest(segment, SEGMENT_DIGEST_CHARS))
+    .join('');
+}
+
+/** The same, one digest per segment, for folder trees. */
+export function segmentDigests(namespace: string): string[] {
+  if (namespace === '') return [];
+  return namespace.split('/').map((segment) => digest(segment, SEGMENT_DIGEST_CHARS));
+}
+
+export function keyDigest(key: string): string {
+  return digest(key, KEY_DIGEST_CHARS);
+}

@@ -1,0 +1,92 @@
+/**
+ * The storage contract of memory facts: rows of one tenant, addressed by namespace and key, with
+ * compare-and-swap on a version tag. The domain above it (`shared/memory/memory.ts`) validates,
+ * seals values, filters expiry and ranks; an implementation stores and finds rows.
+ *
+ * Every implementation MUST:
+ * - scope every call strictly by tenant: another tenant's rows are simply not there;
+ * - make `write` a compare-and-swap: create-only when `ifEtag` is null, else replace only the row
+ *   whose current etag is `ifEtag`; a lost race throws PreconditionFailedError and writes nothing;
+ * - give a new etag on every successful write, never reused for the same row (A→B→A gives three);
+ * - make `scan` read the namespace and what is below it by whole segments, and nothing else (no
+ *   other namespace's rows, so its cost follows the subtree, not the tenant): pages in a fixed
+ *   order, each row exactly once across pages while nothing changes;
+ * - return expired rows from `get` and `scan` as they are (the domain decides what is expired);
+ * - report a storage fault as StorageUnavailableError, never as absent or empty.
+ *
+ * Values are opaque bytes here (sealed by the domain's codec): implementations never parse them.
+ */
+
+export interface StoredFact {
+  /** The namespace path, e.g. `users/42`. */
+  readonly namespace: string;
+  readonly key: string;
+  /** The sealed value. */
+  readonly value: Buffer;
+  /** Unix milliseconds. */
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  /** Unix milliseconds, or null: never expires. */
+  readonly expiresAt: number | null;
+  /** The row's version, quoted (`"…"`), as the API hands it out. */
+  readonly etag: string;
+}
+
+export type FactWrite = Omit<StoredFact, 'etag'>;
+
+/** A row's address and times without its value (listing, pruning). */
+export type FactHeader = Omit<StoredFact, 'value'>;
+
+export interface FactPage {
+  readonly facts: StoredFact[];
+  /** Pass back as `cursor` for the next page; null after the last. */
+  readonly cursor: string | null;
+}
+
+export interface SubtreeDeletion {
+  /** Rows deleted that had not expired at `now`. */
+  readonly deleted: number;
+  /** True when rows of the subtree may remain (the budget ran out): call again. */
+  readonly more: boolean;
+}
+
+export interface MemoryStore {
+  /** The row, expired or not, or null. */
+  get(tenant: string, namespace: string, key: string): Promise<StoredFact | null>;
+  /**
+   * Writes the row: only if absent when `ifEtag` is null, else only over the row with that etag.
+   * Throws PreconditionFailedError when the condition does not hold.
+   */
+  write(tenant: string, fact: FactWrite, ifEtag: string | null): Promise<StoredFact>;
+  /**
+   * Deletes the row (only the version `ifEtag`, when given); false when it was absent. Throws
+   * PreconditionFailedError when `ifEtag` does not match.
+   */
+  delete(tenant: string, namespace: string, key: string, ifEtag?: string): Promise<boolean>;
+  /** One page of the rows of `namespace` and below (`""`: the whole tenant), at most `pageSize`. */
+  scan(tenant: string, namespace: string, options: { cursor?: string; pageSize: number }): Promise<FactPage>;
+  /**
+   * The distinct namespaces at or below `prefix` that hold a row not expired at `now`, in no
+   * particular order, at most `max` of them (then `complete` is false). Costs about one request per
+   * namespace found, not one per row.
+   */
+  namespaces(
+    tenant: string,
+    prefix: string,
+    options: { now: number; max: number },
+  ): Promise<{ namespaces: string[]; complete: boolean }>;
+  /**
+   * Deletes every row of `namespace` and below (`""`: the whole tenant), unconditionally, at most
+   * `budget` rows per call. Rows written while it runs may remain.
+   */
+  deleteSubtree(
+    tenant: string,
+    namespace: string,
+    options: { now: number; budget: number },
+  ): Promise<SubtreeDeletion>;
+  /**
+   * Deletes rows whose `expiresAt` is at or before `now`, at most `budget` per call. A row written
+   * again since it was found (a new etag) is left alone.
+   */
+  pruneExpired(tenant: string, options: { now: number; budget: number }): Promise<SubtreeDeletion>;
+}

@@ -1,0 +1,356 @@
+import { odata, type TableClient, type TableEntityResult, type TransactionAction } from '@azure/data-tables';
+
+import { InternalError, PreconditionFailedError } from '../../errors';
+import { keyDigest, namespaceDigest } from '../../memory/layout';
+import type { FactPage, FactWrite, MemoryStore, StoredFact, SubtreeDeletion } from '../../memory/memoryStore';
+import { isAzureError, isNotFound, storageCall } from './azureErrors';
+
+/**
+ * Memory facts on Azure Table Storage (Azurite locally), in one table:
+ *
+ * - PartitionKey: the tenant id (`[A-Za-z0-9._-]`, legal in keys). One partition per tenant, so
+ *   every query of a tenant stays in its partition and tenants never share one.
+ * - RowKey: `<digest path of the namespace>-<digest of the key>` (see shared/memory/layout.ts):
+ *   the facts of `users` and of every namespace below it are exactly the rows whose RowKey starts
+ *   with `D(users)`, one range query `RowKey ge D(users) and RowKey lt succ(D(users))`. A
+ *   namespace's own facts (`D(ns)-…`) sort before its children (`D(ns)<hex>…`), since `-` sorts
+ *   before every hex digit.
+ * - Properties: `ns` and `key` (the names, checked on every read), `value` (Edm.Binary, the
+ *   sealed value, at most 32 KiB plus the codec's overhead: under the 64 KiB property limit),
+ *   `createdAt`, `updatedAt` and, for facts with a time to live, `expiresAt` (Edm.Int64, Unix ms).
+ *
+ * Writes are create-only inserts (`createEntity`) or replacements on the etag read
+ * (`updateEntity(..., 'Replace', { etag })`); never batches with etags. The API's ETag is the
+ * table's ETag, quoted and base64url-encoded (the table's own contains quotes). Deletions of a
+ * subtree go in transactions of up to 100 unconditional deletes. The table is created on first
+ * write; reads of a table that does not exist yet answer absent or empty.
+ */
+export class TableMemoryStore implements MemoryStore {
+  private tableReady: Promise<void> | undefined;
+
+  constructor(
+    private readonly table: TableClient,
+    private readonly timeoutMs: number,
+  ) {}
+
+  async get(tenant: string, namespace: string, key: string): Promise<StoredFact | null> {
+    return this.call(async (abortSignal) => {
+      try {
+        const entity = await this.table.getEntity<Record<string, unknown>>(tenant, rowKeyOf(namespace, key), {
+          abortSignal,
+        });
+        return factOf(entity, namespace, key);
+      } catch (error) {
+        if (isNotFound(error)) return null;
+        throw error;
+      }
+    });
+  }
+
+  async write(tenant: string, fact: FactWrite, ifEtag: string | null): Promise<StoredFact> {
+    const entity = entityOf(tenant, fact);
+    return this.call(async (abortSignal) => {
+      if (ifEtag === null) {
+        for (let attempt = 0; ; attempt++) {
+          try {
+            const { etag } = await this.table.createEntity(entity, { abortSignal });
+            return { ...fact, etag: apiEtag(etag) };
+          } catch (error) {
+            if (isAzureError(error, 409, 'EntityAlreadyExists')) {
+              throw new PreconditionFailedError('the fact exists');
+            }
+            if (isNotFound(error) && attempt === 0) {
+              await this.createTable(abortSignal);
+              continue;
+            }
+            throw error;
+          }
+        }
+      }
+      try {
+        const { etag } = await this.table.updateEntity(entity, 'Replace', {
+          etag: tableEtag(ifEtag),
+          abortSignal,
+        });
+        return { ...fact, etag: apiEtag(etag) };
+      } catch (error) {
+        if (isAzureError(error, 412) || isNotFound(error)) {
+          throw new PreconditionFailedError('the fact has changed');
+        }
+        throw error;
+      }
+    });
+  }
+
+  async delete(tenant: string, namespace: string, key: string, ifEtag?: string): Promise<boolean> {
+    return this.call(async (abortSignal) => {
+      try {
+        await this.table.deleteEntity(tenant, rowKeyOf(namespace, key), {
+          // The SDK's default is "*" (unconditional); a given version is always passed on.
+          etag: ifEtag === undefined ? '*' : tableEtag(ifEtag),
+          abortSignal,
+        });
+        return true;
+      } catch (error) {
+        if (isNotFound(error)) return false;
+        if (isAzureError(error, 412)) throw new PreconditionFailedError('the fact has changed');
+        throw error;
+      }
+    });
+  }
+
+  async scan(
+    tenant: string,
+    namespace: string,
+    options: { cursor?: string; pageSize: number },
+  ): Promise<FactPage> {
+    return this.call(async (abortSignal) => {
+      const facts: StoredFact[] = [];
+      const filter = rangeFilter(tenant, namespace, options.cursor);
+      let last: string | undefined;
+      try {
+        const entities = this.table.listEntities<Record<string, unknown>>({
+          queryOptions: { filter },
+          abortSignal,
+        });
+        for await (const page of entities.byPage({ maxPageSize: Math.min(1000, options.pageSize) })) {
+          for (const entity of page) {
+            facts.push(factOf(entity));
+            last = String(entity.rowKey);
+            if (facts.length >= options.pageSize) break;
+          }
+          if (facts.length >= options.pageSize) break;
+        }
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
+      }
+      return { facts, cursor: facts.length >= options.pageSize && last !== undefined ? last : null };
+    });
+  }
+
+  async namespaces(
+    tenant: string,
+    prefix: string,
+    options: { now: number; max: number },
+  ): Promise<{ namespaces: string[]; complete: boolean }> {
+    return this.call(async (abortSignal) => {
+      const found: string[] = [];
+      const end = prefix === '' ? undefined : successor(namespaceDigest(prefix));
+      let from = namespaceDigest(prefix);
+      // A skip scan: the first live row at or after `from` names a namespace; the next seek starts
+      // past that namespace's own rows (at its children), so each namespace costs one query
+      // however many facts it holds.
+      seeking: for (;;) {
+        const filter =
+          end === undefined
+            ? odata`PartitionKey eq ${tenant} and RowKey ge ${from}`
+            : odata`PartitionKey eq ${tenant} and RowKey ge ${from} and RowKey lt ${end}`;
+        let next: string | undefined;
+        try {
+          const entities = this.table.listEntities<Record<string, unknown>>({
+            queryOptions: { filter, select: ['RowKey', 'ns', 'expiresAt'] },
+            abortSignal,
+          });
+          rows: for await (const page of entities.byPage({ maxPageSize: 100 })) {
+            for (const entity of page) {
+              const expiresAt = optionalNumber(entity['expiresAt']);
+              if (expiresAt !== null && expiresAt <= options.now) continue;
+              const namespace = String(entity['ns']);
+              found.push(namespace);
+              next = `${namespaceDigest(namespace)}.`;
+              break rows;
+            }
+          }
+        } catch (error) {
+          if (!isNotFound(error)) throw error;
+        }
+        if (next === undefined) return { namespaces: found, complete: true };
+        if (found.length >= options.max) break seeking;
+        from = next;
+      }
+      return { namespaces: found, complete: false };
+    });
+  }
+
+  async deleteSubtree(
+    tenant: string,
+    namespace: string,
+    options: { now: number; budget: number },
+  ): Promise<SubtreeDeletion> {
+    return this.call(async (abortSignal) => {
+      const rows = await this.listRows(rangeFilter(tenant, namespace), options.budget + 1, abortSignal);
+      const more = rows.length > options.budget;
+      const doomed = rows.slice(0, options.budget);
+      for (let i = 0; i < doomed.length; i += TRANSACTION_SIZE) {
+        await this.deleteAll(tenant, doomed.slice(i, i + TRANSACTION_SIZE), abortSignal);
+      }
+      const deleted = doomed.filter((row) => row.expiresAt === null || row.expiresAt > options.now).length;
+      return { deleted, more };
+    });
+  }
+
+  async pruneExpired(tenant: string, options: { now: number; budget: number }): Promise<SubtreeDeletion> {
+    return this.call(async (abortSignal) => {
+      const filter = `${odata`PartitionKey eq ${tenant}`} and expiresAt le ${Math.floor(options.now)}L`;
+      const rows = await this.listRows(filter, options.budget + 1, abortSignal);
+      let deleted = 0;
+      for (const row of rows.slice(0, options.budget)) {
+        try {
+          // On the version found: a fact written again since then is not expired any more.
+          await this.table.deleteEntity(tenant, row.rowKey, { etag: row.etag, abortSignal });
+          deleted++;
+        } catch (error) {
+          if (!isNotFound(error) && !isAzureError(error, 412)) throw error;
+        }
+      }
+      return { deleted, more: rows.length > options.budget };
+    });
+  }
+
+  /** RowKey, etag and expiry of up to `max` rows matching `filter`. */
+  private async listRows(
+    filter: string,
+    max: number,
+    abortSignal: AbortSignal,
+  ): Promise<{ rowKey: string; etag: string; expiresAt: number | null }[]> {
+    const rows: { rowKey: string; etag: string; expiresAt: number | null }[] = [];
+    try {
+      const entities = this.table.listEntities<Record<string, unknown>>({
+        queryOptions: { filter, select: ['RowKey', 'expiresAt'] },
+        abortSignal,
+      });
+      for await (const page of entities.byPage({ maxPageSize: Math.min(1000, max) })) {
+        for (const entity of page) {
+          rows.push({
+            rowKey: String(entity.rowKey),
+            etag: entity.etag,
+            expiresAt: optionalNumber(entity['expiresAt']),
+          });
+          if (rows.length >= max) return rows;
+        }
+      }
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+    }
+    return rows;
+  }
+
+  /** Deletes the rows in one transaction; when it fails (a row already gone), one by one. */
+  private async deleteAll(
+    tenant: string,
+    rows: readonly { rowKey: string }[],
+    abortSignal: AbortSignal,
+  ): Promise<void> {
+    if (rows.length === 0) return;
+    const actions: TransactionAction[] = rows.map((row) => [
+      'delete',
+      { partitionKey: tenant, rowKey: row.rowKey },
+    ]);
+    try {
+      await this.table.submitTransaction(actions, { abortSignal });
+      return;
+    } catch (error) {
+      if (!isNotFound(error) && !isAzureError(error, 400) && !isAzureError(error, 409)) throw error;
+    }
+    for (const row of rows) {
+      try {
+        await this.table.deleteEntity(tenant, row.rowKey, { abortSignal });
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
+      }
+    }
+  }
+
+  private async createTable(abortSignal: AbortSignal): Promise<void> {
+    this.tableReady ??= this.table.createTable({ abortSignal }).finally(() => {
+      this.tableReady = undefined;
+    });
+    await this.tableReady;
+  }
+
+  private call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
+    return storageCall(this.timeoutMs, operation);
+  }
+}
+
+const TRANSACTION_SIZE = 100;
+
+export function rowKeyOf(namespace: string, key: string): string {
+  return `${namespaceDigest(namespace)}-${keyDigest(key)}`;
+}
+
+/** The smallest string greater than every string that starts with `prefix` (digits and letters only). */
+function successor(prefix: string): string {
+  return prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
+}
+
+/** The rows of `namespace` and below, after `after` when given. */
+function rangeFilter(tenant: string, namespace: string, after?: string): string {
+  const start = namespaceDigest(namespace);
+  const parts = [odata`PartitionKey eq ${tenant}`];
+  if (after !== undefined) parts.push(odata`RowKey gt ${after}`);
+  else if (start !== '') parts.push(odata`RowKey ge ${start}`);
+  if (start !== '') parts.push(odata`RowKey lt ${successor(start)}`);
+  return parts.join(' and ');
+}
+
+function int64(value: number): { value: string; type: 'Int64' } {
+  return { value: String(value), type: 'Int64' };
+}
+
+function entityOf(tenant: string, fact: FactWrite) {
+  return {
+    partitionKey: tenant,
+    rowKey: rowKeyOf(fact.namespace, fact.key),
+    ns: fact.namespace,
+    key: fact.key,
+    value: fact.value,
+    createdAt: int64(fact.createdAt),
+    updatedAt: int64(fact.updatedAt),
+    ...(fact.expiresAt === null ? {} : { expiresAt: int64(fact.expiresAt) }),
+  };
+}
+
+/** An Int64 property as the SDK hands it back (`{ value, type }`), or a plain number. */
+function optionalNumber(property: unknown): number | null {
+  if (property === undefined || property === null) return null;
+  const raw = typeof property === 'object' ? (property as { value?: unknown }).value : property;
+  const number = Number(raw);
+  if (!Number.isFinite(number)) throw new InternalError('a stored fact has an unreadable time');
+  return number;
+}
+
+function factOf(
+  entity: TableEntityResult<Record<string, unknown>>,
+  namespace?: string,
+  key?: string,
+): StoredFact {
+  const stored = { namespace: String(entity['ns']), key: String(entity['key']) };
+  // The row key is made of digests: a row of other names there would be a collision, never served.
+  if (
+    (namespace !== undefined && stored.namespace !== namespace) ||
+    (key !== undefined && stored.key !== key)
+  ) {
+    throw new InternalError('two facts share a storage key; refusing to answer with the other one');
+  }
+  const value = entity['value'];
+  if (!(value instanceof Uint8Array)) throw new InternalError('a stored fact has no value');
+  return {
+    ...stored,
+    value: Buffer.from(value.buffer, value.byteOffset, value.byteLength),
+    createdAt: optionalNumber(entity['createdAt']) ?? 0,
+    updatedAt: optionalNumber(entity['updatedAt']) ?? 0,
+    expiresAt: optionalNumber(entity['expiresAt']),
+    etag: apiEtag(entity.etag),
+  };
+}
+
+function apiEtag(tableEtag: string | undefined): string {
+  if (tableEtag === undefined) throw new InternalError('the table answered a write without an ETag');
+  return `"${Buffer.from(tableEtag, 'utf8').toString('base64url')}"`;
+}
+
+/** The table's ETag inside an ETag this store made (the domain passes on only those it read). */
+function tableEtag(etag: string): string {
+  return Buffer.from(etag.replace(/^"|"$/g, ''), 'base64url').toString('utf8');
+}

@@ -1,0 +1,276 @@
+import { randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+
+import { IntegrityError, InternalError, PreconditionFailedError } from '../../errors';
+import { keyDigest, segmentDigests } from '../../memory/layout';
+import type { FactPage, FactWrite, MemoryStore, StoredFact, SubtreeDeletion } from '../../memory/memoryStore';
+import { KeyedMutex } from '../keyedMutex';
+import { writeDurableTempFile } from './durableTempFile';
+import { errnoOf, guarded, isAbsence } from './localFiles';
+
+/**
+ * Memory facts on the local filesystem, under `<dataDir>/memory/<tenant>/`: one folder per
+ * namespace segment, named by the segment's digest (shared/memory/layout.ts), and in it one JSON
+ * file per fact, `<digest of the key>.json`, holding the names, times, version and the sealed value
+ * (base64). So a namespace and everything below it is one folder tree (a search reads only that),
+ * and names of any length and any characters fit the filesystem's limits.
+ *
+ * - Writes never change a file in place: a synced temp file replaces the fact by `rename`, so a
+ *   crash leaves the old fact or the new one. A compare-and-swap reads, checks and renames under a
+ *   per-fact lock of this process (the local backend serves one process per data folder).
+ * - Versions are random (96 bits) per write, so A→B→A gives three ETags.
+ * - Deleting a fact removes the folders it leaves empty; a write racing that removal makes its
+ *   folder again.
+ */
+export class LocalMemoryStore implements MemoryStore {
+  private readonly root: string;
+  private readonly tmpDir: string;
+
+  constructor(dataDir: string) {
+    this.root = path.join(dataDir, 'memory');
+    this.tmpDir = path.join(dataDir, 'tmp');
+  }
+
+  async get(tenant: string, namespace: string, key: string): Promise<StoredFact | null> {
+    return guarded(async () => {
+      const fact = await readFact(this.fileOf(tenant, namespace, key));
+      if (fact !== null && (fact.namespace !== namespace || fact.key !== key)) {
+        throw new InternalError('two facts share a storage file; refusing to answer with the other one');
+      }
+      return fact;
+    });
+  }
+
+  async write(tenant: string, fact: FactWrite, ifEtag: string | null): Promise<StoredFact> {
+    const file = this.fileOf(tenant, fact.namespace, fact.key);
+    return guarded(() =>
+      locks.run(file, async () => {
+        const current = await readFact(file);
+        if (ifEtag === null ? current !== null : current?.etag !== ifEtag) {
+          throw new PreconditionFailedError(ifEtag === null ? 'the fact exists' : 'the fact has changed');
+        }
+        const stored: StoredFact = { ...fact, etag: `"${randomBytes(12).toString('hex')}"` };
+        const { temp } = await writeDurableTempFile(this.tmpDir, serialise(stored));
+        try {
+          for (let attempt = 0; ; attempt++) {
+            await fs.mkdir(path.dirname(file), { recursive: true });
+            try {
+              await fs.rename(temp, file);
+              return stored;
+            } catch (error) {
+              // The folder was removed by a deletion that emptied it just now: make it again.
+              if (errnoOf(error) !== 'ENOENT' || attempt >= 8) throw error;
+            }
+          }
+        } catch (error) {
+          await fs.rm(temp, { force: true });
+          throw error;
+        }
+      }),
+    );
+  }
+
+  async delete(tenant: string, namespace: string, key: string, ifEtag?: string): Promise<boolean> {
+    const file = this.fileOf(tenant, namespace, key);
+    return guarded(() =>
+      locks.run(file, async () => {
+        const current = await readFact(file);
+        if (current === null) return false;
+        if (ifEtag !== undefined && current.etag !== ifEtag) {
+          throw new PreconditionFailedError('the fact has changed');
+        }
+        await fs.rm(file, { force: true });
+        await this.removeEmptyFolders(tenant, path.dirname(file));
+        return true;
+      }),
+    );
+  }
+
+  async scan(
+    tenant: string,
+    namespace: string,
+    options: { cursor?: string; pageSize: number },
+  ): Promise<FactPage> {
+    return guarded(async () => {
+      const base = this.folderOf(tenant, namespace);
+      const files = (await factFilesUnder(base)).sort();
+      const start =
+        options.cursor === undefined ? 0 : files.findIndex((file) => file > (options.cursor as string));
+      const chosen = start < 0 ? [] : files.slice(start, start + options.pageSize);
+      const facts: StoredFact[] = [];
+      for (const file of chosen) {
+        const fact = await readFact(path.join(base, file));
+        if (fact !== null) facts.push(fact);
+      }
+      const last = chosen[chosen.length - 1];
+      const more = start >= 0 && start + options.pageSize < files.length;
+      return { facts, cursor: more && last !== undefined ? last : null };
+    });
+  }
+
+  async namespaces(
+    tenant: string,
+    prefix: string,
+    options: { now: number; max: number },
+  ): Promise<{ namespaces: string[]; complete: boolean }> {
+    return guarded(async () => {
+      const found: string[] = [];
+      const visit = async (folder: string): Promise<boolean> => {
+        const entries = await listFolder(folder);
+        for (const name of entries.filter((entry) => entry.endsWith('.json')).sort()) {
+          const fact = await readFact(path.join(folder, name));
+          if (fact !== null && (fact.expiresAt === null || fact.expiresAt > options.now)) {
+            found.push(fact.namespace);
+            break;
+          }
+        }
+        if (found.length >= options.max) return false;
+        for (const name of entries.filter((entry) => !entry.endsWith('.json')).sort()) {
+          if (!(await visit(path.join(folder, name)))) return false;
+        }
+        return true;
+      };
+      const complete = await visit(this.folderOf(tenant, prefix));
+      return { namespaces: found, complete };
+    });
+  }
+
+  async deleteSubtree(
+    tenant: string,
+    namespace: string,
+    options: { now: number; budget: number },
+  ): Promise<SubtreeDeletion> {
+    return guarded(async () => {
+      const base = this.folderOf(tenant, namespace);
+      const files = (await factFilesUnder(base)).sort();
+      let deleted = 0;
+      const folders = new Set<string>();
+      for (const relative of files.slice(0, options.budget)) {
+        const file = path.join(base, relative);
+        await locks.run(file, async () => {
+          const fact = await readFact(file);
+          if (fact === null) return;
+          await fs.rm(file, { force: true });
+          folders.add(path.dirname(file));
+          if (fact.expiresAt === null || fact.expiresAt > options.now) deleted++;
+        });
+      }
+      // Deepest first, so that a parent is emptied by its children before it is tried.
+      for (const folder of [...folders].sort((a, b) => b.length - a.length)) {
+        await this.removeEmptyFolders(tenant, folder);
+      }
+      return { deleted, more: files.length > options.budget };
+    });
+  }
+
+  async pruneExpired(tenant: string, options: { now: number; budget: number }): Promise<SubtreeDeletion> {
+    return guarded(async () => {
+      const base = this.folderOf(tenant, '');
+      let deleted = 0;
+      for (const relative of (await factFilesUnder(base)).sort()) {
+        const file = path.join(base, relative);
+        const found = await readFact(file);
+        if (found === null || found.expiresAt === null || found.expiresAt > options.now) continue;
+        if (deleted >= options.budget) return { deleted, more: true };
+        await locks.run(file, async () => {
+          // On the version found: a fact written again since then is not expired any more.
+          const current = await readFact(file);
+          if (current?.etag !== found.etag) return;
+          await fs.rm(file, { force: true });
+          await this.removeEmptyFolders(tenant, path.dirname(file));
+          deleted++;
+        });
+      }
+      return { deleted, more: false };
+    });
+  }
+
+  private folderOf(tenant: string, namespace: string): string {
+    return path.join(this.root, tenant, ...segmentDigests(namespace));
+  }
+
+  private fileOf(tenant: string, namespace: string, key: string): string {
+    return path.join(this.folderOf(tenant, namespace), `${keyDigest(key)}.json`);
+  }
+
+  /** Removes `folder` and the folders above it while they are empty, up to the tenant's folder. */
+  private async removeEmptyFolders(tenant: string, folder: string): Promise<void> {
+    const top = path.join(this.root, tenant);
+    for (let current = folder; current.startsWith(top + path.sep); current = path.dirname(current)) {
+      try {
+        await fs.rmdir(current);
+      } catch (error) {
+        const code = errnoOf(error);
+        if (code === 'ENOTEMPTY' || code === 'EEXIST' || isAbsence(error)) return;
+        throw error;
+      }
+    }
+  }
+}
+
+/** One lock table per process: two store objects on the same folder must not race each other. */
+const locks = new KeyedMutex();
+
+interface FactFile {
+  readonly namespace: string;
+  readonly key: string;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  readonly expiresAt: number | null;
+  readonly etag: string;
+  /** The sealed value, base64. */
+  readonly value: string;
+}
+
+function serialise(fact: StoredFact): Buffer {
+  const file: FactFile = { ...fact, value: fact.value.toString('base64') };
+  return Buffer.from(JSON.stringify(file), 'utf8');
+}
+
+async function readFact(file: string): Promise<StoredFact | null> {
+  let bytes: Buffer;
+  try {
+    bytes = await fs.readFile(file);
+  } catch (error) {
+    if (isAbsence(error)) return null;
+    throw error;
+  }
+  try {
+    const parsed = JSON.parse(bytes.toString('utf8')) as FactFile;
+    return {
+      namespace: parsed.namespace,
+      key: parsed.key,
+      createdAt: parsed.createdAt,
+      updatedAt: parsed.updatedAt,
+      expiresAt: parsed.expiresAt,
+      etag: parsed.etag,
+      value: Buffer.from(parsed.value, 'base64'),
+    };
+  } catch {
+    throw new IntegrityError('a stored fact file is damaged');
+  }
+}
+
+async function listFolder(folder: string): Promise<string[]> {
+  try {
+    return await fs.readdir(folder);
+  } catch (error) {
+    if (isAbsence(error)) return [];
+    throw error;
+  }
+}
+
+/** Paths (relative to `folder`, `/`-separated) of every fact file in it and below. */
+async function factFilesUnder(folder: string): Promise<string[]> {
+  const found: string[] = [];
+  const walk = async (current: string, relative: string): Promise<void> => {
+    for (const name of await listFolder(current)) {
+      const child = relative === '' ? name : `${relative}/${name}`;
+      if (name.endsWith('.json')) found.push(child);
+      else await walk(path.join(current, name), child);
+    }
+  };
+  await walk(folder, '');
+  return found;
+}

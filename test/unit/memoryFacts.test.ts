@@ -1,0 +1,195 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+
+import { describe, expect, it } from 'vitest';
+
+import type { AuditEvent, AuditLog } from '../../shared/audit/auditLog';
+import type { ValueCodec, ValuePlace } from '../../shared/crypto/valueCodec';
+import { IntegrityError } from '../../shared/errors';
+import { bm25Scores, documentTerms, queryWords, words } from '../../shared/memory/keywordSearch';
+import { MemoryFacts } from '../../shared/memory/memory';
+import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
+import { tempDir } from '../support/cleanup';
+
+/**
+ * The seams of memory facts: every value goes through the codec bound to its place, and every
+ * change reaches the audit log with ids and counts only. Plus the keyword scoring on its own.
+ */
+
+/** A codec that scrambles bytes and binds them to their place, as an encrypting codec must. */
+function bindingCodec(): ValueCodec & { places: ValuePlace[] } {
+  const places: ValuePlace[] = [];
+  const tag = (place: ValuePlace) =>
+    JSON.stringify([place.tenant, place.kind, place.key, place.version ?? null]);
+  const scramble = (bytes: Buffer) => Buffer.from(bytes.map((byte) => byte ^ 0x5a));
+  return {
+    encrypts: true,
+    places,
+    seal(plain, place) {
+      places.push(place);
+      const header = Buffer.from(tag(place));
+      return Buffer.concat([Buffer.from([header.length >> 8, header.length & 255]), header, scramble(plain)]);
+    },
+    open(stored, place) {
+      const length = ((stored[0] ?? 0) << 8) | (stored[1] ?? 0);
+      if (stored.subarray(2, 2 + length).toString() !== tag(place)) {
+        throw new IntegrityError('the value does not belong here');
+      }
+      return scramble(stored.subarray(2 + length));
+    },
+  };
+}
+
+function recordingAudit(enabled = true): AuditLog & { events: AuditEvent[] } {
+  const events: AuditEvent[] = [];
+  return {
+    enabled,
+    events,
+    record: async (event) => {
+      events.push(event);
+    },
+  };
+}
+
+function filesUnder(folder: string): string[] {
+  return readdirSync(folder).flatMap((name) => {
+    const full = path.join(folder, name);
+    return statSync(full).isDirectory() ? filesUnder(full) : [full];
+  });
+}
+
+describe('memory facts and the codec', () => {
+  it('seals every value to its place; bytes moved to another fact or tenant fail to open', async () => {
+    const dir = tempDir('memory-codec');
+    const store = new LocalMemoryStore(dir);
+    const codec = bindingCodec();
+    const memory = new MemoryFacts({ store, codec });
+    const caller = { tenant: 'tenant-a' };
+    await memory.remember(caller, 'users/42', 'secret', { text: 'plaintext-marker' });
+    expect(codec.places).toEqual([
+      { tenant: 'tenant-a', kind: 'memory.fact', key: JSON.stringify(['users/42', 'secret']) },
+    ]);
+    expect((await memory.recall(caller, 'users/42', 'secret'))?.value).toEqual({ text: 'plaintext-marker' });
+    for (const file of filesUnder(path.join(dir, 'memory'))) {
+      const stored = readFileSync(file);
+      expect(stored.includes('plaintext-marker')).toBe(false);
+      const { value } = JSON.parse(stored.toString()) as { value: string };
+      expect(Buffer.from(value, 'base64').includes('plaintext-marker')).toBe(false);
+    }
+
+    // The sealed row copied under another key, and into another tenant: never served.
+    const row = await store.get('tenant-a', 'users/42', 'secret');
+    if (row === null) throw new Error('the fact is missing');
+    await store.write('tenant-a', { ...row, key: 'copy' }, null);
+    await store.write('tenant-b', row, null);
+    await expect(memory.recall(caller, 'users/42', 'copy')).rejects.toBeInstanceOf(IntegrityError);
+    await expect(memory.recall({ tenant: 'tenant-b' }, 'users/42', 'secret')).rejects.toBeInstanceOf(
+      IntegrityError,
+    );
+    await expect(memory.search(caller, { namespace: 'users', text: 'marker' })).rejects.toBeInstanceOf(
+      IntegrityError,
+    );
+  });
+});
+
+describe('memory facts and the audit log', () => {
+  it('records writes, forgets and forgetAll with ids and counts, never values', async () => {
+    const audit = recordingAudit();
+    const memory = new MemoryFacts({ store: new LocalMemoryStore(tempDir('memory-audit')), audit });
+    const caller = { tenant: 'tenant-a', actor: 'key-1' };
+    await memory.remember(caller, 'users/42', 'language', 'value-marker-1');
+    await memory.remember(caller, 'users/42', 'language', 'value-marker-2');
+    await memory.remember(caller, 'users/43', 'language', 'value-marker-3');
+    expect(await memory.forget(caller, 'users/42', 'language')).toBe(true);
+    expect(await memory.forget(caller, 'users/42', 'language')).toBe(false);
+    expect(await memory.forgetAll(caller, 'users')).toEqual({ deleted: 1, more: false });
+    expect(audit.events).toEqual([
+      {
+        tenant: 'tenant-a',
+        actor: 'key-1',
+        action: 'memory.written',
+        subject: 'users/42',
+        outcome: 'ok',
+        details: { key: 'language', created: true },
+      },
+      {
+        tenant: 'tenant-a',
+        actor: 'key-1',
+        action: 'memory.written',
+        subject: 'users/42',
+        outcome: 'ok',
+        details: { key: 'language', created: false },
+      },
+      {
+        tenant: 'tenant-a',
+        actor: 'key-1',
+        action: 'memory.written',
+        subject: 'users/43',
+        outcome: 'ok',
+        details: { key: 'language', created: true },
+      },
+      {
+        tenant: 'tenant-a',
+        actor: 'key-1',
+        action: 'memory.forgotten',
+        subject: 'users/42',
+        outcome: 'ok',
+        details: { key: 'language' },
+      },
+      {
+        tenant: 'tenant-a',
+        actor: 'key-1',
+        action: 'memory.forgotAll',
+        subject: 'users',
+        outcome: 'ok',
+        details: { count: 1, more: false },
+      },
+    ]);
+    expect(JSON.stringify(audit.events)).not.toContain('value-marker');
+  });
+
+  it('does not call a log that is off', async () => {
+    const audit = recordingAudit(false);
+    const memory = new MemoryFacts({ store: new LocalMemoryStore(tempDir('memory-audit-off')), audit });
+    await memory.remember({ tenant: 't' }, 'a', 'k', 1);
+    expect(audit.events).toEqual([]);
+  });
+});
+
+describe('keyword scoring', () => {
+  it('splits words on anything but letters and digits, after NFKC and lower-casing', () => {
+    expect(words('Hello, WORLD! ｆｕｌｌ-width café_42')).toEqual([
+      'hello',
+      'world',
+      'full',
+      'width',
+      'café',
+      '42',
+    ]);
+    expect(queryWords('tea Tea TEA green')).toEqual(['tea', 'green']);
+  });
+
+  it('counts the key and every string of the value, not object keys or numbers', () => {
+    const terms = documentTerms('green-tea', { tea: 'Tea time', n: 7, list: ['tea', { x: 'TEA' }] }, [
+      'tea',
+      'time',
+    ]);
+    expect(terms).toEqual({ length: 6, counts: [4, 1] });
+  });
+
+  it('scores in [0, 1): more matches and rarer words score higher', () => {
+    const query = ['moon', 'tides'];
+    const documents = [
+      documentTerms('a', 'moon tides tides', query),
+      documentTerms('b', 'moon and more words here', query),
+      documentTerms('c', 'moon', query),
+    ];
+    const scores = bm25Scores(documents, 10, 3, query.length);
+    for (const score of scores) {
+      expect(score).toBeGreaterThan(0);
+      expect(score).toBeLessThan(1);
+    }
+    expect(scores[0]).toBeGreaterThan(scores[2] ?? 1);
+    expect(scores[2]).toBeGreaterThan(scores[1] ?? 1);
+  });
+});
