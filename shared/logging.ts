@@ -92,7 +92,8 @@ export function errorSummary(error: unknown): Record<string, unknown> {
   const e = error as Error & { code?: unknown; statusCode?: unknown };
   return {
     type: e.name,
-    message: e.message,
+    // A parser's message quotes the text it failed on, which may be a stored value: never logged.
+    message: e instanceof SyntaxError ? 'the text is not valid JSON' : e.message,
     ...(e.code === undefined ? {} : { code: e.code }),
     ...(e.statusCode === undefined ? {} : { statusCode: e.statusCode }),
     ...(e.cause === undefined ? {} : { cause: errorSummary(e.cause) }),

@@ -62,12 +62,9 @@ export function mergeWrites(bytes: Buffer | null, what: string): PendingWrite[] 
     let line: StoredLine;
     try {
       line = JSON.parse(text) as StoredLine;
-    } catch (error) {
-      throw new IntegrityError(
-        `the pending writes of ${what} hold a line that is not JSON`,
-        {},
-        { cause: error },
-      );
+    } catch {
+      // No cause: a parser's message quotes the stored bytes, which must never reach a log.
+      throw new IntegrityError(`the pending writes of ${what} hold a line that is not JSON`);
     }
     for (const write of line.writes) {
       const key = `${line.taskId}\u0000${write.idx}`;

@@ -116,8 +116,9 @@ export function decodeThreadRecord(bytes: Buffer, threadId: string): ThreadRecor
   let stored: StoredThreadRecord;
   try {
     stored = JSON.parse(bytes.toString('utf8')) as StoredThreadRecord;
-  } catch (error) {
-    throw new IntegrityError(`the record of thread ${threadId} is not JSON`, {}, { cause: error });
+  } catch {
+    // No cause: a parser's message quotes the stored bytes, which must never reach a log.
+    throw new IntegrityError(`the record of thread ${threadId} is not JSON`);
   }
   if (stored.v !== 1 || !Array.isArray(stored.heads)) {
     throw new IntegrityError(`the record of thread ${threadId} has an unknown format`);
@@ -132,8 +133,9 @@ export function encodeCheckpointRecord(record: CheckpointRecord): Buffer {
 export function decodeCheckpointRecord(bytes: Buffer, checkpointId: string): CheckpointRecord {
   try {
     return JSON.parse(bytes.toString('utf8')) as CheckpointRecord;
-  } catch (error) {
-    throw new IntegrityError(`the record of checkpoint ${checkpointId} is not JSON`, {}, { cause: error });
+  } catch {
+    // No cause: a parser's message quotes the stored bytes, which must never reach a log.
+    throw new IntegrityError(`the record of checkpoint ${checkpointId} is not JSON`);
   }
 }
 

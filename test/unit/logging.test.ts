@@ -48,6 +48,19 @@ describe('logging', () => {
     expect(JSON.stringify(summary)).not.toContain('signature');
   });
 
+  it('never quotes the text a JSON parser failed on (it may be a stored value)', () => {
+    let parseError: unknown;
+    try {
+      JSON.parse('hunter2-secret-value');
+    } catch (error) {
+      parseError = error;
+    }
+    const summary = errorSummary(new Error('wrapped', { cause: parseError }));
+    expect(parseError).toBeInstanceOf(SyntaxError);
+    expect(JSON.stringify(summary)).not.toContain('hunter2');
+    expect(summary).toMatchObject({ cause: { type: 'SyntaxError' } });
+  });
+
   it('routes the lines of a running invocation to its sink, and only while it runs', async () => {
     const log = processLogger('info');
     const mine: string[] = [];

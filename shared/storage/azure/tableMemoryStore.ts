@@ -5,6 +5,9 @@ import { keyDigest, namespaceDigest } from '../../memory/layout';
 import type { FactPage, FactWrite, MemoryStore, StoredFact, SubtreeDeletion } from '../../memory/memoryStore';
 import { isAzureError, isNotFound, storageCall } from './azureErrors';
 
+/** How long one namespace listing may scan before it answers what it found as incomplete. */
+const NAMESPACE_SCAN_BUDGET_MS = 4000;
+
 /**
  * Memory facts on Azure Table Storage (Azurite locally), in one table:
  *
@@ -133,43 +136,54 @@ export class TableMemoryStore implements MemoryStore {
     prefix: string,
     options: { now: number; max: number },
   ): Promise<{ namespaces: string[]; complete: boolean }> {
-    return this.call(async (abortSignal) => {
-      const found: string[] = [];
-      const end = prefix === '' ? undefined : successor(namespaceDigest(prefix));
-      let from = namespaceDigest(prefix);
-      // A skip scan: the first live row at or after `from` names a namespace; the next seek starts
-      // past that namespace's own rows (at its children), so each namespace costs one query
-      // however many facts it holds.
-      seeking: for (;;) {
-        const filter =
-          end === undefined
-            ? odata`PartitionKey eq ${tenant} and RowKey ge ${from}`
-            : odata`PartitionKey eq ${tenant} and RowKey ge ${from} and RowKey lt ${end}`;
-        let next: string | undefined;
-        try {
-          const entities = this.table.listEntities<Record<string, unknown>>({
-            queryOptions: { filter, select: ['RowKey', 'ns', 'expiresAt'] },
-            abortSignal,
-          });
-          rows: for await (const page of entities.byPage({ maxPageSize: 100 })) {
-            for (const entity of page) {
-              const expiresAt = optionalNumber(entity['expiresAt']);
-              if (expiresAt !== null && expiresAt <= options.now) continue;
-              const namespace = String(entity['ns']);
-              found.push(namespace);
-              next = `${namespaceDigest(namespace)}.`;
-              break rows;
-            }
-          }
-        } catch (error) {
-          if (!isNotFound(error)) throw error;
+    const found: string[] = [];
+    const end = prefix === '' ? undefined : successor(namespaceDigest(prefix));
+    let from = namespaceDigest(prefix);
+    const started = performance.now();
+    // A skip scan: the first live row at or after `from` names a namespace; the next seek starts
+    // past that namespace's own rows (at its children), so each namespace costs one query however
+    // many facts it holds. Each seek has the storage deadline of its own, and the scan stops (as
+    // incomplete) once it has used NAMESPACE_SCAN_BUDGET_MS, so a tenant with many namespaces gets
+    // a partial answer, never a 503 for a deadline the whole scan could not meet.
+    while (found.length < options.max && performance.now() - started < NAMESPACE_SCAN_BUDGET_MS) {
+      const next = await this.call((abortSignal) =>
+        this.seekNamespace(tenant, from, end, options.now, abortSignal),
+      );
+      if (next === null) return { namespaces: found, complete: true };
+      found.push(next);
+      from = `${namespaceDigest(next)}.`;
+    }
+    return { namespaces: found, complete: false };
+  }
+
+  /** The namespace of the first live fact at or after `from` (before `end`), or null. */
+  private async seekNamespace(
+    tenant: string,
+    from: string,
+    end: string | undefined,
+    now: number,
+    abortSignal: AbortSignal,
+  ): Promise<string | null> {
+    const filter =
+      end === undefined
+        ? odata`PartitionKey eq ${tenant} and RowKey ge ${from}`
+        : odata`PartitionKey eq ${tenant} and RowKey ge ${from} and RowKey lt ${end}`;
+    try {
+      const entities = this.table.listEntities<Record<string, unknown>>({
+        queryOptions: { filter, select: ['RowKey', 'ns', 'expiresAt'] },
+        abortSignal,
+      });
+      for await (const page of entities.byPage({ maxPageSize: 100 })) {
+        for (const entity of page) {
+          const expiresAt = optionalNumber(entity['expiresAt']);
+          if (expiresAt !== null && expiresAt <= now) continue;
+          return String(entity['ns']);
         }
-        if (next === undefined) return { namespaces: found, complete: true };
-        if (found.length >= options.max) break seeking;
-        from = next;
       }
-      return { namespaces: found, complete: false };
-    });
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+    }
+    return null;
   }
 
   async deleteSubtree(
