@@ -44,7 +44,8 @@ import type { TrustedSnapshotKeys } from './trustedKeys';
  *   the signature → the manifest (create-only; its presence makes the snapshot exist) → `latest`,
  *   moved by compare-and-swap only from the `parent` the publisher names. Nothing is written before
  *   every check passed (manifest bytes, paths, trusted signature, every part stored with its size),
- *   so a refused publish (400, 409 stale, 422) writes nothing; a crash at any step leaves the
+ *   so a refused publish (400, 422, or 409 from the early stale check) writes nothing; a publisher
+ *   that loses at the compare-and-swap leaves its snapshot stored but not `latest`; a crash at any step leaves the
  *   previous snapshot loadable, and publishing the same request again completes the snapshot.
  * - Objects are immutable and content-addressed, shared by all of a tenant's workspaces: uploading
  *   a part again is idempotent. A part of a file under 2 MiB is the whole file, so its SHA-256 is

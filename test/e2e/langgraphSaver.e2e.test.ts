@@ -134,11 +134,27 @@ describe.each<Backend>(['local', 'blob'])('CairnCheckpointSaver on the %s backen
   });
 
   it('stores only the channels in newVersions: an unchanged channel keeps the value stored before', async () => {
-    const saver = new CairnCheckpointSaver({ client, scope: 'delta' });
+    // The puts as sent: which channels carry a value.
+    const sentValues: string[][] = [];
+    const http = nodeHttpSender();
+    const send: HttpSender = async (request) => {
+      if (request.method === 'POST' && /\/checkpoints$/.test(new URL(request.url).pathname)) {
+        const body = JSON.parse(request.body!.toString()) as { values: Record<string, unknown> };
+        sentValues.push(Object.keys(body.values).sort());
+      }
+      return http(request);
+    };
+    const saver = new CairnCheckpointSaver({
+      url: `${app.url}/api`,
+      token: tenant.key,
+      send,
+      scope: 'delta',
+    });
     const first = checkpointWith({ big: 'x'.repeat(1000), small: 1 }, { big: 1, small: 1 });
     const config = await saver.put({ configurable: { thread_id: 't' } }, first, meta, { big: 1, small: 1 });
     const second = checkpointWith({ big: 'x'.repeat(1000), small: 2 }, { big: 1, small: 2 });
     await saver.put(config, second, { ...meta, step: 1 }, { small: 2 });
+    expect(sentValues).toEqual([['big', 'small'], ['small']]);
 
     const stored = await client.threads.getCheckpoint(saver.threadName('t'));
     expect(stored?.values['small']).toBeDefined();

@@ -281,6 +281,9 @@ describe.each<Backend>(['local', 'blob'])('memory API on the %s backend', (backe
     expect((await asBeta(factPath('private/notes', 'secret'), { method: 'DELETE' })).status).toBe(204);
     const wiped = await asBeta('/api/memory/namespaces?namespace=&all=true', { method: 'DELETE' });
     expect(await wiped.json()).toEqual({ deleted: 0, more: false });
+    const named = await asBeta('/api/memory/namespaces?namespace=private', { method: 'DELETE' });
+    expect(await named.json()).toEqual({ deleted: 0, more: false });
+    expect((await asAlpha(factPath('private/notes', 'secret'))).status).toBe(200);
     // Beta's own fact of the same name is its own.
     expect((await put(asBeta, 'private/notes', 'secret', { value: 'beta' })).status).toBe(201);
     expect(((await (await asAlpha(factPath('private/notes', 'secret'))).json()) as Item).value).toBe(

@@ -415,6 +415,34 @@ describe.each<Backend>(['local', 'blob'])('workspace snapshots on the %s backend
     const listed = await (await asBeta('/api/workspaces/private/snapshots')).json();
     expect(listed).toEqual({ snapshots: [], latest: null, next: null });
     expect((await asAlpha(`/api/snapshots/${saved.id}`)).status).toBe(200);
+
+    // Alpha's part is absent for beta (HEAD), and beta's writes land in beta's own space only.
+    const partRoute = `/api/workspaces/private/snapshots/objects/${sha256(aTxt)}/0`;
+    expect((await asBeta(partRoute, { method: 'HEAD' })).status).toBe(404);
+    const betaBytes = Buffer.from('beta writes here');
+    const betaRoute = `/api/workspaces/private/snapshots/objects/${sha256(betaBytes)}/0`;
+    expect((await asBeta(betaRoute, { method: 'PUT', body: betaBytes })).status).toBe(201);
+    expect((await asAlpha(betaRoute, { method: 'HEAD' })).status).toBe(404);
+    // Beta publishing alpha's manifest: alpha's parts are not beta's, so they are missing (422),
+    // and alpha's snapshot and latest stay as they were.
+    const stored = (await (await asAlpha(`/api/snapshots/${saved.id}`)).json()) as {
+      manifest: string;
+      signature: string;
+    };
+    const publish = await asBeta('/api/workspaces/private/snapshots', {
+      method: 'POST',
+      body: JSON.stringify({ manifest: stored.manifest, signature: stored.signature, parent: null }),
+    });
+    expect(publish.status).toBe(422);
+    expect(
+      (await (await asAlpha('/api/workspaces/private/snapshots/latest')).json()) as { id: string },
+    ).toMatchObject({
+      id: saved.id,
+    });
+    // A tenant that is not an admin cannot remove anyone's trusted keys, its own included.
+    for (const tenant of [alpha.tenant, beta.tenant]) {
+      expect((await asBeta(`/api/snapshot-keys/${tenant}`, { method: 'DELETE' })).status).toBe(403);
+    }
   });
 
   it('of two publishers on one parent one wins; the other gets 409 with latest and can publish on it', async () => {

@@ -54,6 +54,12 @@ describe('documentation', () => {
     }
   });
 
+  it('links to no page outside the repository (addresses in examples are code, not links)', () => {
+    for (const page of PAGES) {
+      expect(readFileSync(page, 'utf8'), page).not.toMatch(/\]\(https?:/);
+    }
+  });
+
   it('renders docs/benchmark-results.md from docs/benchmarks.json alone', async () => {
     const results = JSON.parse(readFileSync('docs/benchmarks.json', 'utf8')) as BenchResults;
     const file = 'docs/benchmark-results.md';

