@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { appendFile, mkdir, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -19,6 +18,7 @@ import {
 } from '../support/app';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
+import { runCairn } from '../support/cli';
 import { sessionIndexSettings } from '../support/tables';
 
 /**
@@ -226,7 +226,7 @@ describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (b
     const dir = await newSessionDir(files);
     const sid = sessionId('cli');
     const env = { PATH: process.env['PATH'] ?? '', CAIRN_URL: app.url, CAIRN_KEY: tenant.key };
-    const published = await runCli(
+    const published = await runCairn(
       ['checkpoint', 'publish', dir, '--session', sid, '--data', '{"turn":3}'],
       env,
     );
@@ -235,37 +235,24 @@ describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (b
     expect(report.objectsUploaded).toBe(4);
 
     const restored = restoreTarget();
-    const restore = await runCli(['checkpoint', 'restore', '--session', sid, restored], env);
+    const restore = await runCairn(['checkpoint', 'restore', '--session', sid, restored], env);
     expect(restore.code, restore.stderr).toBe(0);
     expect(JSON.parse(restore.stdout)).toMatchObject({ checkpointId: report.checkpointId, files: 2 });
     await expectSameTree(restored, files);
 
     // Another tenant's key: its publish to this session is refused, its restore finds nothing.
     const otherEnv = { ...env, CAIRN_KEY: other.key };
-    const refused = await runCli(['checkpoint', 'publish', dir, '--session', sid], otherEnv);
+    const refused = await runCairn(['checkpoint', 'publish', dir, '--session', sid], otherEnv);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('tenant mismatch');
-    const hidden = await runCli(['checkpoint', 'restore', '--session', sid, restoreTarget()], otherEnv);
+    const hidden = await runCairn(['checkpoint', 'restore', '--session', sid, restoreTarget()], otherEnv);
     expect(hidden.code).toBe(1);
     expect(hidden.stderr).toContain('404');
 
-    expect((await runCli(['checkpoint', 'publish', dir], env)).code).toBe(2);
-    expect((await runCli(['checkpoint', 'publish', dir, '--session', sid], { PATH: env.PATH })).code).toBe(2);
+    expect((await runCairn(['checkpoint', 'publish', dir], env)).code).toBe(2);
+    expect((await runCairn(['checkpoint', 'publish', dir, '--session', sid], { PATH: env.PATH })).code).toBe(
+      2,
+    );
     await Promise.all([dir, restored].map((d) => rm(d, { recursive: true, force: true })));
   });
 });
-
-function runCli(
-  args: string[],
-  env: Record<string, string>,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.resolve('dist/client/cli/main.js'), ...args], { env });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (data: Buffer) => (stdout += data.toString()));
-    child.stderr.on('data', (data: Buffer) => (stderr += data.toString()));
-    child.once('error', reject);
-    child.once('exit', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-  });
-}

@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
@@ -15,26 +15,9 @@ import {
 } from '../support/app';
 import { tempDir } from '../support/cleanup';
 import { startAzurite } from '../support/cleanup';
+import { runCairn } from '../support/cli';
 
 /** The `cairn` command against a running app: migrate's exit codes, persona push and pull. */
-const CLI = path.resolve('dist/client/cli/main.js');
-
-function cairn(
-  args: string[],
-  env: Record<string, string>,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
-      env: { PATH: process.env['PATH'] ?? '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (data: Buffer) => (stdout += data.toString()));
-    child.stderr.on('data', (data: Buffer) => (stderr += data.toString()));
-    child.once('exit', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-  });
-}
 
 function folder(files: Record<string, string>): string {
   const root = tempDir('cli');
@@ -67,22 +50,22 @@ describe('cairn command', () => {
   });
 
   it('one exit-code rule: help is 0, an unknown command or a missing argument or setting is 2', async () => {
-    const help = await cairn(['help'], {});
+    const help = await runCairn(['help'], {});
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/exit codes:\n {2}0 {2}success\n {2}1 {2}failure/);
     for (const command of ['checkpoint', 'keygen', 'migrate', 'persona', 'snapshot'])
       expect(help.stdout).toContain(`cairn ${command} `);
 
-    expect((await cairn([], opsEnv)).code).toBe(2);
-    expect((await cairn(['nonsense'], opsEnv)).code).toBe(2);
-    const badOption = await cairn(['persona', 'push', '--dir', '/tmp', '--no-such-option'], opsEnv);
+    expect((await runCairn([], opsEnv)).code).toBe(2);
+    expect((await runCairn(['nonsense'], opsEnv)).code).toBe(2);
+    const badOption = await runCairn(['persona', 'push', '--dir', '/tmp', '--no-such-option'], opsEnv);
     expect(badOption.code).toBe(2);
     expect(badOption.stderr).toContain('cairn persona push|pull');
-    expect((await cairn(['persona', 'sideways', '--dir', '/tmp'], opsEnv)).code).toBe(2);
-    const noKey = await cairn(['persona', 'pull', '--dir', '/tmp'], { CAIRN_URL: app.url });
+    expect((await runCairn(['persona', 'sideways', '--dir', '/tmp'], opsEnv)).code).toBe(2);
+    const noKey = await runCairn(['persona', 'pull', '--dir', '/tmp'], { CAIRN_URL: app.url });
     expect(noKey.code).toBe(2);
     expect(noKey.stderr).toContain('CAIRN_KEY');
-    const noUrl = await cairn(['migrate', '--tenant', agent.tenant, '--from', '/tmp'], {
+    const noUrl = await runCairn(['migrate', '--tenant', agent.tenant, '--from', '/tmp'], {
       CAIRN_KEY: ops.key,
     });
     expect(noUrl.code).toBe(2);
@@ -91,7 +74,7 @@ describe('cairn command', () => {
 
   it('migrate: exit 0 with the report when every file is accounted for, 1 when the report has errors', async () => {
     const source = folder({ 'a.txt': 'A', 'sub/b.txt': 'B' });
-    const ok = await cairn(['migrate', '--tenant', agent.tenant, '--from', `${source}:mem`], opsEnv);
+    const ok = await runCairn(['migrate', '--tenant', agent.tenant, '--from', `${source}:mem`], opsEnv);
     expect(ok.code).toBe(0);
     expect(JSON.parse(ok.stdout)).toMatchObject({
       copied: 2,
@@ -102,7 +85,10 @@ describe('cairn command', () => {
     expect(await (await client(app.url, agent.key)('/api/kv/mem/sub/b.txt')).text()).toBe('B');
 
     execFileSync('mkfifo', [path.join(source, 'pipe')]);
-    const withError = await cairn(['migrate', '--tenant', agent.tenant, '--from', `${source}:mem`], opsEnv);
+    const withError = await runCairn(
+      ['migrate', '--tenant', agent.tenant, '--from', `${source}:mem`],
+      opsEnv,
+    );
     expect(withError.code).toBe(1);
     expect(JSON.parse(withError.stdout)).toMatchObject({
       copied: 0,
@@ -112,8 +98,8 @@ describe('cairn command', () => {
   });
 
   it('migrate: exit 2 on bad usage; exit 1 on a refused start or a migration that failed', async () => {
-    expect((await cairn(['migrate', '--tenant', agent.tenant], opsEnv)).code).toBe(2);
-    const refused = await cairn(['migrate', '--tenant', agent.tenant, '--from', '/tmp'], {
+    expect((await runCairn(['migrate', '--tenant', agent.tenant], opsEnv)).code).toBe(2);
+    const refused = await runCairn(['migrate', '--tenant', agent.tenant, '--from', '/tmp'], {
       CAIRN_URL: app.url,
       CAIRN_KEY: agent.key,
     });
@@ -123,7 +109,7 @@ describe('cairn command', () => {
     await storage.stop();
     try {
       const source = folder({ 'x.txt': 'x' });
-      const failed = await cairn(['migrate', '--tenant', agent.tenant, '--from', source], opsEnv);
+      const failed = await runCairn(['migrate', '--tenant', agent.tenant, '--from', source], opsEnv);
       expect(failed.code).toBe(1);
       expect(failed.stderr).toMatch(/failed/);
     } finally {
@@ -135,7 +121,7 @@ describe('cairn command', () => {
     const env = { CAIRN_URL: app.url, CAIRN_KEY: agent.key };
     const local = folder({ 'MEMORY.md': '# memory', 'notes/one.md': 'one' });
     symlinkSync('/etc/hostname', path.join(local, 'link.md'));
-    const pushed = await cairn(['persona', 'push', '--dir', local], env);
+    const pushed = await runCairn(['persona', 'push', '--dir', local], env);
     expect(pushed.code).toBe(1);
     const report = JSON.parse(pushed.stdout) as {
       copied: number;
@@ -144,14 +130,14 @@ describe('cairn command', () => {
     };
     expect(report.keys).toEqual(['claude_memory/MEMORY.md', 'claude_memory/notes/one.md']);
     expect(report.errors).toEqual([['claude_memory/link.md', 'symlinks are not allowed']]);
-    const again = JSON.parse((await cairn(['persona', 'push', '--dir', local], env)).stdout) as {
+    const again = JSON.parse((await runCairn(['persona', 'push', '--dir', local], env)).stdout) as {
       copied: number;
       skipped: number;
     };
     expect(again).toMatchObject({ copied: 0, skipped: 2 });
 
     const elsewhere = folder({ 'MEMORY.md': 'stale local copy' });
-    const pulled = await cairn(['persona', 'pull', '--dir', elsewhere], env);
+    const pulled = await runCairn(['persona', 'pull', '--dir', elsewhere], env);
     expect(pulled.code).toBe(0);
     expect(JSON.parse(pulled.stdout)).toMatchObject({ pulled: 2 });
     expect(readFileSync(path.join(elsewhere, 'MEMORY.md'), 'utf8')).toBe('# memory');

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { lstat, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
@@ -33,6 +32,7 @@ import {
 } from '../support/app';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
+import { runCairn } from '../support/cli';
 import { buildSnapshot, newKeyPair, rawBase64, sha256, signedRaw } from '../unit/snapshotTestKit';
 
 /**
@@ -42,7 +42,6 @@ import { buildSnapshot, newKeyPair, rawBase64, sha256, signedRaw } from '../unit
  */
 
 type Caller = ReturnType<typeof client>;
-const CLI = path.resolve('dist/client/cli/main.js');
 
 interface ErrorBody {
   code: string;
@@ -114,25 +113,6 @@ function countingSender(): { send: HttpSender; counts: () => { partPuts: number;
     },
     counts: () => ({ partPuts, publishes }),
   };
-}
-
-function cairn(
-  args: string[],
-  env: Record<string, string>,
-  cwd?: string,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
-      env: { PATH: process.env['PATH'] ?? '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      ...(cwd === undefined ? {} : { cwd }),
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (data: Buffer) => (stdout += data.toString()));
-    child.stderr.on('data', (data: Buffer) => (stderr += data.toString()));
-    child.once('exit', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-  });
 }
 
 describe.each<Backend>(['local', 'blob'])('workspace snapshots on the %s backend', (backend) => {
@@ -789,14 +769,14 @@ describe.each<Backend>(['local', 'blob'])('workspace snapshots on the %s backend
   it('the cairn command: keygen, save, load, verify, list, delete; exit codes 0, 1 and 2', async () => {
     const home = tempDir('cli-keys');
     const env = { CAIRN_URL: app.url, CAIRN_KEY: alpha.key };
-    const keygen = await cairn(['keygen', 'me'], {}, home);
+    const keygen = await runCairn(['keygen', 'me'], {}, home);
     expect(keygen.code).toBe(0);
     expect(keygen.stdout.trim()).toMatch(/^[A-Za-z0-9+/]{43}=$/);
     expect((await lstat(path.join(home, 'me.key'))).mode & 0o777).toBe(0o600);
-    expect((await cairn(['keygen', 'me'], {}, home)).code).toBe(1);
+    expect((await runCairn(['keygen', 'me'], {}, home)).code).toBe(1);
 
     const { root: workspace, aTxt } = makeWorkspace();
-    const save = await cairn(
+    const save = await runCairn(
       ['snapshot', 'save', workspace, '--workspace', 'cli', '--key', path.join(home, 'me.key')],
       env,
     );
@@ -807,26 +787,26 @@ describe.each<Backend>(['local', 'blob'])('workspace snapshots on the %s backend
 
     const into = path.join(tempDir('cli-load'), 'ws');
     const pub = path.join(home, 'me.pub');
-    const load = await cairn(['snapshot', 'load', id, into, '--public-key', pub], env);
+    const load = await runCairn(['snapshot', 'load', id, into, '--public-key', pub], env);
     expect(load.code, load.stderr).toBe(0);
     expect(JSON.parse(load.stdout)).toMatchObject({ id, workspaceId: 'cli', files: 5, symlinks: 4 });
     expect(await treeOf(into)).toEqual(await treeOf(workspace));
 
     // The printed base64 key works as a public key file too.
     writeFileSync(path.join(home, 'raw.pub'), keygen.stdout);
-    const verify = await cairn(
+    const verify = await runCairn(
       ['snapshot', 'verify', id, '--public-key', path.join(home, 'raw.pub'), '--read-data'],
       env,
     );
     expect(verify.code, verify.stderr).toBe(0);
     expect(JSON.parse(verify.stdout)).toMatchObject({ id, problems: [], dataRead: true });
 
-    const list = await cairn(['snapshot', 'list', '--workspace', 'cli'], env);
+    const list = await runCairn(['snapshot', 'list', '--workspace', 'cli'], env);
     expect(JSON.parse(list.stdout)).toMatchObject({ latest: id, snapshots: [{ id }] });
 
     const wrongKey = path.join(home, 'other');
-    await cairn(['keygen', wrongKey], {});
-    const refused = await cairn(
+    await runCairn(['keygen', wrongKey], {});
+    const refused = await runCairn(
       ['snapshot', 'load', id, path.join(tempDir('cli-refused'), 'ws'), '--public-key', `${wrongKey}.pub`],
       env,
     );
@@ -834,7 +814,7 @@ describe.each<Backend>(['local', 'blob'])('workspace snapshots on the %s backend
     expect(refused.stderr).toMatch(/does not verify/);
 
     await tamper(alpha.tenant, `objects/${sha256(aTxt)}/0`, null);
-    const damaged = await cairn(['snapshot', 'verify', id, '--public-key', pub], env);
+    const damaged = await runCairn(['snapshot', 'verify', id, '--public-key', pub], env);
     expect(damaged.code).toBe(1);
     expect(damaged.stderr).toMatch(/is damaged:\n {2}a\.txt: part [0-9a-f]{64}\/0 is not stored/);
 
@@ -846,13 +826,13 @@ describe.each<Backend>(['local', 'blob'])('workspace snapshots on the %s backend
       ['snapshot', 'list', '--bogus'],
       ['keygen'],
     ]) {
-      expect((await cairn(usage, env)).code, usage.join(' ')).toBe(2);
+      expect((await runCairn(usage, env)).code, usage.join(' ')).toBe(2);
     }
-    expect((await cairn(['snapshot', 'list', '--workspace', 'cli'], {})).code).toBe(2);
+    expect((await runCairn(['snapshot', 'list', '--workspace', 'cli'], {})).code).toBe(2);
 
-    const deleted = await cairn(['snapshot', 'delete', id, '--workspace', 'cli'], env);
+    const deleted = await runCairn(['snapshot', 'delete', id, '--workspace', 'cli'], env);
     expect(deleted.code, deleted.stderr).toBe(0);
     expect(JSON.parse(deleted.stdout)).toMatchObject({ id, latest: null });
-    expect((await cairn(['snapshot', 'delete', id, '--workspace', 'cli'], env)).code).toBe(1);
+    expect((await runCairn(['snapshot', 'delete', id, '--workspace', 'cli'], env)).code).toBe(1);
   });
 });
