@@ -1,6 +1,7 @@
 /**
  * The app's entry point (package.json `main`): loads every function registration, then reads the
- * configuration so that a missing or invalid setting stops the app at start-up, naming it.
+ * configuration so that a missing or invalid setting stops the app at start-up, naming it. The
+ * checks that need the storage run in the app-start hook (see {@link startupChecks}).
  */
 import './coordination';
 import './emailWindowPoll';
@@ -12,6 +13,10 @@ import './openapi';
 import './sessions';
 import './threads';
 
+import { app } from '@azure/functions';
+
 import { getServices } from '../shared/services';
+import { startupChecks } from './startup';
 
 getServices();
+app.hook.appStart(startupChecks);

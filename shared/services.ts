@@ -9,6 +9,10 @@ import { type Config, loadConfig } from './config';
 import { ChatCursorCache } from './coordination/chatCursorCache';
 import type { EmailWindowQueue } from './coordination/emailWindowQueue';
 import { EmailPollTenantRegistry } from './coordination/tenantRegistry';
+import { Encryption, type SealingCodec } from './crypto/encryption';
+import { keyValueRewrapTarget, type RewrapTarget } from './crypto/rewrap';
+import { SEAL_OVERHEAD } from './crypto/sealedFormat';
+import { SealingKeyValueStoreFactory } from './crypto/sealedKeyValueStore';
 import { AzureEmailWindowQueue } from './storage/azure/azureEmailWindowQueue';
 import { BlobImmutableObjectStore } from './storage/azure/blobImmutableObjectStore';
 import { BlobKeyValueStoreFactory } from './storage/azure/blobKeyValueStore';
@@ -22,6 +26,8 @@ import type { ImmutableObjectStore } from './storage/immutableObjectStore';
 import type { KeyValueStoreFactory } from './storage/keyValueStore';
 import { LocalImmutableObjectStore } from './storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from './storage/local/localKeyValueStore';
+import { SealedThreadSpace } from './threads/sealedThreadSpace';
+import { threadRewrapTarget } from './threads/threadRewrap';
 import { ThreadStore } from './threads/threadStore';
 
 /**
@@ -44,21 +50,35 @@ export interface Services {
   readonly sessionArchive?: SessionArchive;
   /** Threads, checkpoints and runs, in each tenant's `threads` space of the key/value backend. */
   readonly threads: ThreadStore;
+  /** Encryption at rest: the key check, the registry of tenants with sealed values. */
+  readonly encryption: Encryption;
+  /**
+   * The process's one codec (CAIRN_ENCRYPTION_KEYS): every store that seals values uses it (the
+   * thread store, sealed key/value spaces, memory facts). Seals nothing when no key is configured.
+   */
+  readonly codec: SealingCodec;
+  /** What the `rewrap` job re-seals, by target name (`threads`, `kv`, and any store added here). */
+  readonly rewrapTargets: ReadonlyMap<string, RewrapTarget>;
 }
 
 export function createServices(config: Config): Services {
   const { backend } = config;
   const blobService =
     backend.kind === 'blob' ? createBlobServiceClient(backend, config.storageTimeoutMs) : undefined;
-  const kvStores =
+  const kvFactory = (maxValueBytes: number): KeyValueStoreFactory =>
     backend.kind === 'blob' && blobService !== undefined
-      ? new BlobKeyValueStoreFactory(
-          blobService,
-          backend.container,
-          config.maxValueBytes,
-          config.storageTimeoutMs,
-        )
-      : new LocalKeyValueStoreFactory(config.dataDir, config.maxValueBytes);
+      ? new BlobKeyValueStoreFactory(blobService, backend.container, maxValueBytes, config.storageTimeoutMs)
+      : new LocalKeyValueStoreFactory(config.dataDir, maxValueBytes);
+  /** The backend as it stores bytes: no value sealed on the way. */
+  const rawKv = kvFactory(config.maxValueBytes);
+  const encryption = new Encryption({ keys: config.encryption.keys, kvStores: rawKv });
+  const codec = encryption.codec;
+  const { kvTenants } = config.encryption;
+  const sealsSomeKv = encryption.enabled && (kvTenants === '*' || kvTenants.size > 0);
+  // Sealed key/value values carry a fixed overhead: their store takes values that much larger,
+  // so that a value of the limit still fits once sealed (the sealed store checks the plain limit).
+  const roomyKv = sealsSomeKv ? kvFactory(config.maxValueBytes + SEAL_OVERHEAD) : rawKv;
+  const kvStores = sealsSomeKv ? new SealingKeyValueStoreFactory(rawKv, roomyKv, codec, kvTenants) : rawKv;
   const { queueService, queueName } = config.emailPoll;
   const emailWindowQueue =
     queueService === undefined
@@ -68,6 +88,15 @@ export function createServices(config: Config): Services {
           config.storageTimeoutMs,
         );
   const sessionArchive = createSessionArchive(config, blobService);
+  const threads = new ThreadStore({
+    storeOf: (tenant) => {
+      const space = rawKv.forSpace('threads', tenant);
+      return encryption.enabled ? new SealedThreadSpace(space, tenant, codec) : space;
+    },
+    maxValueBytes: rawKv.maxValueBytes - (encryption.enabled ? SEAL_OVERHEAD : 0),
+    sealed: encryption.enabled,
+  });
+  const rewrapTargets = [threadRewrapTarget(rawKv, codec), keyValueRewrapTarget(roomyKv, codec, kvTenants)];
   return {
     config,
     version: packageVersion(),
@@ -75,10 +104,10 @@ export function createServices(config: Config): Services {
     authenticator: new Authenticator(config.apiKeys, config.entra),
     emailPollRegistry: new EmailPollTenantRegistry(kvStores),
     chatCursorCache: new ChatCursorCache(),
-    threads: new ThreadStore({
-      storeOf: (tenant) => kvStores.forSpace('threads', tenant),
-      maxValueBytes: kvStores.maxValueBytes,
-    }),
+    threads,
+    encryption,
+    codec,
+    rewrapTargets: new Map(rewrapTargets.map((target) => [target.name, target])),
     ...(emailWindowQueue === undefined ? {} : { emailWindowQueue }),
     ...(sessionArchive === undefined ? {} : { sessionArchive }),
   };

@@ -86,6 +86,12 @@ export interface ThreadStoreOptions {
   readonly storeOf: (tenant: string) => KeyValueStore;
   /** The store's largest value, in bytes (a channel value must fit with its type tag). */
   readonly maxValueBytes: number;
+  /**
+   * True when `storeOf` seals values at rest: a value's key then carries 16 random bytes instead of
+   * a digest of its content (a digest of the plaintext would let anyone who can list the storage
+   * confirm a guessed value).
+   */
+  readonly sealed?: boolean;
   readonly now?: () => number;
 }
 
@@ -368,6 +374,7 @@ async function inBatches<T, R>(
 export class ThreadStore {
   private readonly storeOf: (tenant: string) => KeyValueStore;
   private readonly maxValueBytes: number;
+  private readonly sealed: boolean;
   private readonly now: () => number;
   /**
    * The thread record this instance last read or wrote, per thread: a put names its ETag in the
@@ -381,6 +388,7 @@ export class ThreadStore {
   constructor(options: ThreadStoreOptions) {
     this.storeOf = options.storeOf;
     this.maxValueBytes = options.maxValueBytes;
+    this.sealed = options.sealed ?? false;
     this.now = options.now ?? Date.now;
   }
 
@@ -496,7 +504,7 @@ export class ThreadStore {
       if (refusal !== null) throw refusal;
       const keys = keysOf(thread);
       const parent = await this.parentOf(store, thread, put);
-      const encoded = encodedValues(put);
+      const encoded = encodedValues(put, this.sealed);
       const record = this.recordOf(put, parent, now, encoded);
       checkRecordSize(record, this.maxValueBytes);
       const newNamespace = !thread.heads.has(put.ns);
@@ -1175,17 +1183,22 @@ function fitHeads(heads: Map<string, HeadEntry>): Map<string, HeadEntry> {
 /** Create-only write that keeps what is stored (first wins). */
 interface EncodedValue {
   readonly bytes: Buffer;
-  /** The record's value source: `<checkpoint id>/<first 16 bytes of the bytes' SHA-256, base64url>`. */
+  /** The record's value source: `<checkpoint id>/<16 bytes, base64url>` (see encodedValues). */
   readonly source: string;
 }
 
-/** The stored bytes of each channel value a put sends, with the source its record names. */
-function encodedValues(put: CheckpointPut): Map<string, EncodedValue> {
+/**
+ * The stored bytes of each channel value a put sends, with the source its record names: the first
+ * 16 bytes of the bytes' SHA-256, or 16 random bytes when values are sealed (see ThreadStoreOptions).
+ */
+function encodedValues(put: CheckpointPut, sealed: boolean): Map<string, EncodedValue> {
   const encoded = new Map<string, EncodedValue>();
   for (const [channel, value] of Object.entries(put.values)) {
     if (value === null) continue;
     const bytes = encodeValue(value);
-    const digest = createHash('sha256').update(bytes).digest().subarray(0, 16).toString('base64url');
+    const digest = (
+      sealed ? randomBytes(16) : createHash('sha256').update(bytes).digest().subarray(0, 16)
+    ).toString('base64url');
     encoded.set(channel, { bytes, source: `${put.checkpointId}/${digest}` });
   }
   return encoded;
