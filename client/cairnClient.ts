@@ -1,5 +1,6 @@
 import { ArchiveClient, type ArchiveClientOptions } from './archiveClient';
 import { CoordinationClient } from './coordinationClient';
+import { EncryptionClient } from './encryptionClient';
 import { KeyValueClient } from './keyValueClient';
 import { MigrationsClient } from './migrationsClient';
 import { nodeHttpSender, readJson, Transport } from './transport';
@@ -31,6 +32,8 @@ export class CairnClient {
   readonly coordination: CoordinationClient;
   /** Local-to-blob migrations (admin). */
   readonly migrations: MigrationsClient;
+  /** Encryption at rest: the rewrap job (admin). */
+  readonly encryption: EncryptionClient;
   private readonly transport: Transport;
 
   constructor(options: CairnClientOptions) {
@@ -41,6 +44,7 @@ export class CairnClient {
     this.sessions = new ArchiveClient(shared);
     this.coordination = new CoordinationClient(this.transport);
     this.migrations = new MigrationsClient(this.transport);
+    this.encryption = new EncryptionClient(this.transport);
   }
 
   /** Liveness and the backend kind; needs no credential. */

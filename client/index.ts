@@ -26,6 +26,8 @@ export type {
   WatchedChatsWrite,
 } from './coordinationClient';
 export { CoordinationClient } from './coordinationClient';
+export type { RewrapReport, RewrapStatus } from './encryptionClient';
+export { EncryptionClient } from './encryptionClient';
 export { CairnHttpError, CairnNetworkError, CairnTimeoutError } from './errors';
 export type {
   KeyPage,

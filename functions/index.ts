@@ -10,6 +10,7 @@ import './kv';
 import './migrations';
 import './notFound';
 import './openapi';
+import './rewrap';
 import './sessions';
 import './threads';
 

@@ -12,6 +12,7 @@ import {
 } from './command';
 import { migrateCommand } from './migrateCommand';
 import { personaCommand } from './personaCommand';
+import { rewrapCommand } from './rewrapCommand';
 
 /**
  * The `cairn` command: tools that call a Cairn service over HTTP. This is the one place that reads
@@ -23,6 +24,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   checkpoint: checkpointCommand,
   migrate: migrateCommand,
   persona: personaCommand,
+  rewrap: rewrapCommand,
 };
 
 export const USAGE = `usage:
@@ -37,7 +39,8 @@ environment:
 
 exit codes:
   0  success
-  1  failure, or problems found (a report with errors; for migrate: the migration failed or its report has errors)
+  1  failure, or problems found (a report with errors; for migrate: the migration failed or its report has errors;
+     for rewrap: values remain sealed with a key other than the first)
   2  usage error: bad or missing arguments or settings`;
 
 interface Streams {

@@ -44,6 +44,7 @@ const TAGS = {
   coordination: 'fleet coordination',
   threads: 'threads',
   migrations: 'migrations',
+  encryption: 'encryption',
 } as const;
 
 const KiB = 1024;
@@ -1120,6 +1121,73 @@ const migrationPath = {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Encryption at rest
+
+const rewrapsPath = {
+  post: operation({
+    operationId: 'startRewrap',
+    summary: 'Start re-sealing every stored sealed value with the first key',
+    description:
+      "Re-seals, with the first key of CAIRN_ENCRYPTION_KEYS, every value of every tenant that was sealed with another key: thread records, checkpoints, channel values, pending writes, and the key/value values of the tenants CAIRN_ENCRYPT_TENANTS lists. Idempotent and resumable: running it again re-seals nothing twice. When the report's `remaining` is 0 for a key, that key can be removed. 409 when encryption is off.",
+    tag: TAGS.encryption,
+    access: 'admin',
+    body: {
+      ...json({ type: 'object', additionalProperties: false, properties: {} }),
+      description: 'Nothing (an empty body or `{}`).',
+      limitBytes: 1024,
+      required: false,
+    },
+    answers: {
+      202: jsonAnswer(
+        'Started.',
+        {
+          type: 'object',
+          required: ['id', 'statusUri'],
+          additionalProperties: false,
+          properties: { id: { type: 'string', minLength: 1 }, statusUri: { type: 'string', format: 'uri' } },
+        },
+        { Location: header('The status URI.', { type: 'string', format: 'uri' }) },
+      ),
+    },
+    errors: [400, 409],
+  }),
+};
+
+const rewrapPath = {
+  parameters: [pathParameter('id', 'The job id.', { type: 'string', minLength: 1 })],
+  get: operation({
+    operationId: 'getRewrap',
+    summary: "A rewrap job's status",
+    tag: TAGS.encryption,
+    access: 'admin',
+    answers: {
+      200: jsonAnswer('The status; `report` once completed.', {
+        type: 'object',
+        required: ['id', 'status', 'progress', 'report'],
+        additionalProperties: false,
+        properties: {
+          id: { type: 'string' },
+          status: { enum: ['pending', 'running', 'completed', 'failed'] },
+          progress: {
+            type: 'object',
+            required: ['tenants', 'examined', 'resealed'],
+            additionalProperties: false,
+            properties: {
+              tenants: { type: 'integer', minimum: 0, description: 'Tenants finished.' },
+              examined: { type: 'integer', minimum: 0 },
+              resealed: { type: 'integer', minimum: 0 },
+            },
+          },
+          report: { oneOf: [schemaRef('RewrapReport'), { type: 'null' }] },
+          error: { type: 'string', description: 'Why it failed; only when `status` is failed.' },
+        },
+      }),
+    },
+    errors: [404],
+  }),
+};
+
+// ---------------------------------------------------------------------------------------------
 // Service
 
 const healthPath = {
@@ -1196,7 +1264,7 @@ export const openApiDocument = {
     // The app's version replaces this when the document is served (see documentForVersion).
     version: '0.0.0',
     summary:
-      'Durable state for AI agents: key/value, session archives, fleet coordination, threads, migrations.',
+      'Durable state for AI agents: key/value, session archives, fleet coordination, threads, migrations, encryption at rest.',
     description: [
       'Base path `/api`; JSON in and out unless an operation says bytes.',
       "Every operation but `GET /api/health` and `GET /api/openapi.json` needs `Authorization: Bearer <token>`, an API key or a Microsoft Entra ID access token; without a valid one, 401 with `WWW-Authenticate: Bearer`. Everything a tenant stores is visible to that tenant only; another tenant's data answers as absent data does (404).",
@@ -1220,6 +1288,10 @@ export const openApiDocument = {
         'Threads of delta checkpoints, pending writes and rewinds, with one run per thread holding it under a lease (docs/threads.md). A write that keeps losing its compare-and-swap on the thread record to other writers answers 503 `storage_unavailable`, like a storage failure: retry.',
     },
     { name: TAGS.migrations, description: 'Copying local state to Blob storage (admin only).' },
+    {
+      name: TAGS.encryption,
+      description: 'Encryption at rest: re-sealing stored values with the first key (admin only).',
+    },
   ],
   security: [{ apiKey: [] }, { entraId: [] }],
   paths: {
@@ -1257,6 +1329,8 @@ export const openApiDocument = {
     '/api/threads/{threadId}/runs/{runId}/finish': threadRunFinishPath,
     '/api/migrations': migrationsPath,
     '/api/migrations/{id}': migrationPath,
+    '/api/encryption/rewraps': rewrapsPath,
+    '/api/encryption/rewraps/{id}': rewrapPath,
     '/api/{path}': noRoutePath,
   },
   components,
