@@ -3,6 +3,8 @@
  * configuration so that a missing or invalid setting stops the app at start-up, naming it. The
  * checks that need the storage run in the app-start hook (see {@link startupChecks}).
  */
+import './audit';
+import './auditJobs';
 import './coordination';
 import './emailWindowPoll';
 import './health';

@@ -2,9 +2,11 @@ import type { ActivityHandler, OrchestrationContext, OrchestrationHandler } from
 import * as df from 'durable-functions';
 import { z } from 'zod';
 
+import { actorOf } from '../shared/auth';
 import { addCounts, emptyCounts, type RewrapCounts, type RewrapPage } from '../shared/crypto/rewrap';
 import { ConflictError, ForbiddenError, InternalError, NotFoundError } from '../shared/errors';
 import { getServices } from '../shared/services';
+import { type JobAudit, jobEvent } from './auditJobs';
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json } from './http/request';
 import { readJsonBody } from './jsonBody';
@@ -35,6 +37,8 @@ export interface RewrapInput {
   readonly keyIds: readonly string[];
   /** The rewrap targets, in order (`threads`, `kv`, …). */
   readonly targets: readonly string[];
+  /** Set when auditing is on: the job's start and completion go to the starting admin's trail. */
+  readonly audit?: JobAudit;
 }
 
 export interface RewrapProgress {
@@ -99,6 +103,9 @@ export const rewrapOrchestrator: OrchestrationHandler = function* (context: Orch
       resealed: counts.resealed,
     } satisfies RewrapProgress);
   progress();
+  if (input.audit !== undefined) {
+    yield jobEvent(context, retry, input.audit, 'admin.rewrap.started', { firstKeyId: input.firstKeyId });
+  }
   let after: string | null = null;
   for (;;) {
     const list = (yield context.df.callActivityWithRetry(REWRAP_LIST_TENANTS, retry, {
@@ -132,6 +139,15 @@ export const rewrapOrchestrator: OrchestrationHandler = function* (context: Orch
     }
     if (list.next === null) break;
     after = list.next;
+  }
+  if (input.audit !== undefined) {
+    yield jobEvent(context, retry, input.audit, 'admin.rewrap.completed', {
+      firstKeyId: input.firstKeyId,
+      tenants,
+      examined: counts.examined,
+      resealed: counts.resealed,
+      remaining: Object.values(counts.remaining).reduce((sum, count) => sum + count, 0),
+    });
   }
   return { firstKeyId: input.firstKeyId, tenants, ...counts } satisfies RewrapReport;
 };
@@ -202,6 +218,9 @@ export const startRewrap = httpHandler('startRewrap', {
       firstKeyId: codec.firstKeyId,
       keyIds: codec.keyIds,
       targets: [...call.services.rewrapTargets.keys()],
+      ...(call.services.audit.enabled
+        ? { audit: { tenant: call.principal.tenant, actor: actorOf(call.principal) } }
+        : {}),
     };
     const id = await df.getClient(call.context).startNew(REWRAP_ORCHESTRATION, { input });
     const statusUri = `${new URL(request.url).origin}/api/encryption/rewraps/${id}`;

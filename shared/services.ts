@@ -4,6 +4,8 @@ import path from 'node:path';
 import type { BlobServiceClient } from '@azure/storage-blob';
 
 import { SessionArchive } from './archive/sessionArchive';
+import { AuditTrail } from './audit/auditTrail';
+import { noTransactionalAuditLog, type TransactionalAuditLog } from './audit/pending';
 import { Authenticator } from './auth';
 import { type Config, loadConfig } from './config';
 import { ChatCursorCache } from './coordination/chatCursorCache';
@@ -13,6 +15,7 @@ import { Encryption, type SealingCodec } from './crypto/encryption';
 import { keyValueRewrapTarget, type RewrapTarget } from './crypto/rewrap';
 import { SEAL_OVERHEAD } from './crypto/sealedFormat';
 import { SealingKeyValueStoreFactory } from './crypto/sealedKeyValueStore';
+import { processLogger } from './logging';
 import { AzureEmailWindowQueue } from './storage/azure/azureEmailWindowQueue';
 import { BlobImmutableObjectStore } from './storage/azure/blobImmutableObjectStore';
 import { BlobKeyValueStoreFactory } from './storage/azure/blobKeyValueStore';
@@ -22,6 +25,7 @@ import {
   createTableClient,
 } from './storage/azure/clients';
 import { TableSessionIndex } from './storage/azure/sessionIndexTable';
+import { TableAuditStore } from './storage/azure/tableAuditStore';
 import type { ImmutableObjectStore } from './storage/immutableObjectStore';
 import type { KeyValueStoreFactory } from './storage/keyValueStore';
 import { LocalImmutableObjectStore } from './storage/local/localImmutableObjectStore';
@@ -59,6 +63,13 @@ export interface Services {
   readonly codec: SealingCodec;
   /** What the `rewrap` job re-seals, by target name (`threads`, `kv`, and any store added here). */
   readonly rewrapTargets: ReadonlyMap<string, RewrapTarget>;
+  /**
+   * The process's one audit log (CAIRN_AUDIT): every store that records actions uses it (threads,
+   * archives, memory facts, admin jobs). Keeps nothing when auditing is off.
+   */
+  readonly audit: TransactionalAuditLog;
+  /** The audit trail itself (reads, verify, signed heads, repair); undefined when auditing is off. */
+  readonly auditTrail?: AuditTrail;
 }
 
 export function createServices(config: Config): Services {
@@ -87,7 +98,9 @@ export function createServices(config: Config): Services {
           createQueueServiceClient(queueService, config.storageTimeoutMs).getQueueClient(queueName),
           config.storageTimeoutMs,
         );
-  const sessionArchive = createSessionArchive(config, blobService);
+  const auditTrail = createAuditTrail(config);
+  const audit = auditTrail ?? noTransactionalAuditLog;
+  const sessionArchive = createSessionArchive(config, blobService, audit);
   const threads = new ThreadStore({
     storeOf: (tenant) => {
       const space = rawKv.forSpace('threads', tenant);
@@ -95,6 +108,16 @@ export function createServices(config: Config): Services {
     },
     maxValueBytes: rawKv.maxValueBytes - (encryption.enabled ? SEAL_OVERHEAD : 0),
     sealed: encryption.enabled,
+    audit,
+  });
+  auditTrail?.setVerifiers({
+    thread: (tenant, threadId) => threads.auditOutbox(tenant, threadId),
+    ...(sessionArchive === undefined
+      ? {}
+      : {
+          archive: (tenant, sessionId, checkpointId, sinceMs) =>
+            sessionArchive.wasPublished(tenant, sessionId, checkpointId, sinceMs),
+        }),
   });
   const rewrapTargets = [threadRewrapTarget(rawKv, codec), keyValueRewrapTarget(roomyKv, codec, kvTenants)];
   return {
@@ -108,6 +131,8 @@ export function createServices(config: Config): Services {
     encryption,
     codec,
     rewrapTargets: new Map(rewrapTargets.map((target) => [target.name, target])),
+    audit,
+    ...(auditTrail === undefined ? {} : { auditTrail }),
     ...(emailWindowQueue === undefined ? {} : { emailWindowQueue }),
     ...(sessionArchive === undefined ? {} : { sessionArchive }),
   };
@@ -138,11 +163,34 @@ function createArchiveObjectStore(config: Config, blobService?: BlobServiceClien
 }
 
 /** The session archive, or undefined when the session index has no table service (CAIRN_TABLE_ENDPOINT). */
-function createSessionArchive(config: Config, blobService?: BlobServiceClient): SessionArchive | undefined {
+function createSessionArchive(
+  config: Config,
+  blobService: BlobServiceClient | undefined,
+  audit: TransactionalAuditLog,
+): SessionArchive | undefined {
   const { tableService, tableName } = config.sessionIndex;
   if (tableService === undefined) return undefined;
   const index = new TableSessionIndex(createTableClient(tableService, tableName), config.storageTimeoutMs);
-  return new SessionArchive(createArchiveObjectStore(config, blobService), index);
+  return new SessionArchive(createArchiveObjectStore(config, blobService), index, audit);
+}
+
+/**
+ * The audit trail in its table, or undefined when auditing is off. The repair grace period is six
+ * storage timeouts and half a minute: longer than any appender of an event can still be running
+ * (it gives up at half of it), with room for the instances' clocks to differ.
+ */
+function createAuditTrail(config: Config): AuditTrail | undefined {
+  const { audit } = config;
+  if (!audit.enabled || audit.tableService === undefined) return undefined;
+  return new AuditTrail({
+    store: new TableAuditStore(
+      createTableClient(audit.tableService, audit.tableName),
+      config.storageTimeoutMs,
+    ),
+    ...(audit.signingKey === undefined ? {} : { signingKey: audit.signingKey }),
+    log: processLogger(config.logLevel).child({ component: 'audit' }),
+    repairGraceMs: 6 * config.storageTimeoutMs + 30_000,
+  });
 }
 
 let services: Services | undefined;

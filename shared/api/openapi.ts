@@ -45,6 +45,7 @@ const TAGS = {
   threads: 'threads',
   migrations: 'migrations',
   encryption: 'encryption',
+  audit: 'audit',
 } as const;
 
 const KiB = 1024;
@@ -1121,6 +1122,118 @@ const migrationPath = {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Audit trail
+
+const seqParameter = (name: string, description: string) =>
+  queryParameter(name, description, { type: 'integer', minimum: 0, default: 0 });
+const pageLimit = queryParameter('limit', 'At most this many, 1-1000.', {
+  type: 'integer',
+  minimum: 1,
+  maximum: 1000,
+  default: 100,
+});
+const nextSeq: JsonObject = {
+  oneOf: [{ type: 'integer', minimum: 1 }, { type: 'null' }],
+  description: 'Pass as `afterSeq` for the next page; null on the last page.',
+};
+
+const auditRecordsPath = {
+  get: operation({
+    operationId: 'listAuditRecords',
+    summary: "The tenant's audit records, oldest first",
+    description:
+      'Filtered by thread and action, paged with `afterSeq`. 400 naming CAIRN_AUDIT when the audit trail is off.',
+    tag: TAGS.audit,
+    access: 'tenant',
+    parameters: [
+      queryParameter('threadId', "Only this thread's records.", {
+        type: 'string',
+        pattern: '^[A-Za-z0-9._-]{1,128}$',
+      }),
+      queryParameter('action', 'Only records of this action, e.g. `run.started`.', { type: 'string' }),
+      seqParameter('afterSeq', 'Only records after this seq (the `next` of a page).'),
+      pageLimit,
+    ],
+    answers: {
+      200: jsonAnswer('A page of records.', {
+        type: 'object',
+        required: ['records', 'next'],
+        additionalProperties: false,
+        properties: { records: { type: 'array', items: schemaRef('AuditRecord') }, next: nextSeq },
+      }),
+    },
+    errors: [400],
+  }),
+};
+
+const auditVerifyPath = {
+  get: operation({
+    operationId: 'verifyAuditTrail',
+    summary: "Checks the tenant's hash chain",
+    description:
+      '`firstBroken` is the first record whose fields, link or place is wrong (a changed field, a deleted record, records reordered), or, with an expected head kept elsewhere, the first missing seq of a cut tail or the expected seq when its hash differs (a rewritten chain). With CAIRN_AUDIT_SIGNING_KEY the head found is signed and kept (`signedHead`). 400 naming CAIRN_AUDIT when the audit trail is off.',
+    tag: TAGS.audit,
+    access: 'tenant',
+    parameters: [
+      queryParameter('expectedSeq', 'A head kept elsewhere: its seq (with expectedHash).', {
+        type: 'integer',
+        minimum: 1,
+      }),
+      queryParameter('expectedHash', 'A head kept elsewhere: its hash (with expectedSeq).', {
+        type: 'string',
+        pattern: '^[0-9a-f]{64}$',
+      }),
+    ],
+    answers: {
+      200: jsonAnswer('The result.', {
+        type: 'object',
+        required: ['ok', 'records', 'firstBroken', 'head'],
+        additionalProperties: false,
+        properties: {
+          ok: { type: 'boolean' },
+          records: { type: 'integer', minimum: 0, description: 'Records checked.' },
+          firstBroken: { oneOf: [{ type: 'integer', minimum: 1 }, { type: 'null' }] },
+          head: {
+            type: 'array',
+            prefixItems: [
+              { type: 'integer', minimum: 0 },
+              { type: 'string', pattern: '^[0-9a-f]{64}$' },
+            ],
+            minItems: 2,
+            maxItems: 2,
+            items: false,
+            description: "The last record's [seq, hash]; [0, 64 zeros] for an empty trail.",
+          },
+          signedHead: schemaRef('SignedHead'),
+        },
+      }),
+    },
+    errors: [400],
+  }),
+};
+
+const auditHeadsPath = {
+  get: operation({
+    operationId: 'listSignedAuditHeads',
+    summary: "The tenant's signed heads, by seq",
+    description:
+      'Heads signed on verify and by the auditHeadSign timer, one per seq. `cairn audit verify --public-key` checks a trail against them. 400 naming CAIRN_AUDIT when the audit trail is off.',
+    tag: TAGS.audit,
+    access: 'tenant',
+    parameters: [seqParameter('afterSeq', 'Only heads after this seq.'), pageLimit],
+    answers: {
+      200: jsonAnswer('A page of signed heads.', {
+        type: 'object',
+        required: ['heads', 'next'],
+        additionalProperties: false,
+        properties: { heads: { type: 'array', items: schemaRef('SignedHead') }, next: nextSeq },
+      }),
+    },
+    errors: [400],
+  }),
+};
+
+// ---------------------------------------------------------------------------------------------
 // Encryption at rest
 
 const rewrapsPath = {
@@ -1264,7 +1377,7 @@ export const openApiDocument = {
     // The app's version replaces this when the document is served (see documentForVersion).
     version: '0.0.0',
     summary:
-      'Durable state for AI agents: key/value, session archives, fleet coordination, threads, migrations, encryption at rest.',
+      'Durable state for AI agents: key/value, session archives, fleet coordination, threads, migrations, encryption at rest, audit trail.',
     description: [
       'Base path `/api`; JSON in and out unless an operation says bytes.',
       "Every operation but `GET /api/health` and `GET /api/openapi.json` needs `Authorization: Bearer <token>`, an API key or a Microsoft Entra ID access token; without a valid one, 401 with `WWW-Authenticate: Bearer`. Everything a tenant stores is visible to that tenant only; another tenant's data answers as absent data does (404).",
@@ -1288,6 +1401,11 @@ export const openApiDocument = {
         'Threads of delta checkpoints, pending writes and rewinds, with one run per thread holding it under a lease (docs/threads.md). A write that keeps losing its compare-and-swap on the thread record to other writers answers 503 `storage_unavailable`, like a storage failure: retry.',
     },
     { name: TAGS.migrations, description: 'Copying local state to Blob storage (admin only).' },
+    {
+      name: TAGS.audit,
+      description:
+        "Each tenant's hash-chained audit trail: records, verification, signed heads (CAIRN_AUDIT).",
+    },
     {
       name: TAGS.encryption,
       description: 'Encryption at rest: re-sealing stored values with the first key (admin only).',
@@ -1329,6 +1447,9 @@ export const openApiDocument = {
     '/api/threads/{threadId}/runs/{runId}/finish': threadRunFinishPath,
     '/api/migrations': migrationsPath,
     '/api/migrations/{id}': migrationPath,
+    '/api/audit/records': auditRecordsPath,
+    '/api/audit/verify': auditVerifyPath,
+    '/api/audit/heads': auditHeadsPath,
     '/api/encryption/rewraps': rewrapsPath,
     '/api/encryption/rewraps/{id}': rewrapPath,
     '/api/{path}': noRoutePath,
