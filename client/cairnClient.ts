@@ -1,4 +1,5 @@
 import { ArchiveClient, type ArchiveClientOptions } from './archiveClient';
+import { AuditClient } from './auditClient';
 import { CoordinationClient } from './coordinationClient';
 import { EncryptionClient } from './encryptionClient';
 import { KeyValueClient } from './keyValueClient';
@@ -34,6 +35,8 @@ export class CairnClient {
   readonly migrations: MigrationsClient;
   /** Encryption at rest: the rewrap job (admin). */
   readonly encryption: EncryptionClient;
+  /** The tenant's audit trail: records, verification, signed heads. */
+  readonly audit: AuditClient;
   private readonly transport: Transport;
 
   constructor(options: CairnClientOptions) {
@@ -45,6 +48,7 @@ export class CairnClient {
     this.coordination = new CoordinationClient(this.transport);
     this.migrations = new MigrationsClient(this.transport);
     this.encryption = new EncryptionClient(this.transport);
+    this.audit = new AuditClient(this.transport);
   }
 
   /** Liveness and the backend kind; needs no credential. */

@@ -19,8 +19,10 @@ export interface JobAudit {
   readonly actor: string;
 }
 
+/** Records the event; answers its id (a value: some hosts cannot carry an activity's `undefined`). */
 export const auditJobEventActivity: ActivityHandler = async (event: AuditEvent & { id: string }) => {
   await getServices().audit.record(event);
+  return { recorded: event.id };
 };
 
 df.app.activity(AUDIT_JOB_EVENT, { handler: auditJobEventActivity });

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { CairnClient } from '../cairnClient';
+import { auditCommand } from './auditCommand';
 import { checkpointCommand } from './checkpointCommand';
 import {
   type Command,
@@ -21,6 +22,7 @@ import { rewrapCommand } from './rewrapCommand';
  */
 
 const COMMANDS: Readonly<Record<string, Command>> = {
+  audit: auditCommand,
   checkpoint: checkpointCommand,
   migrate: migrateCommand,
   persona: personaCommand,
@@ -40,7 +42,8 @@ environment:
 exit codes:
   0  success
   1  failure, or problems found (a report with errors; for migrate: the migration failed or its report has errors;
-     for rewrap: values remain sealed with a key other than the first)
+     for rewrap: values remain sealed with a key other than the first; for audit verify: the trail or a signed
+     head does not verify, or no head is signed by the key)
   2  usage error: bad or missing arguments or settings`;
 
 interface Streams {
