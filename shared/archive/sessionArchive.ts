@@ -71,6 +71,7 @@ export class SessionArchive {
      * checkpoint id; its marker is stored before `latest` moves, so a crash in between is repaired.
      */
     private readonly audit: TransactionalAuditLog = noTransactionalAuditLog,
+    private readonly now: () => number = Date.now,
   ) {}
 
   /** Stores one block or tail. Idempotent: the same bytes again are `created: false`. */
@@ -159,7 +160,7 @@ export class SessionArchive {
         outcome: 'ok',
         details: { sessionId, checkpointId, parent, files: manifest.files.length },
       },
-      Date.now(),
+      this.now(),
     );
     if (this.audit.enabled) {
       await this.audit.begin(tenant, [event], { kind: 'archive', sessionId, checkpointId });

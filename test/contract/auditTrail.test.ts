@@ -1,10 +1,12 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import path from 'node:path';
 
 import type { TableClient } from '@azure/data-tables';
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 import { beforeEach, describe, expect, it } from 'vitest';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { SessionArchive } from '../../shared/archive/sessionArchive';
 import type { AuditEvent } from '../../shared/audit/auditLog';
 import type { AuditStore } from '../../shared/audit/auditStore';
 import { AuditTrail } from '../../shared/audit/auditTrail';
@@ -12,17 +14,20 @@ import { type AuditRecord, withHash } from '../../shared/audit/chain';
 import { StorageUnavailableError } from '../../shared/errors';
 import type { Logger } from '../../shared/logging';
 import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';
+import { TableSessionIndex } from '../../shared/storage/azure/sessionIndexTable';
 import { TableAuditStore } from '../../shared/storage/azure/tableAuditStore';
 import type {
   KeyValueStore,
   KeyValueStoreFactory,
   WriteConditions,
 } from '../../shared/storage/keyValueStore';
+import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { ThreadStore } from '../../shared/threads/threadStore';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { azuriteTable } from '../support/tables';
+import { ObservedObjectStore } from '../unit/archiveTestKit';
 
 /**
  * The audit trail on Azure Table Storage (Azurite): gapless seq under concurrent writers on two
@@ -525,3 +530,83 @@ describe.each(kvBackends())(
     });
   },
 );
+
+describe('crash between a checkpoint publish and its audit record (session archives)', () => {
+  let clock: number;
+  let root: string;
+  let index: TableSessionIndex;
+  beforeEach(() => {
+    clock = Date.now();
+    root = tempDir('audit-archive');
+    index = new TableSessionIndex(azuriteTable(azurite().tableEndpoint), 10_000);
+  });
+
+  /** An archive and its trail as one app instance has them; `objects` may fail at a chosen step. */
+  const app = (store?: AuditStore) => {
+    const trail = instance(store, () => clock);
+    const objects = new ObservedObjectStore(
+      new LocalImmutableObjectStore(path.join(root, 'sessions'), path.join(root, 'tmp')),
+    );
+    const archive = new SessionArchive(objects, index, trail, () => clock);
+    trail.setVerifiers({
+      archive: (tenant, sessionId, checkpointId, sinceMs) =>
+        archive.wasPublished(tenant, sessionId, checkpointId, sinceMs),
+    });
+    return { trail, archive, objects };
+  };
+  const tail = Buffer.from('hello');
+  const publish = async (archive: SessionArchive, checkpointId: string, parent: string | null) => {
+    await archive.putObject(T, 's1', `tails/${checkpointId}/g1`, tail);
+    return archive.publishCheckpoint(
+      T,
+      's1',
+      {
+        checkpointId,
+        parent,
+        files: [
+          {
+            path: 'events.jsonl',
+            generation: 'g1',
+            size: tail.length,
+            sha256: createHash('sha256').update(tail).digest('hex'),
+          },
+        ],
+        data: null,
+      },
+      'ops',
+    );
+  };
+  const actions = async (trail: AuditTrail) =>
+    (await allRecords(trail)).map((record) => `${record.seq} ${record.action} ${record.subject ?? ''}`);
+
+  it('after latest moved, before the record: the next append repairs it', async () => {
+    const faulty = new FaultyAuditStore(
+      new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000),
+    );
+    const crashed = app(faulty);
+    faulty.failOnce('createRecord');
+    await publish(crashed.archive, 'c1', null);
+    clock += GRACE_MS + 1;
+    const next = app();
+    await publish(next.archive, 'c2', 'c1');
+    expect(await actions(next.trail)).toEqual([
+      '1 checkpoint.published s1/c2',
+      '2 checkpoint.published s1/c1',
+    ]);
+  });
+
+  it('before latest moved (the pointer write failed): the repair drops the marker, no record', async () => {
+    const crashed = app();
+    crashed.objects.failWhen = (method) => method === 'swapPointer';
+    await expect(publish(crashed.archive, 'c1', null)).rejects.toBeInstanceOf(StorageUnavailableError);
+    clock += GRACE_MS + 1;
+    const next = app();
+    await next.trail.repair(T);
+    expect(await actions(next.trail)).toEqual([]);
+    expect(await new TableAuditStore(table, 10_000).listMarkers(T, 10)).toEqual([]);
+    // A retry of the same publish then records it once.
+    await publish(next.archive, 'c1', null);
+    await publish(next.archive, 'c1', null);
+    expect(await actions(next.trail)).toEqual(['1 checkpoint.published s1/c1']);
+  });
+});
