@@ -23,16 +23,18 @@ import type { PendingEvent, TransactionalAuditLog } from './pending';
  *
  * Appending: a record is one create-only row per seq (`AuditStore.createRecord`): the create is
  * the linearisation point. The appender knows the head (the last record's seq, hash and event id;
- * kept per tenant in this instance once it wrote or read it), builds record head+1 chained to it
- * and creates it; a lost create (another writer, maybe on another instance, took that seq) reads
- * the record that won, moves on to the trail's true head and tries the next seq. Nothing else ever
- * writes a record, so no number is skipped: seq n+1 exists only once record n did. In this
+ * kept per tenant in this instance once it wrote or read it, else found from the head hint), builds
+ * record head+1 chained to it and creates it; a lost create (another writer, maybe on another
+ * instance, took that seq) reads the record that won and tries the seq after it at once. Nothing
+ * else ever writes a record, so no number is skipped: seq n+1 exists only once record n did. In this
  * instance, one tenant's appends run one at a time (no contention with itself); instances contend
  * only with each other.
  *
- * Receipts: before a record follows record n, the receipt of n's event (event id → n) exists, so
- * every record but the head has one. Whether the trail holds an event is thus one read (its
- * receipt) or, for the head, a comparison: what the repair needs to append an event at most once.
+ * Receipts: the receipt of record n's event (event id → n) is written by n's appender right after
+ * n, and again (create-only) by whoever creates n+1, in the same round trip, retried before anything
+ * else should it fail; so every record but the head has one. Whether the trail holds an event is
+ * thus one read (its receipt) or, for the head, a comparison: what the repair needs to append an
+ * event at most once.
  *
  * Pending events and repair (see pending.ts): a marker stored before an action's commit point is
  * appended by the action's own instance within half the repair grace period of the event's making,
@@ -106,7 +108,8 @@ export interface VerifyAnswer extends VerifyResult {
 }
 
 const GENESIS_HEAD: Head = { seq: 0, hash: GENESIS_HASH, eventId: '', receipt: true };
-const APPEND_ATTEMPTS = 64;
+/** How long one append keeps trying when other writers keep taking the next seq. */
+const APPEND_BUDGET_MS = 20_000;
 const HINT_EVERY = 64;
 const MARKERS_PER_REPAIR = 100;
 const VERIFY_PAGE = 1000;
@@ -389,12 +392,9 @@ export class AuditTrail implements TransactionalAuditLog {
         state.registered = true;
       }
       if (options.dedupe && (await this.appended(tenant, event.id))) return;
-      for (let attempt = 0; attempt < APPEND_ATTEMPTS; attempt++) {
+      const giveUpAt = this.now() + APPEND_BUDGET_MS;
+      while (this.now() < giveUpAt) {
         const head = state.head ?? (state.head = await this.discover(tenant, undefined));
-        if (!head.receipt) {
-          await this.store.createReceipt(tenant, head.eventId, head.seq);
-          head.receipt = true;
-        }
         if (options.deadlineMs !== undefined && this.now() > options.deadlineMs) {
           throw new AppendWindowPassed(`the append window of audit event ${event.id} has passed`);
         }
@@ -411,38 +411,50 @@ export class AuditTrail implements TransactionalAuditLog {
           eventId: event.id,
           prevHash: head.hash,
         });
-        let created: boolean;
-        try {
-          created = await this.store.createRecord(tenant, record);
-        } catch (error) {
-          state.head = undefined; // the create may have happened: find the head again
-          throw error;
-        }
+        // The head's receipt (usually written by its own appender already) goes in the same round
+        // trip as the create; should it fail, it is written again before anything else happens.
+        const [receipt, create] = await Promise.allSettled([
+          this.ensureReceipt(tenant, head),
+          this.store.createRecord(tenant, record),
+        ]);
+        if (create.status === 'rejected' || receipt.status === 'rejected') state.head = undefined;
+        if (receipt.status === 'rejected') await this.ensureReceipt(tenant, head);
+        // A failed create may have happened all the same: the head is found again next time.
+        if (create.status === 'rejected') throw create.reason;
+        const created = create.value;
         if (created) {
           const mine: Head = { seq: record.seq, hash: record.hash, eventId: event.id, receipt: false };
           state.head = mine;
-          await this.store.createReceipt(tenant, event.id, record.seq);
-          mine.receipt = true;
+          await this.ensureReceipt(tenant, mine);
           this.known.set(event.id, true);
           if (record.seq % HINT_EVERY === 0) await this.store.writeHeadHint(tenant, record.seq);
           return;
         }
-        // Another writer took the seq (or this create succeeded and its answer was lost).
+        // Another writer took the seq (or this create succeeded and its answer was lost): read the
+        // winner and try the seq after it at once (looking further ahead first would only let a
+        // writer that keeps appending win every race).
         const winner = await this.store.readRecord(tenant, record.seq);
         if (winner === null) {
           state.head = undefined;
           continue;
         }
         const found: Head = { seq: winner.seq, hash: winner.hash, eventId: winner.eventId, receipt: false };
+        state.head = found;
         if (winner.eventId === event.id) {
-          state.head = found;
+          await this.ensureReceipt(tenant, found);
           this.known.set(event.id, true);
           return;
         }
-        state.head = await this.discover(tenant, found);
       }
       throw new StorageUnavailableError('the audit trail is changing too fast to append to; retry');
     });
+  }
+
+  /** Creates the head's receipt unless known to exist (create-only: another writer's is kept). */
+  private async ensureReceipt(tenant: string, head: Head): Promise<void> {
+    if (head.receipt) return;
+    await this.store.createReceipt(tenant, head.eventId, head.seq);
+    head.receipt = true;
   }
 
   /**

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { cleanUp } from '../support/cleanup';
 import { runArchiveBench } from './archive';
 import { runCoordinationBench } from './coordination';
+import { runCryptoBench } from './crypto';
 import { runKvBench } from './kv';
 import { runMigrationBench } from './migration';
 import { type BenchRecord, type BenchResults, renderResults } from './results';
@@ -18,6 +19,7 @@ import { type BenchRecord, type BenchResults, renderResults } from './results';
 const benches: Record<string, (progress: (line: string) => void) => Promise<string>> = {
   archive: runArchiveBench,
   coordination: runCoordinationBench,
+  crypto: runCryptoBench,
   kv: runKvBench,
   migration: runMigrationBench,
 };
