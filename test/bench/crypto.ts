@@ -1,14 +1,22 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 
+import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
+
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { AuditTrail } from '../../shared/audit/auditTrail';
 import { ChainVerifier } from '../../shared/audit/chain';
+import { Encryption } from '../../shared/crypto/encryption';
+import { SEAL_OVERHEAD } from '../../shared/crypto/sealedFormat';
+import { SealingKeyValueStoreFactory } from '../../shared/crypto/sealedKeyValueStore';
+import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';
 import { createTableClient } from '../../shared/storage/azure/clients';
 import { TableAuditStore } from '../../shared/storage/azure/tableAuditStore';
+import { SealedThreadSpace } from '../../shared/threads/sealedThreadSpace';
+import { ThreadStore } from '../../shared/threads/threadStore';
 import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
 import { startAzurite } from '../support/cleanup';
-import { alternate, fixed, measure, type Summary, table } from './measure';
+import { combine, fixed, measure, type Measurement, summarise, type Summary, table } from './measure';
 
 /**
  * `npm run bench -- crypto`: what encryption at rest and the audit trail cost, in one process
@@ -21,7 +29,7 @@ import { alternate, fixed, measure, type Summary, table } from './measure';
  *    with 8 workers, keys off and on alternating (five rounds, twelve for checkpoints) after a
  *    warm-up, so that drift on a noisy machine hits both alike. The cost is how much lower the throughput is with keys (target
  *    at most 10 %).
- * 2. Audit: records appended by 8 concurrent writers through the audit trail on Table Storage: on
+ * 3. Audit: records appended by 8 concurrent writers through the audit trail on Table Storage: on
  *    one instance, then 4 + 4 on two instances contending for each seq; then the whole trail is
  *    read back and verified (gapless seq, every hash and link). Target: at least 100 records/s.
  *
@@ -29,7 +37,7 @@ import { alternate, fixed, measure, type Summary, table } from './measure';
  */
 
 const WORKERS = 8;
-const ROUNDS = 5;
+const ROUNDS = 6;
 /**
  * Checkpoint operations make several storage requests each, so a round takes longer and one burst
  * of other work on the machine weighs more: more, shorter rounds.
@@ -105,6 +113,32 @@ function target(baseUrl: string, apiKey: string): Target {
   };
 }
 
+/**
+ * Runs `a` and `b` in balanced rounds (a then b, then b then a, …) after a warm-up of each, so that
+ * a load that rises or falls during the run weighs on both alike; the summary of each.
+ */
+async function balanced(
+  a: (worker: number, index: number) => Promise<unknown>,
+  b: (worker: number, index: number) => Promise<unknown>,
+  options: { count: number; rounds: number },
+): Promise<[Summary, Summary]> {
+  const per = Math.round(options.count / options.rounds);
+  await measure(Math.round(per / 2), WORKERS, a);
+  await measure(Math.round(per / 2), WORKERS, b);
+  const runsA: Measurement[] = [];
+  const runsB: Measurement[] = [];
+  for (let round = 0; round < options.rounds; round++) {
+    if (round % 2 === 0) {
+      runsA.push(await measure(per, WORKERS, a));
+      runsB.push(await measure(per, WORKERS, b));
+    } else {
+      runsB.push(await measure(per, WORKERS, b));
+      runsA.push(await measure(per, WORKERS, a));
+    }
+  }
+  return [summarise(combine(runsA)), summarise(combine(runsB))];
+}
+
 /** How much lower `on`'s throughput is than `off`'s, in percent. */
 const cost = (off: Summary, on: Summary) => `**${fixed((1 - on.opsPerSecond / off.opsPerSecond) * 100)} %**`;
 
@@ -141,19 +175,16 @@ export async function runCryptoBench(progress: (line: string) => void): Promise<
 
   const rows: string[][] = [];
   const compare = async (
+    into: string[][],
     label: string,
     count: number,
     rounds: number,
     operation: (side: Target) => (worker: number, index: number) => Promise<void>,
+    sides: [Target, Target] = [off, on],
   ) => {
     progress(label);
-    const [plain, sealed] = await alternate(operation(off), operation(on), {
-      count,
-      concurrency: WORKERS,
-      rounds,
-      warmUp: Math.round(count / 5),
-    });
-    rows.push([
+    const [plain, sealed] = await balanced(operation(sides[0]), operation(sides[1]), { count, rounds });
+    into.push([
       label,
       fixed(plain.opsPerSecond, 0),
       `${fixed(plain.p50Ms)} / ${fixed(plain.p99Ms)}`,
@@ -162,22 +193,36 @@ export async function runCryptoBench(progress: (line: string) => void): Promise<
       cost(plain, sealed),
     ]);
   };
-  await compare('key/value PUT (1 KiB)', 2000, ROUNDS, (side) => side.kvPut);
-  await compare('key/value GET (1 KiB)', 2000, ROUNDS, (side) => side.kvGet);
-  await compare(
-    'checkpoint put (2 channels of 1 KiB)',
-    1200,
-    CHECKPOINT_ROUNDS,
-    (side) => (worker) => side.checkpointPut(worker),
-  );
-  await compare(
-    'checkpoint getTuple (latest)',
-    2400,
-    CHECKPOINT_ROUNDS,
-    (side) => (worker) => side.checkpointGet(worker),
-  );
+  const kvPut = (side: Target) => side.kvPut;
+  const kvGet = (side: Target) => side.kvGet;
+  const checkpointPut = (side: Target) => (worker: number) => side.checkpointPut(worker);
+  const checkpointGet = (side: Target) => (worker: number) => side.checkpointGet(worker);
+  await compare(rows, 'key/value PUT (1 KiB)', 2400, ROUNDS, kvPut);
+  await compare(rows, 'key/value GET (1 KiB)', 2400, ROUNDS, kvGet);
+  await compare(rows, 'checkpoint put (2 channels of 1 KiB)', 960, CHECKPOINT_ROUNDS, checkpointPut);
+  await compare(rows, 'checkpoint getTuple (latest)', 1920, CHECKPOINT_ROUNDS, checkpointGet);
   await plainApp.stop();
   await sealedApp.stop();
+
+  const direct = await directTargets(azurite.blobEndpoint, tenant.tenant);
+  const directRows: string[][] = [];
+  for (const side of direct) {
+    await measure(WORKERS * KV_KEYS_PER_WORKER, WORKERS, (_w, i) =>
+      side.kvPut(Math.floor(i / KV_KEYS_PER_WORKER), i % KV_KEYS_PER_WORKER),
+    );
+    await measure(WORKERS, WORKERS, (worker) => side.checkpointPut(worker));
+  }
+  await compare(directRows, 'key/value write (1 KiB)', 4800, ROUNDS, kvPut, direct);
+  await compare(directRows, 'key/value read (1 KiB)', 4800, ROUNDS, kvGet, direct);
+  await compare(
+    directRows,
+    'checkpoint put (2 channels of 1 KiB)',
+    1920,
+    CHECKPOINT_ROUNDS,
+    checkpointPut,
+    direct,
+  );
+  await compare(directRows, 'checkpoint getTuple (latest)', 3840, CHECKPOINT_ROUNDS, checkpointGet, direct);
 
   progress('audit appends');
   const tableName = `auditbench${randomUUID().replaceAll('-', '').slice(0, 16)}`;
@@ -240,8 +285,86 @@ export async function runCryptoBench(progress: (line: string) => void): Promise<
       rows,
     ),
     '',
+    '### Encryption at rest: the stores in-process on Azurite, keys off and on (8 workers)',
+    '',
+    table(
+      ['operation', 'keys off ops/s', 'off p50 / p99 ms', 'keys on ops/s', 'on p50 / p99 ms', 'cost'],
+      directRows,
+    ),
+    '',
     '### Audit trail: appends by 8 concurrent writers (Table Storage on Azurite)',
     '',
     table(['writers', 'records', 'records/s', 'p50 / p99 ms per append', 'gapless'], auditRows),
   ].join('\n');
+}
+
+/**
+ * The key/value store and the thread store called directly on one Azurite, each over its own
+ * containers: keys off (the backend as it is) and on (a passed key check, values sealed).
+ */
+async function directTargets(blobEndpoint: string, tenant: string): Promise<[Target, Target]> {
+  const service = new BlobServiceClient(
+    blobEndpoint,
+    new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
+  );
+  const maxValueBytes = 2 * 1024 * 1024;
+  const factory = (base: string, max = maxValueBytes) =>
+    new BlobKeyValueStoreFactory(service, base, max, 8000);
+  const plainBase = `direct${randomUUID().replaceAll('-', '').slice(0, 16)}`;
+  const sealedBase = `direct${randomUUID().replaceAll('-', '').slice(0, 16)}`;
+  const encryption = new Encryption({
+    keys: [{ id: 'k1', key: randomBytes(32) }],
+    kvStores: factory(sealedBase),
+  });
+  await encryption.check();
+  const { codec } = encryption;
+  const sealedKv = new SealingKeyValueStoreFactory(
+    factory(sealedBase),
+    factory(sealedBase, maxValueBytes + SEAL_OVERHEAD),
+    codec,
+    '*',
+  ).forTenant(tenant);
+  const plainKv = factory(plainBase).forTenant(tenant);
+  const plainThreads = new ThreadStore({
+    storeOf: (owner) => factory(plainBase).forSpace('threads', owner),
+    maxValueBytes,
+  });
+  const sealedSpaces = factory(sealedBase);
+  const sealedThreads = new ThreadStore({
+    storeOf: (owner) => new SealedThreadSpace(sealedSpaces.forSpace('threads', owner), owner, codec),
+    maxValueBytes: maxValueBytes - SEAL_OVERHEAD,
+    sealed: true,
+  });
+  const side = (kv: typeof plainKv, threads: ThreadStore): Target => {
+    const counters = new Map<number, number>();
+    const value = { type: 'json', data: VALUE };
+    const id = (k: number) => `c${String(k).padStart(8, '0')}`;
+    const key = (worker: number, index: number) => `bench/w${worker}/k${index % KV_KEYS_PER_WORKER}`;
+    return {
+      kvPut: async (worker, index) => {
+        await kv.write(key(worker, index), VALUE);
+      },
+      kvGet: async (worker, index) => {
+        await kv.read(key(worker, index));
+      },
+      checkpointPut: async (worker) => {
+        const n = (counters.get(worker) ?? 0) + 1;
+        counters.set(worker, n);
+        await threads.putCheckpoint(tenant, `bench-w${worker}`, {
+          checkpointId: id(n),
+          ns: '',
+          parent: n === 1 ? null : id(n - 1),
+          v: 4,
+          checkpoint: { type: 'json', data: Buffer.from(JSON.stringify({ v: 4, id: id(n) })) },
+          metadata: { source: 'loop', step: n },
+          channelVersions: { messages: n, state: n },
+          values: { messages: value, state: value },
+        });
+      },
+      checkpointGet: async (worker) => {
+        await threads.getCheckpoint(tenant, `bench-w${worker}`, '');
+      },
+    };
+  };
+  return [side(plainKv, plainThreads), side(sealedKv, sealedThreads)];
 }
