@@ -1,5 +1,7 @@
 import { ArchiveClient, type ArchiveClientOptions } from './archiveClient';
+import { AuditClient } from './auditClient';
 import { CoordinationClient } from './coordinationClient';
+import { EncryptionClient } from './encryptionClient';
 import { KeyValueClient } from './keyValueClient';
 import { MemoryClient } from './memoryClient';
 import { MigrationsClient } from './migrationsClient';
@@ -40,6 +42,10 @@ export class CairnClient {
   readonly threads: ThreadsClient;
   /** Signed workspace snapshots: save, load and verify folders; parts, publish, list, delete, trusted keys. */
   readonly snapshots: SnapshotsClient;
+  /** Encryption at rest: the rewrap job (admin). */
+  readonly encryption: EncryptionClient;
+  /** The tenant's audit trail: records, verification, signed heads. */
+  readonly audit: AuditClient;
   private readonly transport: Transport;
 
   constructor(options: CairnClientOptions) {
@@ -54,6 +60,8 @@ export class CairnClient {
     this.threads = new ThreadsClient(this.transport);
     // Its own transport on the same sockets too, so that a save's report counts its own requests.
     this.snapshots = new SnapshotsClient(shared);
+    this.encryption = new EncryptionClient(this.transport);
+    this.audit = new AuditClient(this.transport);
   }
 
   /** Liveness and the backend kind; needs no credential. */

@@ -8,6 +8,8 @@ export type {
   SessionRecord,
 } from './archiveClient';
 export { ArchiveClient, StaleCheckpointError } from './archiveClient';
+export type { AuditPage, AuditRecord, AuditRecordQuery, SignedHead, VerifyResult } from './auditClient';
+export { AuditClient } from './auditClient';
 export type { CairnClientOptions, Health } from './cairnClient';
 export { CairnClient } from './cairnClient';
 export type {
@@ -26,6 +28,8 @@ export type {
   WatchedChatsWrite,
 } from './coordinationClient';
 export { CoordinationClient } from './coordinationClient';
+export type { RewrapReport, RewrapStatus } from './encryptionClient';
+export { EncryptionClient } from './encryptionClient';
 export { CairnHttpError, CairnNetworkError, CairnTimeoutError } from './errors';
 export type {
   KeyPage,

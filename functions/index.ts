@@ -1,7 +1,10 @@
 /**
  * The app's entry point (package.json `main`): loads every function registration, then reads the
- * configuration so that a missing or invalid setting stops the app at start-up, naming it.
+ * configuration so that a missing or invalid setting stops the app at start-up, naming it. The
+ * checks that need the storage run in the app-start hook (see {@link startupChecks}).
  */
+import './audit';
+import './auditJobs';
 import './coordination';
 import './emailWindowPoll';
 import './health';
@@ -10,10 +13,15 @@ import './memory';
 import './migrations';
 import './notFound';
 import './openapi';
+import './rewrap';
 import './sessions';
 import './snapshots';
 import './threads';
 
+import { app } from '@azure/functions';
+
 import { getServices } from '../shared/services';
+import { startupChecks } from './startup';
 
 getServices();
+app.hook.appStart(startupChecks);

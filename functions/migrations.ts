@@ -2,6 +2,7 @@ import type { ActivityHandler, OrchestrationContext, OrchestrationHandler } from
 import * as df from 'durable-functions';
 import { z } from 'zod';
 
+import { actorOf } from '../shared/auth';
 import { isValidTenantId } from '../shared/config';
 import { ConflictError, ForbiddenError, NotFoundError } from '../shared/errors';
 import { validateKey } from '../shared/keys';
@@ -17,6 +18,7 @@ import {
   type SourcePlan,
 } from '../shared/migration/migration';
 import { getServices } from '../shared/services';
+import { type JobAudit, jobEvent } from './auditJobs';
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json } from './http/request';
 import { readJsonBody } from './jsonBody';
@@ -43,6 +45,8 @@ export interface MigrationInput {
   readonly tenant: string;
   readonly sources: readonly MigrationSource[];
   readonly dryRun: boolean;
+  /** Set when auditing is on: the job's start and completion are recorded in the target's trail. */
+  readonly audit?: JobAudit;
 }
 
 export interface MigrationProgress {
@@ -92,6 +96,12 @@ export const migrationOrchestrator: OrchestrationHandler = function* (context: O
   let total = 0;
   let done = 0;
   context.df.setCustomStatus({ total, done } satisfies MigrationProgress);
+  if (input.audit !== undefined) {
+    yield jobEvent(context, retry, input.audit, 'admin.migration.started', {
+      sources: input.sources.length,
+      dryRun: input.dryRun,
+    });
+  }
   for (const source of input.sources) {
     let after = '';
     for (;;) {
@@ -126,6 +136,14 @@ export const migrationOrchestrator: OrchestrationHandler = function* (context: O
       if (plan.next === null) break;
       after = plan.next;
     }
+  }
+  if (input.audit !== undefined) {
+    yield jobEvent(context, retry, input.audit, 'admin.migration.completed', {
+      copied: report.copied,
+      skipped: report.skipped,
+      errors: report.errors.length,
+      dryRun: input.dryRun,
+    });
   }
   return report;
 };
@@ -215,7 +233,14 @@ export const startMigration = httpHandler('startMigration', {
       );
     }
     const client = df.getClient(call.context);
-    const input: MigrationInput = { tenant: body.tenant, sources: body.sources, dryRun: body.dryRun };
+    const input: MigrationInput = {
+      tenant: body.tenant,
+      sources: body.sources,
+      dryRun: body.dryRun,
+      ...(call.services.audit.enabled
+        ? { audit: { tenant: body.tenant, actor: actorOf(call.principal) } }
+        : {}),
+    };
     const id = await client.startNew(MIGRATION_ORCHESTRATION, { input });
     const statusUri = `${new URL(request.url).origin}/api/migrations/${id}`;
     call.log.info({ migration: id, sources: body.sources.length, dryRun: body.dryRun }, 'migration started');

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { ID_RULE } from '../shared/archive/identifiers';
 import { publishRequestSchema } from '../shared/archive/manifest';
 import type { SessionArchive } from '../shared/archive/sessionArchive';
+import { actorOf } from '../shared/auth';
 import { InternalError } from '../shared/errors';
 import { MAX_OBJECT_BYTES } from '../shared/storage/immutableObjectStore';
 import { readAllBytes } from '../shared/streams';
@@ -96,6 +97,7 @@ export const sessionCheckpoints = httpHandler('sessionCheckpoints', {
       call.principal.tenant,
       param(request, 'sid'),
       publish,
+      actorOf(call.principal),
     );
     return json(201, result);
   },

@@ -1,5 +1,6 @@
 import type { HttpRequest } from '@azure/functions';
 
+import { actorOf } from '../shared/auth';
 import type { ThreadStore } from '../shared/threads/threadStore';
 import {
   checkpointPutOf,
@@ -59,7 +60,11 @@ export const thread = httpHandler('thread', {
   GET: async (request, call) =>
     json(200, await threadsOf(call).getThread(call.principal.tenant, param(request, 'threadId'))),
   DELETE: async (request, call) => {
-    await threadsOf(call).deleteThread(call.principal.tenant, param(request, 'threadId'));
+    await threadsOf(call).deleteThread(
+      call.principal.tenant,
+      param(request, 'threadId'),
+      actorOf(call.principal),
+    );
     return { status: 204 };
   },
 });
@@ -129,7 +134,15 @@ export const threadCheckpointWrites = httpHandler('threadCheckpointWrites', {
 export const threadRewind = httpHandler('threadRewind', {
   POST: async (request, call) => {
     const body = await readJsonBody(request, MAX_SMALL_BODY_BYTES, rewindBody);
-    return json(200, await threadsOf(call).rewind(call.principal.tenant, param(request, 'threadId'), body));
+    return json(
+      200,
+      await threadsOf(call).rewind(
+        call.principal.tenant,
+        param(request, 'threadId'),
+        body,
+        actorOf(call.principal),
+      ),
+    );
   },
 });
 
@@ -140,6 +153,7 @@ export const threadRuns = httpHandler('threadRuns', {
       call.principal.tenant,
       param(request, 'threadId'),
       runStartOf(body),
+      actorOf(call.principal),
     );
     return json(201, { ...run, interrupted });
   },
@@ -178,6 +192,7 @@ export const threadRunFinish = httpHandler('threadRunFinish', {
       param(request, 'threadId'),
       param(request, 'runId'),
       body.status,
+      actorOf(call.principal),
     );
     return json(200, run);
   },

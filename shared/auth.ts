@@ -9,6 +9,13 @@ import { StorageUnavailableError, UnauthorizedError } from './errors';
 export interface Principal {
   readonly tenant: string;
   readonly admin: boolean;
+  /** The access token's subject (`sub`), when the credential is a token. */
+  readonly subject?: string;
+}
+
+/** Who an audit record names as the actor: the token's subject, else the tenant (never the token). */
+export function actorOf(principal: Principal): string {
+  return principal.subject ?? principal.tenant;
 }
 
 export const ADMIN_ROLE = 'Cairn.Admin';
@@ -75,6 +82,12 @@ export class Authenticator {
       throw new UnauthorizedError(`the access token has no usable "${entra.tenantClaim}" claim`);
     }
     const roles = payload['roles'];
-    return { tenant, admin: Array.isArray(roles) && roles.includes(ADMIN_ROLE) };
+    const subject =
+      typeof payload.sub === 'string' && /^[\x21-\x7e]{1,256}$/.test(payload.sub) ? payload.sub : undefined;
+    return {
+      tenant,
+      admin: Array.isArray(roles) && roles.includes(ADMIN_ROLE),
+      ...(subject === undefined ? {} : { subject }),
+    };
   }
 }

@@ -1,8 +1,11 @@
+import type { KeyObject } from 'node:crypto';
 import path from 'node:path';
 
 import { Cron } from 'croner';
 import { z } from 'zod';
 
+import { parsePrivateKey } from './audit/headSignature';
+import { type EncryptionKey, parseEncryptionKeys } from './crypto/encryptionKeys';
 import { ConfigurationError } from './errors';
 import { publicKeyFromBase64, publicKeyToBase64 } from './snapshots/signatures';
 
@@ -58,10 +61,27 @@ export const SETTINGS = {
   },
   CAIRN_ENCRYPTION_KEYS: {
     description:
-      'Application encryption keys, k2:<64 hex>,k1:<64 hex>: the first encrypts, every one decrypts. Optional; empty: off.',
+      'Encryption at rest (AES-256-GCM, docs/encryption.md): comma-separated <id>:<64 hex> keys, e.g. k2:<64 hex>,k1:<64 hex>; ids 1-32 of [A-Za-z0-9._-]. The first seals new values, every one opens. Optional; empty: off.',
+  },
+  CAIRN_ENCRYPT_TENANTS: {
+    description:
+      "Tenants whose key/value values are sealed too (comma-separated tenant ids, or * for all); needs CAIRN_ENCRYPTION_KEYS. Default: none (key/value bytes are the caller's own format).",
+  },
+  CAIRN_AUDIT: {
+    description:
+      'true/1/yes turns the audit trail on (docs/audit.md); needs CAIRN_TABLE_ENDPOINT. Off: the audit routes answer 400 naming this setting.',
+  },
+  CAIRN_AUDIT_TABLE: {
+    description:
+      'Name of the table of the audit trail (default cairnaudit; 3-63 letters and digits, starting with a letter; created when missing).',
   },
   CAIRN_AUDIT_SIGNING_KEY: {
-    description: 'Ed25519 private key that signs the audit trail. Optional; empty: off.',
+    description:
+      'Ed25519 private key that signs audit heads: PKCS#8 as PEM or as the base64 of its DER (cairn audit keygen prints one). Optional; empty: heads are not signed.',
+  },
+  CAIRN_AUDIT_SIGN_SCHEDULE: {
+    description:
+      'NCRONTAB schedule (six fields, seconds first) of the auditHeadSign timer (default 0 */5 * * * *: every five minutes).',
   },
   CAIRN_AUTH_ISSUER: { description: 'Entra ID token issuer (set all three CAIRN_AUTH_* or none).' },
   CAIRN_AUTH_AUDIENCE: { description: 'Entra ID token audience (the app registration).' },
@@ -151,6 +171,26 @@ export interface EmailPollConfig {
   readonly queueService?: StorageServiceConfig;
 }
 
+/** Encryption at rest (docs/encryption.md). */
+export interface EncryptionConfig {
+  /** The first seals; every one opens. Empty: encryption off. */
+  readonly keys: readonly EncryptionKey[];
+  /** Tenants whose key/value spaces are sealed: `*` for all. */
+  readonly kvTenants: '*' | ReadonlySet<string>;
+}
+
+/** The audit trail (docs/audit.md). */
+export interface AuditConfig {
+  readonly enabled: boolean;
+  readonly tableName: string;
+  /** Set whenever `enabled` (the trail lives in Table Storage). */
+  readonly tableService?: StorageServiceConfig;
+  /** Signs the trail's heads; undefined: heads are not signed. */
+  readonly signingKey?: KeyObject;
+  /** NCRONTAB, six fields. */
+  readonly signSchedule: string;
+}
+
 export interface Config {
   readonly backend: BackendConfig;
   readonly dataDir: string;
@@ -164,6 +204,8 @@ export interface Config {
   /** Tenant → trusted snapshot public keys (base64 of the raw 32 bytes), from CAIRN_SNAPSHOT_KEYS. */
   readonly snapshotKeys: ReadonlyMap<string, readonly string[]>;
   readonly memory: MemoryConfig;
+  readonly encryption: EncryptionConfig;
+  readonly audit: AuditConfig;
 }
 
 /** Where memory facts live: a table when the table service is configured. */
@@ -221,9 +263,20 @@ const QUEUE_NAME = /^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}$/;
 export const DEFAULT_EMAIL_POLL_SCHEDULE = '0 */1 * * * *';
 export const DEFAULT_EMAIL_WINDOW_QUEUE = 'email-windows';
 
-/** Reads a setting; the empty string counts as unset (a half-set variable is no setting). */
+/**
+ * Reads a setting; the empty string (or blanks) counts as unset (a half-set variable is no
+ * setting). A Key Vault reference the platform did not resolve (the secret is missing, or the app
+ * may not read it) leaves its own text in the setting: that is refused, naming the setting, rather
+ * than taken for a value.
+ */
 function read(env: Env, name: SettingName): string | undefined {
   const value = env[name]?.trim();
+  if (value !== undefined && /^@Microsoft\.KeyVault\(/i.test(value)) {
+    throw new ConfigurationError(
+      name,
+      'holds an unresolved Key Vault reference: the secret is missing or the app cannot read it (infra/README.md)',
+    );
+  }
   return value === undefined || value === '' ? undefined : value;
 }
 
@@ -318,19 +371,12 @@ function storageServiceFrom(env: Env, endpoint: string): StorageServiceConfig {
   };
 }
 
-/**
- * The emailWindowPoll schedule. Exported because the timer registration needs it at load time: the
- * schedule is passed as a value, not as `%CAIRN_EMAIL_POLL_SCHEDULE%`, so that the default applies
- * on the Functions host too (the host has no defaults for `%SETTING%` references).
- */
-export function emailPollScheduleFrom(env: Env = process.env): string {
-  const schedule = (read(env, 'CAIRN_EMAIL_POLL_SCHEDULE') ?? DEFAULT_EMAIL_POLL_SCHEDULE).replace(
-    /\s+/g,
-    ' ',
-  );
+/** A timer's NCRONTAB schedule from `name`, or `fallback`; ConfigurationError naming it when invalid. */
+function scheduleFrom(env: Env, name: SettingName, fallback: string): string {
+  const schedule = (read(env, name) ?? fallback).replace(/\s+/g, ' ');
   if (schedule.split(' ').length !== 6) {
     throw new ConfigurationError(
-      'CAIRN_EMAIL_POLL_SCHEDULE',
+      name,
       'must be an NCRONTAB expression of six fields, seconds first (e.g. "0 */1 * * * *")',
     );
   }
@@ -338,11 +384,95 @@ export function emailPollScheduleFrom(env: Env = process.env): string {
     new Cron(schedule, { paused: true }).stop();
   } catch (error) {
     throw new ConfigurationError(
-      'CAIRN_EMAIL_POLL_SCHEDULE',
+      name,
       `is not a valid NCRONTAB expression: ${error instanceof Error ? error.message : String(error)}`,
     );
   }
   return schedule;
+}
+
+/**
+ * The emailWindowPoll schedule. Exported because the timer registration needs it at load time: the
+ * schedule is passed as a value, not as `%CAIRN_EMAIL_POLL_SCHEDULE%`, so that the default applies
+ * on the Functions host too (the host has no defaults for `%SETTING%` references).
+ */
+export function emailPollScheduleFrom(env: Env = process.env): string {
+  return scheduleFrom(env, 'CAIRN_EMAIL_POLL_SCHEDULE', DEFAULT_EMAIL_POLL_SCHEDULE);
+}
+
+export const DEFAULT_AUDIT_SIGN_SCHEDULE = '0 */5 * * * *';
+
+/** The auditHeadSign schedule, passed as a value at registration like the email poll's. */
+export function auditSignScheduleFrom(env: Env = process.env): string {
+  return scheduleFrom(env, 'CAIRN_AUDIT_SIGN_SCHEDULE', DEFAULT_AUDIT_SIGN_SCHEDULE);
+}
+
+function encryptionFrom(env: Env): EncryptionConfig {
+  const keys = parseEncryptionKeys(read(env, 'CAIRN_ENCRYPTION_KEYS'));
+  const tenants = read(env, 'CAIRN_ENCRYPT_TENANTS');
+  if (tenants === undefined) return { keys, kvTenants: new Set() };
+  if (keys.length === 0) {
+    throw new ConfigurationError(
+      'CAIRN_ENCRYPT_TENANTS',
+      'lists tenants, but CAIRN_ENCRYPTION_KEYS is empty',
+    );
+  }
+  if (tenants === '*') return { keys, kvTenants: '*' };
+  const listed = tenants
+    .split(',')
+    .map((tenant) => tenant.trim())
+    .filter((tenant) => tenant !== '');
+  for (const [index, tenant] of listed.entries()) {
+    if (!isValidTenantId(tenant)) {
+      throw new ConfigurationError(
+        'CAIRN_ENCRYPT_TENANTS',
+        `entry ${index + 1}: must be * or tenant ids (1-64 of [A-Za-z0-9._-])`,
+      );
+    }
+  }
+  return { keys, kvTenants: new Set(listed) };
+}
+
+export const DEFAULT_AUDIT_TABLE = 'cairnaudit';
+
+function auditFrom(env: Env, sessionIndex: SessionIndexConfig): AuditConfig {
+  const flag = read(env, 'CAIRN_AUDIT');
+  const enabled = flag !== undefined && TRUE_VALUES.has(flag.toLowerCase());
+  if (flag !== undefined && !enabled && !['false', '0', 'no'].includes(flag.toLowerCase())) {
+    throw new ConfigurationError('CAIRN_AUDIT', 'must be true or false');
+  }
+  const tableName = read(env, 'CAIRN_AUDIT_TABLE') ?? DEFAULT_AUDIT_TABLE;
+  if (!TABLE_NAME.test(tableName)) {
+    throw new ConfigurationError(
+      'CAIRN_AUDIT_TABLE',
+      'must be 3-63 letters or digits, starting with a letter',
+    );
+  }
+  const keyText = read(env, 'CAIRN_AUDIT_SIGNING_KEY');
+  let signingKey: KeyObject | undefined;
+  if (keyText !== undefined) {
+    try {
+      signingKey = parsePrivateKey(keyText);
+    } catch (error) {
+      throw new ConfigurationError('CAIRN_AUDIT_SIGNING_KEY', (error as Error).message);
+    }
+  }
+  const signSchedule = auditSignScheduleFrom(env);
+  if (enabled && sessionIndex.tableService === undefined) {
+    throw new ConfigurationError(
+      'CAIRN_TABLE_ENDPOINT',
+      'is missing while CAIRN_AUDIT is true: the audit trail lives in Table Storage',
+    );
+  }
+  return {
+    enabled,
+    tableName,
+    ...(enabled && sessionIndex.tableService !== undefined
+      ? { tableService: sessionIndex.tableService }
+      : {}),
+    ...(signingKey === undefined ? {} : { signingKey }),
+    signSchedule,
+  };
 }
 
 function emailPollFrom(env: Env): EmailPollConfig {
@@ -404,6 +534,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const sessionIndex = sessionIndexFrom(env);
   const snapshotKeys = parseSnapshotKeys(read(env, 'CAIRN_SNAPSHOT_KEYS'));
   const memory = memoryFrom(env, sessionIndex);
+  const encryption = encryptionFrom(env);
+  const audit = auditFrom(env, sessionIndex);
   return {
     backend,
     dataDir,
@@ -416,6 +548,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     sessionIndex,
     snapshotKeys,
     memory,
+    encryption,
+    audit,
   };
 }
 

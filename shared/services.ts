@@ -4,13 +4,20 @@ import path from 'node:path';
 import type { BlobServiceClient } from '@azure/storage-blob';
 
 import { SessionArchive } from './archive/sessionArchive';
-import { type AuditLog, noAuditLog } from './audit/auditLog';
+import type { AuditLog } from './audit/auditLog';
+import { AuditTrail } from './audit/auditTrail';
+import { noTransactionalAuditLog, type TransactionalAuditLog } from './audit/pending';
 import { Authenticator, sha256Hex } from './auth';
 import { type Config, loadConfig } from './config';
 import { ChatCursorCache } from './coordination/chatCursorCache';
 import type { EmailWindowQueue } from './coordination/emailWindowQueue';
 import { EmailPollTenantRegistry } from './coordination/tenantRegistry';
-import { plainCodec, type ValueCodec } from './crypto/valueCodec';
+import { Encryption, type SealingCodec } from './crypto/encryption';
+import { keyValueRewrapTarget, type RewrapTarget } from './crypto/rewrap';
+import { SEAL_OVERHEAD } from './crypto/sealedFormat';
+import { SealingKeyValueStoreFactory } from './crypto/sealedKeyValueStore';
+import type { ValueCodec } from './crypto/valueCodec';
+import { processLogger } from './logging';
 import { MemoryFacts } from './memory/memory';
 import { TrustedSnapshotKeys } from './snapshots/trustedKeys';
 import { type SnapshotStores, WorkspaceSnapshots } from './snapshots/workspaceSnapshots';
@@ -23,12 +30,15 @@ import {
   createTableClient,
 } from './storage/azure/clients';
 import { TableSessionIndex } from './storage/azure/sessionIndexTable';
+import { TableAuditStore } from './storage/azure/tableAuditStore';
 import { TableMemoryStore } from './storage/azure/tableMemoryStore';
 import type { ImmutableObjectStore } from './storage/immutableObjectStore';
 import type { KeyValueStoreFactory } from './storage/keyValueStore';
 import { LocalImmutableObjectStore } from './storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from './storage/local/localKeyValueStore';
 import { LocalMemoryStore } from './storage/local/localMemoryStore';
+import { SealedThreadSpace } from './threads/sealedThreadSpace';
+import { threadRewrapTarget } from './threads/threadRewrap';
 import { ThreadStore } from './threads/threadStore';
 
 /**
@@ -62,21 +72,42 @@ export interface Services {
    * instance's disk while the rest of the data is shared).
    */
   readonly memory?: MemoryFacts;
+  /** Encryption at rest: the key check, the registry of tenants with sealed values. */
+  readonly encryption: Encryption;
+  /**
+   * The process's one codec (CAIRN_ENCRYPTION_KEYS): every store that seals values uses it (the
+   * thread store, sealed key/value spaces, memory facts). Seals nothing when no key is configured.
+   */
+  readonly codec: SealingCodec;
+  /** What the `rewrap` job re-seals, by target name (`threads`, `kv`, and any store added here). */
+  readonly rewrapTargets: ReadonlyMap<string, RewrapTarget>;
+  /**
+   * The process's one audit log (CAIRN_AUDIT): every store that records actions uses it (threads,
+   * archives, memory facts, admin jobs). Keeps nothing when auditing is off.
+   */
+  readonly audit: TransactionalAuditLog;
+  /** The audit trail itself (reads, verify, signed heads, repair); undefined when auditing is off. */
+  readonly auditTrail?: AuditTrail;
 }
 
 export function createServices(config: Config): Services {
   const { backend } = config;
   const blobService =
     backend.kind === 'blob' ? createBlobServiceClient(backend, config.storageTimeoutMs) : undefined;
-  const kvStores =
+  const kvFactory = (maxValueBytes: number): KeyValueStoreFactory =>
     backend.kind === 'blob' && blobService !== undefined
-      ? new BlobKeyValueStoreFactory(
-          blobService,
-          backend.container,
-          config.maxValueBytes,
-          config.storageTimeoutMs,
-        )
-      : new LocalKeyValueStoreFactory(config.dataDir, config.maxValueBytes);
+      ? new BlobKeyValueStoreFactory(blobService, backend.container, maxValueBytes, config.storageTimeoutMs)
+      : new LocalKeyValueStoreFactory(config.dataDir, maxValueBytes);
+  /** The backend as it stores bytes: no value sealed on the way. */
+  const rawKv = kvFactory(config.maxValueBytes);
+  const encryption = new Encryption({ keys: config.encryption.keys, kvStores: rawKv });
+  const codec = encryption.codec;
+  const { kvTenants } = config.encryption;
+  const sealsSomeKv = encryption.enabled && (kvTenants === '*' || kvTenants.size > 0);
+  // Sealed key/value values carry a fixed overhead: their store takes values that much larger,
+  // so that a value of the limit still fits once sealed (the sealed store checks the plain limit).
+  const roomyKv = sealsSomeKv ? kvFactory(config.maxValueBytes + SEAL_OVERHEAD) : rawKv;
+  const kvStores = sealsSomeKv ? new SealingKeyValueStoreFactory(rawKv, roomyKv, codec, kvTenants) : rawKv;
   const { queueService, queueName } = config.emailPoll;
   const emailWindowQueue =
     queueService === undefined
@@ -85,12 +116,30 @@ export function createServices(config: Config): Services {
           createQueueServiceClient(queueService, config.storageTimeoutMs).getQueueClient(queueName),
           config.storageTimeoutMs,
         );
-  const sessionArchive = createSessionArchive(config, blobService);
+  const auditTrail = createAuditTrail(config);
+  const audit = auditTrail ?? noTransactionalAuditLog;
+  const sessionArchive = createSessionArchive(config, blobService, audit);
   const trustedSnapshotKeys = new TrustedSnapshotKeys(config.snapshotKeys, kvStores);
-  // Encryption at rest and the audit trail: plain and off until they are configured.
-  const codec: ValueCodec = plainCodec;
-  const audit: AuditLog = noAuditLog;
   const memory = createMemory(config, codec, audit);
+  const threads = new ThreadStore({
+    storeOf: (tenant) => {
+      const space = rawKv.forSpace('threads', tenant);
+      return encryption.enabled ? new SealedThreadSpace(space, tenant, codec) : space;
+    },
+    maxValueBytes: rawKv.maxValueBytes - (encryption.enabled ? SEAL_OVERHEAD : 0),
+    sealed: encryption.enabled,
+    audit,
+  });
+  auditTrail?.setVerifiers({
+    thread: (tenant, threadId) => threads.auditOutbox(tenant, threadId),
+    ...(sessionArchive === undefined
+      ? {}
+      : {
+          archive: (tenant, sessionId, checkpointId, sinceMs) =>
+            sessionArchive.wasPublished(tenant, sessionId, checkpointId, sinceMs),
+        }),
+  });
+  const rewrapTargets = [threadRewrapTarget(rawKv, codec), keyValueRewrapTarget(roomyKv, codec, kvTenants)];
   return {
     config,
     version: packageVersion(),
@@ -98,10 +147,12 @@ export function createServices(config: Config): Services {
     authenticator: new Authenticator(config.apiKeys, config.entra),
     emailPollRegistry: new EmailPollTenantRegistry(kvStores),
     chatCursorCache: new ChatCursorCache(),
-    threads: new ThreadStore({
-      storeOf: (tenant) => kvStores.forSpace('threads', tenant),
-      maxValueBytes: kvStores.maxValueBytes,
-    }),
+    threads,
+    encryption,
+    codec,
+    rewrapTargets: new Map(rewrapTargets.map((target) => [target.name, target])),
+    audit,
+    ...(auditTrail === undefined ? {} : { auditTrail }),
     ...(emailWindowQueue === undefined ? {} : { emailWindowQueue }),
     ...(sessionArchive === undefined ? {} : { sessionArchive }),
     snapshots: new WorkspaceSnapshots(createSnapshotStores(config, blobService), trustedSnapshotKeys),
@@ -183,11 +234,34 @@ function createArchiveObjectStore(config: Config, blobService?: BlobServiceClien
 }
 
 /** The session archive, or undefined when the session index has no table service (CAIRN_TABLE_ENDPOINT). */
-function createSessionArchive(config: Config, blobService?: BlobServiceClient): SessionArchive | undefined {
+function createSessionArchive(
+  config: Config,
+  blobService: BlobServiceClient | undefined,
+  audit: TransactionalAuditLog,
+): SessionArchive | undefined {
   const { tableService, tableName } = config.sessionIndex;
   if (tableService === undefined) return undefined;
   const index = new TableSessionIndex(createTableClient(tableService, tableName), config.storageTimeoutMs);
-  return new SessionArchive(createArchiveObjectStore(config, blobService), index);
+  return new SessionArchive(createArchiveObjectStore(config, blobService), index, audit);
+}
+
+/**
+ * The audit trail in its table, or undefined when auditing is off. The repair grace period is six
+ * storage timeouts and half a minute: longer than any appender of an event can still be running
+ * (it gives up at half of it), with room for the instances' clocks to differ.
+ */
+function createAuditTrail(config: Config): AuditTrail | undefined {
+  const { audit } = config;
+  if (!audit.enabled || audit.tableService === undefined) return undefined;
+  return new AuditTrail({
+    store: new TableAuditStore(
+      createTableClient(audit.tableService, audit.tableName),
+      config.storageTimeoutMs,
+    ),
+    ...(audit.signingKey === undefined ? {} : { signingKey: audit.signingKey }),
+    log: processLogger(config.logLevel).child({ component: 'audit' }),
+    repairGraceMs: 6 * config.storageTimeoutMs + 30_000,
+  });
 }
 
 let services: Services | undefined;

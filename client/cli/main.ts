@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { CairnClient } from '../cairnClient';
+import { auditCommand } from './auditCommand';
 import { checkpointCommand } from './checkpointCommand';
 import {
   type Command,
@@ -13,6 +14,7 @@ import {
 import { keygenCommand } from './keygenCommand';
 import { migrateCommand } from './migrateCommand';
 import { personaCommand } from './personaCommand';
+import { rewrapCommand } from './rewrapCommand';
 import { snapshotCommand } from './snapshotCommand';
 
 /**
@@ -23,10 +25,12 @@ import { snapshotCommand } from './snapshotCommand';
  */
 
 const COMMANDS: Readonly<Record<string, Command>> = {
+  audit: auditCommand,
   checkpoint: checkpointCommand,
   keygen: keygenCommand,
   migrate: migrateCommand,
   persona: personaCommand,
+  rewrap: rewrapCommand,
   snapshot: snapshotCommand,
 };
 
@@ -42,7 +46,9 @@ environment:
 
 exit codes:
   0  success
-  1  failure, or problems found (a report with errors; for migrate: the migration failed or its report has errors; for snapshot verify: the snapshot is damaged)
+  1  failure, or problems found (a report with errors; for migrate: the migration failed or its report has errors;
+     for snapshot verify: the snapshot is damaged; for rewrap: values remain sealed with a key other than the first;
+     for audit verify: the trail or a signed head does not verify, or no head is signed by the key)
   2  usage error: bad or missing arguments or settings`;
 
 interface Streams {

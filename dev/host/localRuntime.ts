@@ -9,7 +9,7 @@ import { DURABLE_PREFIX, serveDurableApi } from './durableApi';
 import { LocalDurableHost } from './durableHost';
 import { invokeHttpFunction, sendJson } from './httpInvocation';
 import { InvocationContexts } from './invocations';
-import { loadRegistrations, type Registration } from './registrations';
+import { loadApp, type Registration } from './registrations';
 import { compareRanks, compileRoute, type RouteTemplate } from './routeTemplate';
 import { TimerScheduler } from './timers';
 
@@ -47,7 +47,12 @@ type HttpFunction = (request: HttpRequest, context: InvocationContext) => Promis
 export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<LocalRuntime> {
   const write = options.write ?? stdoutLines();
   const log = createLogger('info', (line) => write(line), { component: 'local-runtime' });
-  const registrations = loadRegistrations(options.entry);
+  const { registrations, hooks } = loadApp(options.entry);
+  // App-start hooks run before anything is served, as the host runs them when the worker starts;
+  // one that throws is the app refusing to start (e.g. keys that do not match the stored data).
+  for (const hook of hooks.filter((candidate) => candidate.name === 'appStart')) {
+    await hook.callback({ hookData: {} });
+  }
   for (const registration of registrations) {
     if (!SERVED_TRIGGERS.includes(registration.trigger.type)) {
       log.warn(

@@ -32,7 +32,14 @@ interface CoreMetadata {
 
 type Load = (request: string, parent: unknown, isMain: boolean) => unknown;
 
+/** A hook the app registered (`app.hook.appStart(...)`), called as the host calls it. */
+export interface AppHook {
+  readonly name: string;
+  readonly callback: (coreContext: { hookData: Record<string, unknown> }) => unknown;
+}
+
 let captured: Registration[] | undefined;
+let capturedHooks: AppHook[] | undefined;
 
 const functionsCore = {
   setProgrammingModel(): void {},
@@ -45,7 +52,8 @@ const functionsCore = {
     captured?.push({ name: metadata.name, trigger, bindings: metadata.bindings, handler });
     return { dispose() {} };
   },
-  registerHook(): { dispose(): void } {
+  registerHook(name: string, callback: AppHook['callback']): { dispose(): void } {
+    capturedHooks?.push({ name, callback });
     return { dispose() {} };
   },
 };
@@ -55,9 +63,17 @@ const functionsCore = {
  * throw (e.g. a configuration error); that is the app refusing to start, and it propagates.
  */
 export function loadRegistrations(entry: string): Registration[] {
+  return loadApp(entry).registrations;
+}
+
+/** {@link loadRegistrations}, with the hooks the app registered (app start and the others). */
+export function loadApp(entry: string): { registrations: Registration[]; hooks: AppHook[] } {
   const moduleWithLoad = Module as unknown as { _load: Load };
   const original = moduleWithLoad._load;
-  captured = [];
+  const registrations: Registration[] = [];
+  const hooks: AppHook[] = [];
+  captured = registrations;
+  capturedHooks = hooks;
   moduleWithLoad._load = function (request, parent, isMain) {
     if (request === '@azure/functions-core') return functionsCore;
     return original.call(this, request, parent, isMain);
@@ -65,8 +81,9 @@ export function loadRegistrations(entry: string): Registration[] {
   try {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- the host loads `main` with require too
     require(entry);
-    return captured;
+    return { registrations, hooks };
   } finally {
     captured = undefined;
+    capturedHooks = undefined;
   }
 }

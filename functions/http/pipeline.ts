@@ -104,6 +104,10 @@ export function httpHandler(
       } else {
         const principal = await services.authenticator.authenticate(request.headers.get('authorization'));
         bindings['tenant'] = principal.tenant;
+        // Fail closed: nothing of a tenant is read or written before the encryption key check has
+        // passed, and (keys configured) before the tenant is registered as holding sealed values,
+        // whatever store the route uses. Remembered per process: a resolved promise after the first.
+        await services.encryption.prepare(principal.tenant);
         response = await route(request, Object.assign(call, { principal }));
       }
     } catch (error) {

@@ -65,6 +65,8 @@ const TAGS = {
   snapshots: 'workspace snapshots',
   memory: 'memory',
   migrations: 'migrations',
+  encryption: 'encryption',
+  audit: 'audit',
 } as const;
 
 const KiB = 1024;
@@ -1499,6 +1501,185 @@ const migrationPath = {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Audit trail
+
+const seqParameter = (name: string, description: string) =>
+  queryParameter(name, description, { type: 'integer', minimum: 0, default: 0 });
+const pageLimit = queryParameter('limit', 'At most this many, 1-1000.', {
+  type: 'integer',
+  minimum: 1,
+  maximum: 1000,
+  default: 100,
+});
+const nextSeq: JsonObject = {
+  oneOf: [{ type: 'integer', minimum: 1 }, { type: 'null' }],
+  description: 'Pass as `afterSeq` for the next page; null on the last page.',
+};
+
+const auditRecordsPath = {
+  get: operation({
+    operationId: 'listAuditRecords',
+    summary: "The tenant's audit records, oldest first",
+    description:
+      'Filtered by thread and action, paged with `afterSeq`. 400 naming CAIRN_AUDIT when the audit trail is off.',
+    tag: TAGS.audit,
+    access: 'tenant',
+    parameters: [
+      queryParameter('threadId', "Only this thread's records.", {
+        type: 'string',
+        pattern: '^[A-Za-z0-9._-]{1,128}$',
+      }),
+      queryParameter('action', 'Only records of this action, e.g. `run.started`.', { type: 'string' }),
+      seqParameter('afterSeq', 'Only records after this seq (the `next` of a page).'),
+      pageLimit,
+    ],
+    answers: {
+      200: jsonAnswer('A page of records.', {
+        type: 'object',
+        required: ['records', 'next'],
+        additionalProperties: false,
+        properties: { records: { type: 'array', items: schemaRef('AuditRecord') }, next: nextSeq },
+      }),
+    },
+    errors: [400],
+  }),
+};
+
+const auditVerifyPath = {
+  get: operation({
+    operationId: 'verifyAuditTrail',
+    summary: "Checks the tenant's hash chain",
+    description:
+      '`firstBroken` is the first record whose fields, link or place is wrong (a changed field, a deleted record, records reordered), or, with an expected head kept elsewhere, the first missing seq of a cut tail or the expected seq when its hash differs (a rewritten chain). With CAIRN_AUDIT_SIGNING_KEY the head found is signed and kept (`signedHead`). 400 naming CAIRN_AUDIT when the audit trail is off.',
+    tag: TAGS.audit,
+    access: 'tenant',
+    parameters: [
+      queryParameter('expectedSeq', 'A head kept elsewhere: its seq (with expectedHash).', {
+        type: 'integer',
+        minimum: 1,
+      }),
+      queryParameter('expectedHash', 'A head kept elsewhere: its hash (with expectedSeq).', {
+        type: 'string',
+        pattern: '^[0-9a-f]{64}$',
+      }),
+    ],
+    answers: {
+      200: jsonAnswer('The result.', {
+        type: 'object',
+        required: ['ok', 'records', 'firstBroken', 'head'],
+        additionalProperties: false,
+        properties: {
+          ok: { type: 'boolean' },
+          records: { type: 'integer', minimum: 0, description: 'Records checked.' },
+          firstBroken: { oneOf: [{ type: 'integer', minimum: 1 }, { type: 'null' }] },
+          head: {
+            type: 'array',
+            prefixItems: [
+              { type: 'integer', minimum: 0 },
+              { type: 'string', pattern: '^[0-9a-f]{64}$' },
+            ],
+            minItems: 2,
+            maxItems: 2,
+            items: false,
+            description: "The last record's [seq, hash]; [0, 64 zeros] for an empty trail.",
+          },
+          signedHead: schemaRef('SignedHead'),
+        },
+      }),
+    },
+    errors: [400],
+  }),
+};
+
+const auditHeadsPath = {
+  get: operation({
+    operationId: 'listSignedAuditHeads',
+    summary: "The tenant's signed heads, by seq",
+    description:
+      'Heads signed on verify and by the auditHeadSign timer, one per seq. `cairn audit verify --public-key` checks a trail against them. 400 naming CAIRN_AUDIT when the audit trail is off.',
+    tag: TAGS.audit,
+    access: 'tenant',
+    parameters: [seqParameter('afterSeq', 'Only heads after this seq.'), pageLimit],
+    answers: {
+      200: jsonAnswer('A page of signed heads.', {
+        type: 'object',
+        required: ['heads', 'next'],
+        additionalProperties: false,
+        properties: { heads: { type: 'array', items: schemaRef('SignedHead') }, next: nextSeq },
+      }),
+    },
+    errors: [400],
+  }),
+};
+
+// ---------------------------------------------------------------------------------------------
+// Encryption at rest
+
+const rewrapsPath = {
+  post: operation({
+    operationId: 'startRewrap',
+    summary: 'Start re-sealing every stored sealed value with the first key',
+    description:
+      "Re-seals, with the first key of CAIRN_ENCRYPTION_KEYS, every value of every tenant that was sealed with another key: thread records, checkpoints, channel values, pending writes, and the key/value values of the tenants CAIRN_ENCRYPT_TENANTS lists. Idempotent and resumable: running it again re-seals nothing twice. When the report's `remaining` is 0 for a key, that key can be removed. 409 when encryption is off.",
+    tag: TAGS.encryption,
+    access: 'admin',
+    body: {
+      ...json({ type: 'object', additionalProperties: false, properties: {} }),
+      description: 'Nothing (an empty body or `{}`).',
+      limitBytes: 1024,
+      required: false,
+    },
+    answers: {
+      202: jsonAnswer(
+        'Started.',
+        {
+          type: 'object',
+          required: ['id', 'statusUri'],
+          additionalProperties: false,
+          properties: { id: { type: 'string', minLength: 1 }, statusUri: { type: 'string', format: 'uri' } },
+        },
+        { Location: header('The status URI.', { type: 'string', format: 'uri' }) },
+      ),
+    },
+    errors: [400, 409],
+  }),
+};
+
+const rewrapPath = {
+  parameters: [pathParameter('id', 'The job id.', { type: 'string', minLength: 1 })],
+  get: operation({
+    operationId: 'getRewrap',
+    summary: "A rewrap job's status",
+    tag: TAGS.encryption,
+    access: 'admin',
+    answers: {
+      200: jsonAnswer('The status; `report` once completed.', {
+        type: 'object',
+        required: ['id', 'status', 'progress', 'report'],
+        additionalProperties: false,
+        properties: {
+          id: { type: 'string' },
+          status: { enum: ['pending', 'running', 'completed', 'failed'] },
+          progress: {
+            type: 'object',
+            required: ['tenants', 'examined', 'resealed'],
+            additionalProperties: false,
+            properties: {
+              tenants: { type: 'integer', minimum: 0, description: 'Tenants finished.' },
+              examined: { type: 'integer', minimum: 0 },
+              resealed: { type: 'integer', minimum: 0 },
+            },
+          },
+          report: { oneOf: [schemaRef('RewrapReport'), { type: 'null' }] },
+          error: { type: 'string', description: 'Why it failed; only when `status` is failed.' },
+        },
+      }),
+    },
+    errors: [404],
+  }),
+};
+
+// ---------------------------------------------------------------------------------------------
 // Service
 
 const healthPath = {
@@ -1575,7 +1756,7 @@ export const openApiDocument = {
     // The app's version replaces this when the document is served (see documentForVersion).
     version: '0.0.0',
     summary:
-      'Durable state for AI agents: key/value, session archives, fleet coordination, threads, memory, workspace snapshots, migrations.',
+      'Durable state for AI agents: key/value, session archives, fleet coordination, threads, memory, workspace snapshots, migrations, encryption at rest, audit trail.',
     description: [
       'Base path `/api`; JSON in and out unless an operation says bytes.',
       "Every operation but `GET /api/health` and `GET /api/openapi.json` needs `Authorization: Bearer <token>`, an API key or a Microsoft Entra ID access token; without a valid one, 401 with `WWW-Authenticate: Bearer`. Everything a tenant stores is visible to that tenant only; another tenant's data answers as absent data does (404).",
@@ -1609,6 +1790,15 @@ export const openApiDocument = {
         'Long-term memory: JSON facts per tenant under `/`-separated namespaces, with time to live, compare-and-swap on ETags, and keyword search over a namespace and below (docs/memory.md). Times are Unix milliseconds.',
     },
     { name: TAGS.migrations, description: 'Copying local state to Blob storage (admin only).' },
+    {
+      name: TAGS.audit,
+      description:
+        "Each tenant's hash-chained audit trail: records, verification, signed heads (CAIRN_AUDIT).",
+    },
+    {
+      name: TAGS.encryption,
+      description: 'Encryption at rest: re-sealing stored values with the first key (admin only).',
+    },
   ],
   security: [{ apiKey: [] }, { entraId: [] }],
   paths: {
@@ -1654,6 +1844,11 @@ export const openApiDocument = {
     '/api/snapshot-keys/{tenant}': snapshotKeysPath,
     '/api/migrations': migrationsPath,
     '/api/migrations/{id}': migrationPath,
+    '/api/audit/records': auditRecordsPath,
+    '/api/audit/verify': auditVerifyPath,
+    '/api/audit/heads': auditHeadsPath,
+    '/api/encryption/rewraps': rewrapsPath,
+    '/api/encryption/rewraps/{id}': rewrapPath,
     '/api/{path}': noRoutePath,
   },
   components,

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 
+import { noTransactionalAuditLog, pendingEvent, type TransactionalAuditLog } from '../audit/pending';
 import {
   ConflictError,
   ForbiddenError,
@@ -65,6 +66,12 @@ export class SessionArchive {
   constructor(
     private readonly objects: ImmutableObjectStore,
     private readonly index: SessionIndex,
+    /**
+     * The audit trail: each published checkpoint is recorded (`checkpoint.published`), once per
+     * checkpoint id; its marker is stored before `latest` moves, so a crash in between is repaired.
+     */
+    private readonly audit: TransactionalAuditLog = noTransactionalAuditLog,
+    private readonly now: () => number = Date.now,
   ) {}
 
   /** Stores one block or tail. Idempotent: the same bytes again are `created: false`. */
@@ -100,6 +107,7 @@ export class SessionArchive {
     tenant: string,
     sessionId: string,
     request: PublishRequest,
+    actor?: string,
   ): Promise<{ checkpointId: string; latest: string }> {
     validateId(sessionId, 'sessionId');
     const { checkpointId, parent } = request;
@@ -139,12 +147,56 @@ export class SessionArchive {
       if (manifest === null) throw new InternalError('the stored manifest disappeared');
     }
 
+    // One event per checkpoint id: a retry, or a concurrent publisher of the same checkpoint, has
+    // the same id, and only the publisher that moves `latest` appends it. Markers of publishes that
+    // did not move it are dropped by the repair (it finds `latest` never reached the checkpoint).
+    const event = pendingEvent(
+      {
+        id: `checkpoint.published:${sessionId}:${checkpointId}`,
+        tenant,
+        action: 'checkpoint.published',
+        ...(actor === undefined ? {} : { actor }),
+        subject: `${sessionId}/${checkpointId}`,
+        outcome: 'ok',
+        details: { sessionId, checkpointId, parent, files: manifest.files.length },
+      },
+      this.now(),
+    );
+    if (this.audit.enabled) {
+      await this.audit.begin(tenant, [event], { kind: 'archive', sessionId, checkpointId });
+    }
     const swap = await this.objects.swapPointer(latestKey, parent, checkpointId);
     // Already moved to this checkpoint: a retry of a publish that got this far.
     if (!swap.swapped && swap.current !== checkpointId) throw staleParent(swap.current);
+    if (swap.swapped && this.audit.enabled) await this.audit.commit(tenant, [event]);
 
     await this.recordInIndex(tenant, sessionId, manifest);
     return { checkpointId, latest: checkpointId };
+  }
+
+  /**
+   * Whether `latest` of the session ever reached `checkpointId` (for the audit repair): walks back
+   * from `latest` through the parents while their manifests are younger than `sinceMs` (a minute of
+   * clock skew allowed): a checkpoint published after the marker has only such descendants. Null
+   * when a manifest on the way is missing (it cannot tell).
+   */
+  async wasPublished(
+    tenant: string,
+    sessionId: string,
+    checkpointId: string,
+    sinceMs: number,
+  ): Promise<boolean | null> {
+    if ((await this.index.ownerOf(sessionId)) !== tenant) return false;
+    let id = await this.objects.readPointer(`${sessionId}/latest`);
+    while (id !== null) {
+      if (id === checkpointId) return true;
+      const bytes = await this.objects.get(`${sessionId}/checkpoints/${id}`);
+      if (bytes === null) return null;
+      const manifest = deserializeManifest(bytes);
+      if (Date.parse(manifest.createdAt) < sinceMs - 60_000) return false;
+      id = manifest.parent;
+    }
+    return false;
   }
 
   /** The manifest of `checkpointId`, or of the latest checkpoint for `latest`. */

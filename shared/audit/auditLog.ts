@@ -5,6 +5,11 @@
  */
 
 export interface AuditEvent {
+  /**
+   * A stable id for the event, when the caller has one (e.g. derived from a job's instance id):
+   * recording an event again under the same id keeps it once. Without one, each call is an event.
+   */
+  readonly id?: string;
   readonly tenant: string;
   /** What happened, `<area>.<verb>`: e.g. `run.started`, `thread.rewound`, `memory.written`. */
   readonly action: string;

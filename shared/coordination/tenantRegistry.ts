@@ -4,26 +4,31 @@ import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueSto
 import { formatTimestamp } from './timestamps';
 
 /**
- * The tenants whose email cursor the `emailWindowPoll` timer serves: every tenant that initialised
- * its cursor (`POST /api/poll/email-cursor/init`).
+ * Registries of tenants: the tenants whose email cursor the `emailWindowPoll` timer serves (every
+ * tenant that initialised its cursor, `POST /api/poll/email-cursor/init`), and the tenants that
+ * stored sealed values (encryption at rest: the `rewrap` job's list).
  *
- * The registry lives in the key/value store itself, in a namespace of its own, so that it works the
+ * A registry lives in the key/value store itself, in a namespace of its own, so that it works the
  * same on both backends, needs no further service, and lists with the store's paging (every key
  * exactly once across pages). The namespace is {@link SYSTEM_NAMESPACE}, a name that can never be a
  * tenant id (tenant ids are `[A-Za-z0-9._-]`), so no caller can read or write it through the API.
  * Locally it is the folder `<CAIRN_DATA_DIR>/kv/@cairn/`; on Blob, the container of that name's hash.
- *
- * One key per tenant, `email-poll-tenants/<tenant>`, holding `{"tenant","registeredAt"}`: adding a
- * tenant is a create-only write, so registrations never contend with each other and never rewrite.
  */
 export const SYSTEM_NAMESPACE = '@cairn';
-const PREFIX = 'email-poll-tenants/';
 const PAGE_SIZE = 1000;
 
-export class EmailPollTenantRegistry {
+/**
+ * A set of tenants kept in the system namespace under one key prefix, one create-only key per
+ * tenant (`<prefix><tenant>`, holding `{"tenant","registeredAt"}`): registering never contends and
+ * never rewrites, and listing pages through the store (every key exactly once).
+ */
+export class TenantRegistry {
   private readonly store: KeyValueStore;
 
-  constructor(kvStores: KeyValueStoreFactory) {
+  constructor(
+    kvStores: KeyValueStoreFactory,
+    private readonly prefix: string,
+  ) {
     this.store = kvStores.forTenant(SYSTEM_NAMESPACE);
   }
 
@@ -35,7 +40,7 @@ export class EmailPollTenantRegistry {
     if (!isValidTenantId(tenant)) throw new InternalError(`not a tenant id: ${tenant}`);
     const record = JSON.stringify({ tenant, registeredAt: formatTimestamp(now) }) + '\n';
     try {
-      await this.store.write(PREFIX + tenant, Buffer.from(record), { ifAbsent: true });
+      await this.store.write(this.prefix + tenant, Buffer.from(record), { ifAbsent: true });
     } catch (error) {
       if (!(error instanceof PreconditionFailedError)) throw error;
     }
@@ -46,15 +51,22 @@ export class EmailPollTenantRegistry {
     let cursor: string | undefined;
     do {
       const page = await this.store.list({
-        prefix: PREFIX,
+        prefix: this.prefix,
         limit: pageSize,
         ...(cursor === undefined ? {} : { cursor }),
       });
       for (const key of page.keys) {
-        const tenant = key.slice(PREFIX.length);
+        const tenant = key.slice(this.prefix.length);
         if (isValidTenantId(tenant)) yield tenant;
       }
       cursor = page.cursor ?? undefined;
     } while (cursor !== undefined);
+  }
+}
+
+/** The tenants the emailWindowPoll timer serves, under `email-poll-tenants/`. */
+export class EmailPollTenantRegistry extends TenantRegistry {
+  constructor(kvStores: KeyValueStoreFactory) {
+    super(kvStores, 'email-poll-tenants/');
   }
 }

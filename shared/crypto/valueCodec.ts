@@ -26,6 +26,14 @@ export interface ValueCodec {
   seal(plain: Buffer, place: ValuePlace): Buffer;
   /** The plain bytes of `stored` at `place`; throws IntegrityError when they do not open there. */
   open(stored: Buffer, place: ValuePlace): Buffer;
+  /**
+   * Resolves once `tenant` may have values sealed and opened: the process's key check has passed
+   * and, when keys are configured, the tenant is recorded as holding sealed values (so that the
+   * `rewrap` job finds it). Call it before the first `seal` for a tenant; cheap after the first
+   * call (remembered per process). Rejects when the keys cannot be used (fail closed).
+   * Absent on a codec that needs no preparation.
+   */
+  prepare?(tenant: string): Promise<void>;
 }
 
 /** Stores values as they are (no encryption keys configured). */

@@ -140,6 +140,7 @@ export class MemoryFacts {
     if (conditions.ifMatch !== undefined && conditions.ifAbsent === true) {
       throw new InvalidArgumentError('If-Match', 'cannot be combined with If-None-Match');
     }
+    await this.codec.prepare?.(caller.tenant);
     const sealed = this.codec.seal(plain, placeOf(caller.tenant, namespace, key));
     const versionKey = JSON.stringify([caller.tenant, namespace, key]);
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
@@ -180,6 +181,7 @@ export class MemoryFacts {
   async recall(caller: Caller, namespace: string, key: string): Promise<MemoryItem | null> {
     checkNamespace(namespace);
     checkFactKey(key);
+    await this.codec.prepare?.(caller.tenant);
     const stored = await this.store.get(caller.tenant, namespace, key);
     const versionKey = JSON.stringify([caller.tenant, namespace, key]);
     if (stored === null) {
@@ -279,6 +281,7 @@ export class MemoryFacts {
     let bytes = 0;
     let truncated = false;
     let cursor: string | undefined;
+    await this.codec.prepare?.(caller.tenant);
     scanning: do {
       const page = await this.store.scan(caller.tenant, request.namespace, {
         pageSize: SCAN_PAGE,

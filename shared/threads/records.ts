@@ -1,3 +1,4 @@
+import type { PendingEvent } from '../audit/pending';
 import { IntegrityError } from '../errors';
 
 /**
@@ -86,6 +87,13 @@ export interface ThreadRecord {
   readonly run: LiveRun | null;
   /** Runs that ended, newest first, at most {@link MAX_RECENT_RUNS}. */
   readonly recentRuns: readonly EndedRun[];
+  /**
+   * The audit events of the changes this record committed (run start and finish, rewind) that are
+   * not known to be in the audit trail yet: written in the same compare-and-swap as the change, so
+   * that a repair can tell the change committed (see shared/audit/pending.ts). Dropped once known
+   * appended. Absent when empty.
+   */
+  readonly outbox?: readonly PendingEvent[];
 }
 
 export const MAX_RECENT_RUNS = 16;

@@ -1,6 +1,14 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import type { AuditEvent } from '../audit/auditLog';
+import { threadDeletedEventId } from '../audit/auditTrail';
+import {
+  noTransactionalAuditLog,
+  type PendingEvent,
+  pendingEvent,
+  type TransactionalAuditLog,
+} from '../audit/pending';
 import {
   type CairnError,
   ConflictError,
@@ -86,6 +94,17 @@ export interface ThreadStoreOptions {
   readonly storeOf: (tenant: string) => KeyValueStore;
   /** The store's largest value, in bytes (a channel value must fit with its type tag). */
   readonly maxValueBytes: number;
+  /**
+   * True when `storeOf` seals values at rest: a value's key then carries 16 random bytes instead of
+   * a digest of its content (a digest of the plaintext would let anyone who can list the storage
+   * confirm a guessed value).
+   */
+  readonly sealed?: boolean;
+  /**
+   * The audit trail: run starts, finishes and interruptions, rewinds and deletions are recorded
+   * (see shared/audit/pending.ts for how a record and its change never disagree). Default: off.
+   */
+  readonly audit?: TransactionalAuditLog;
   readonly now?: () => number;
 }
 
@@ -194,6 +213,10 @@ const MAX_INLINE_HEADS = 32;
 const THREAD_RECORD_BUDGET_BYTES = 1024 * 1024;
 const ROOT_NAMESPACE = '';
 const MAX_CAS_ATTEMPTS = 10;
+/** Audit events a thread record's outbox may hold before the trail is asked which are appended. */
+const OUTBOX_CHECK_AT = 16;
+/** Audit events pending on one thread beyond which changes are refused (fail closed). */
+const OUTBOX_MAX = 64;
 /** A history page reads at most this many records (a filter may skip most), then hands a cursor. */
 const MAX_EXAMINED_PER_PAGE = 256;
 /** A history page stops adding checkpoints once their values pass this many bytes. */
@@ -368,6 +391,8 @@ async function inBatches<T, R>(
 export class ThreadStore {
   private readonly storeOf: (tenant: string) => KeyValueStore;
   private readonly maxValueBytes: number;
+  private readonly sealed: boolean;
+  private readonly audit: TransactionalAuditLog;
   private readonly now: () => number;
   /**
    * The thread record this instance last read or wrote, per thread: a put names its ETag in the
@@ -381,6 +406,8 @@ export class ThreadStore {
   constructor(options: ThreadStoreOptions) {
     this.storeOf = options.storeOf;
     this.maxValueBytes = options.maxValueBytes;
+    this.sealed = options.sealed ?? false;
+    this.audit = options.audit ?? noTransactionalAuditLog;
     this.now = options.now ?? Date.now;
   }
 
@@ -441,10 +468,10 @@ export class ThreadStore {
    * between leaves data no name reaches any more (a new thread of that name has a new
    * incarnation), for a retention job to remove.
    */
-  async deleteThread(tenant: string, threadId: string): Promise<void> {
+  async deleteThread(tenant: string, threadId: string, actor?: string): Promise<void> {
     checkThreadId(threadId);
     const store = this.storeOf(tenant);
-    let deleted: ThreadRecord | undefined;
+    let deleted: { record: ThreadRecord; event: PendingEvent; carried: PendingEvent[] } | undefined;
     for (let attempt = 0; deleted === undefined; attempt++) {
       if (attempt === MAX_CAS_ATTEMPTS) throw tooBusy();
       const current = await this.readThread(store, tenant, threadId);
@@ -452,16 +479,43 @@ export class ThreadStore {
       const now = this.now();
       const live = liveRun(current.record, now);
       if (live !== null) throw busy(current.record, live, now, 'finish or interrupt the run first');
+      const { incarnation } = current.record;
+      // One event id per incarnation, whoever deletes it; the outbox events not known to be in the
+      // trail go into its marker: they committed with the record, which is about to go.
+      const event = pendingEvent(
+        {
+          id: threadDeletedEventId(threadId, incarnation),
+          tenant,
+          action: 'thread.deleted',
+          ...(actor === undefined ? {} : { actor }),
+          threadId,
+          outcome: 'ok',
+        },
+        now,
+      );
+      const carried = (current.record.outbox ?? []).filter(
+        (pending) => !this.audit.isKnownAppended(pending.id),
+      );
+      if (this.audit.enabled) {
+        await this.audit.begin(tenant, [event], { kind: 'thread-delete', threadId, incarnation, carried });
+      }
       try {
         await store.delete(threadKey(threadId), { ifMatch: current.etag });
-        deleted = current.record;
+        deleted = { record: current.record, event, carried };
       } catch (error) {
+        // A marker of a deletion that did not happen stays until a repair finds the thread alive
+        // and drops it (another deleter of this incarnation may hold the same marker).
         if (!(error instanceof PreconditionFailedError)) throw error;
         await sleep(jitteredDelay(attempt));
       }
     }
     this.known.delete(cacheKey(tenant, threadId));
-    await deleteAll(store, keysOf(deleted).data);
+    if (this.audit.enabled) {
+      // With carried events the marker stays: the repair appends them once their own appenders'
+      // window has passed.
+      await this.audit.commit(tenant, [deleted.event], { keepMarkers: deleted.carried.length > 0 });
+    }
+    await deleteAll(store, keysOf(deleted.record).data);
   }
 
   // Checkpoints.
@@ -496,7 +550,7 @@ export class ThreadStore {
       if (refusal !== null) throw refusal;
       const keys = keysOf(thread);
       const parent = await this.parentOf(store, thread, put);
-      const encoded = encodedValues(put);
+      const encoded = encodedValues(put, this.sealed);
       const record = this.recordOf(put, parent, now, encoded);
       checkRecordSize(record, this.maxValueBytes);
       const newNamespace = !thread.heads.has(put.ns);
@@ -665,6 +719,7 @@ export class ThreadStore {
     tenant: string,
     threadId: string,
     target: { ns: string; checkpointId: string; runId?: string },
+    actor?: string,
   ): Promise<ThreadView> {
     checkThreadId(threadId);
     checkNamespace(target.ns);
@@ -684,7 +739,17 @@ export class ThreadStore {
       const heads = new Map(thread.heads);
       heads.delete(target.ns);
       heads.set(target.ns, { record, since: iso(now), rewound: true });
-      return { next: { ...thread, heads: fitHeads(heads), updatedAt: iso(now) } };
+      const event: AuditEvent = {
+        tenant,
+        action: 'thread.rewound',
+        ...(actor === undefined ? {} : { actor }),
+        threadId,
+        ...(target.runId === undefined ? {} : { runId: target.runId }),
+        subject: target.checkpointId,
+        outcome: 'ok',
+        details: { ns: target.ns },
+      };
+      return { next: { ...thread, heads: fitHeads(heads), updatedAt: iso(now) }, events: [event] };
     }).then((written) => threadView(written.record, this.now()));
   }
 
@@ -701,6 +766,7 @@ export class ThreadStore {
     tenant: string,
     threadId: string,
     start: RunStart,
+    actor?: string,
   ): Promise<{ run: RunView; interrupted: string | null }> {
     checkThreadId(threadId);
     checkLease(start.leaseMs);
@@ -740,6 +806,33 @@ export class ThreadStore {
             leaseExpiresAt: iso(now + start.leaseMs),
             leaseMs: start.leaseMs,
           };
+          const by = actor === undefined ? {} : { actor };
+          const events: AuditEvent[] = [];
+          if (live !== null) {
+            events.push({
+              tenant,
+              action: 'run.interrupted',
+              ...by,
+              threadId,
+              runId: live.runId,
+              outcome: 'ok',
+              details: { fencingToken: live.fencingToken, by: run.runId },
+            });
+          }
+          events.push({
+            tenant,
+            action: 'run.started',
+            ...by,
+            threadId,
+            runId: run.runId,
+            outcome: 'ok',
+            details: {
+              fencingToken: run.fencingToken,
+              onBusy: start.onBusy,
+              leaseMs: start.leaseMs,
+              ...(thread.run !== null && live === null ? { expiredRunId: thread.run.runId } : {}),
+            },
+          });
           return {
             next: {
               ...thread,
@@ -748,6 +841,7 @@ export class ThreadStore {
               recentRuns: [...ended, ...thread.recentRuns].slice(0, MAX_RECENT_RUNS),
               updatedAt: iso(now),
             },
+            events,
           };
         });
         const run = written.record.run;
@@ -793,6 +887,7 @@ export class ThreadStore {
     threadId: string,
     runId: string,
     status: 'finished' | 'failed',
+    actor?: string,
   ): Promise<RunView> {
     checkThreadId(threadId);
     checkRunId(runId);
@@ -821,6 +916,17 @@ export class ThreadStore {
           recentRuns: [done, ...holder.recentRuns].slice(0, MAX_RECENT_RUNS),
           updatedAt: iso(now),
         },
+        events: [
+          {
+            tenant,
+            action: 'run.finished',
+            ...(actor === undefined ? {} : { actor }),
+            threadId,
+            runId,
+            outcome: 'ok',
+            details: { status, fencingToken: run.fencingToken },
+          },
+        ],
       };
     });
     return view as RunView;
@@ -860,21 +966,62 @@ export class ThreadStore {
   private async mutate(
     tenant: string,
     threadId: string,
-    decide: (store: KeyValueStore, current: Snapshot | null, now: number) => Promise<{ next?: ThreadRecord }>,
+    decide: (
+      store: KeyValueStore,
+      current: Snapshot | null,
+      now: number,
+    ) => Promise<{ next?: ThreadRecord; events?: AuditEvent[] }>,
   ): Promise<Snapshot> {
     const store = this.storeOf(tenant);
     for (let attempt = 0; attempt < MAX_CAS_ATTEMPTS; attempt++) {
       const current = await this.readThread(store, tenant, threadId);
-      const { next } = await decide(store, current, this.now());
+      const now = this.now();
+      const { next, events = [] } = await decide(store, current, now);
       if (next === undefined) return current as Snapshot;
+      // Audited: a marker of each event first, then the change with the events in its outbox (the
+      // proof that it committed), then the events appended (see shared/audit/pending.ts).
+      const pending = this.audit.enabled ? events.map((event) => pendingEvent(event, now)) : [];
+      const record = pending.length === 0 ? next : { ...next, outbox: [...(next.outbox ?? []), ...pending] };
+      if (pending.length > 0) {
+        await this.audit.begin(tenant, pending, {
+          kind: 'thread',
+          threadId,
+          incarnation: record.incarnation,
+        });
+      }
+      let written: Snapshot;
       try {
-        return await this.commit(store, tenant, current, next);
+        written = await this.commit(store, tenant, current, record);
       } catch (error) {
+        // Certainly not written: the markers go. (After a fault the write may have happened: the
+        // markers stay, and the repair tells by the outbox.)
+        if (error instanceof PreconditionFailedError && pending.length > 0) {
+          await this.audit.abandon(tenant, pending);
+        }
         if (!(error instanceof PreconditionFailedError)) throw error;
         await sleep(jitteredDelay(attempt));
+        continue;
       }
+      if (pending.length > 0) await this.audit.commit(tenant, pending);
+      return written;
     }
     throw tooBusy();
+  }
+
+  /**
+   * The incarnation of a thread and the ids of the audit events its record carries (what the audit
+   * repair needs to tell whether a change committed); null when the thread does not exist.
+   */
+  async auditOutbox(
+    tenant: string,
+    threadId: string,
+  ): Promise<{ incarnation: string; outbox: string[] } | null> {
+    const current = await this.readThread(this.storeOf(tenant), tenant, threadId);
+    if (current === null) return null;
+    return {
+      incarnation: current.record.incarnation,
+      outbox: (current.record.outbox ?? []).map((event) => event.id),
+    };
   }
 
   private async readThread(store: KeyValueStore, tenant: string, threadId: string): Promise<Snapshot | null> {
@@ -893,13 +1040,18 @@ export class ThreadStore {
     return snapshot;
   }
 
-  /** Writes `next` over `current` (create-only when null); PreconditionFailedError when it lost. */
+  /**
+   * Writes `next` over `current` (create-only when null); PreconditionFailedError when it lost. The
+   * outbox keeps only audit events not known to be in the trail: those this instance appended go
+   * at once; when many are left (appended by other instances), the trail is asked about them.
+   */
   private async commit(
     store: KeyValueStore,
     tenant: string,
     current: Snapshot | null,
-    next: ThreadRecord,
+    proposed: ThreadRecord,
   ): Promise<Snapshot> {
+    const next = await this.withOutbox(tenant, proposed);
     const key = cacheKey(tenant, next.threadId);
     try {
       const written = await store.write(
@@ -914,6 +1066,26 @@ export class ThreadStore {
       this.known.delete(key);
       throw error;
     }
+  }
+
+  /** `record` with its outbox pruned (see {@link commit}); refuses (503) when too many events pend. */
+  private async withOutbox(tenant: string, record: ThreadRecord): Promise<ThreadRecord> {
+    const outbox = record.outbox;
+    if (outbox === undefined) return record;
+    let kept = outbox.filter((event) => !this.audit.isKnownAppended(event.id));
+    if (this.audit.enabled && kept.length > OUTBOX_CHECK_AT) {
+      const appended = await Promise.all(kept.map((event) => this.audit.appended(tenant, event.id)));
+      kept = kept.filter((_event, index) => appended[index] !== true);
+      if (kept.length > OUTBOX_MAX) {
+        throw new StorageUnavailableError(
+          'audit events of this thread are not yet in the audit trail; retry once the trail is reachable',
+        );
+      }
+    }
+    if (kept.length === outbox.length) return record;
+    const pruned: { -readonly [K in keyof ThreadRecord]: ThreadRecord[K] } = { ...record, outbox: kept };
+    if (kept.length === 0) delete pruned.outbox;
+    return pruned;
   }
 
   /** The commit of a put (see putCheckpoint): the head moves in a compare-and-swap, retried. */
@@ -1175,17 +1347,22 @@ function fitHeads(heads: Map<string, HeadEntry>): Map<string, HeadEntry> {
 /** Create-only write that keeps what is stored (first wins). */
 interface EncodedValue {
   readonly bytes: Buffer;
-  /** The record's value source: `<checkpoint id>/<first 16 bytes of the bytes' SHA-256, base64url>`. */
+  /** The record's value source: `<checkpoint id>/<16 bytes, base64url>` (see encodedValues). */
   readonly source: string;
 }
 
-/** The stored bytes of each channel value a put sends, with the source its record names. */
-function encodedValues(put: CheckpointPut): Map<string, EncodedValue> {
+/**
+ * The stored bytes of each channel value a put sends, with the source its record names: the first
+ * 16 bytes of the bytes' SHA-256, or 16 random bytes when values are sealed (see ThreadStoreOptions).
+ */
+function encodedValues(put: CheckpointPut, sealed: boolean): Map<string, EncodedValue> {
   const encoded = new Map<string, EncodedValue>();
   for (const [channel, value] of Object.entries(put.values)) {
     if (value === null) continue;
     const bytes = encodeValue(value);
-    const digest = createHash('sha256').update(bytes).digest().subarray(0, 16).toString('base64url');
+    const digest = (
+      sealed ? randomBytes(16) : createHash('sha256').update(bytes).digest().subarray(0, 16)
+    ).toString('base64url');
     encoded.set(channel, { bytes, source: `${put.checkpointId}/${digest}` });
   }
   return encoded;

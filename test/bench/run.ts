@@ -13,6 +13,7 @@ import { format, resolveConfig } from 'prettier';
 import { cleanUp } from '../support/cleanup';
 import { runArchiveBench } from './archive';
 import { runCoordinationBench } from './coordination';
+import { runCryptoBench } from './crypto';
 import { runKvBench } from './kv';
 import { runMemoryBench } from './memory';
 import { runMigrationBench } from './migration';
@@ -23,6 +24,7 @@ import { runThreadsBench } from './threads';
 const benches: Record<string, (progress: (line: string) => void) => Promise<string>> = {
   archive: runArchiveBench,
   coordination: runCoordinationBench,
+  crypto: runCryptoBench,
   kv: runKvBench,
   memory: runMemoryBench,
   migration: runMigrationBench,

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 
 import {
@@ -10,12 +10,16 @@ import {
 import { describe, expect, it } from 'vitest';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { Encryption } from '../../shared/crypto/encryption';
+import { SEAL_OVERHEAD } from '../../shared/crypto/sealedFormat';
+import { SealingKeyValueStoreFactory } from '../../shared/crypto/sealedKeyValueStore';
 import { PayloadTooLargeError, PreconditionFailedError } from '../../shared/errors';
 import {
   BlobKeyValueStoreFactory,
   spaceContainerName,
   tenantContainerName,
 } from '../../shared/storage/azure/blobKeyValueStore';
+import type { KeyValueStoreFactory } from '../../shared/storage/keyValueStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
@@ -51,6 +55,65 @@ describeKeyValueStoreContract({
         }
       },
     };
+  },
+});
+
+/**
+ * The contract again with every tenant's values sealed at rest (CAIRN_ENCRYPT_TENANTS=*): the
+ * sealing store keeps it whole, plain sizes and limits included.
+ */
+function sealed(
+  name: string,
+  make: (maxValueBytes: number) => KeyValueStoreFactory,
+  destroy: () => Promise<void>,
+) {
+  return async () => {
+    const encryption = new Encryption({
+      keys: [{ id: 'k1', key: randomBytes(32) }],
+      kvStores: make(MAX_VALUE_BYTES),
+    });
+    await encryption.check();
+    const build = () =>
+      new SealingKeyValueStoreFactory(
+        make(MAX_VALUE_BYTES),
+        make(MAX_VALUE_BYTES + SEAL_OVERHEAD),
+        encryption.codec,
+        '*',
+      );
+    return { factory: build(), another: build, destroy, name };
+  };
+}
+
+describeKeyValueStoreContract({
+  name: 'local filesystem, values sealed',
+  async create() {
+    const dir = tempDir('kv');
+    return sealed(
+      'local',
+      (max) => new LocalKeyValueStoreFactory(dir, max),
+      () => rm(dir, { recursive: true, force: true }),
+    )();
+  },
+});
+
+describeKeyValueStoreContract({
+  name: 'Azure Blob (Azurite), values sealed',
+  async create() {
+    const service = new BlobServiceClient(
+      azurite().blobEndpoint,
+      new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
+    );
+    const base = `c${randomUUID().replaceAll('-', '').slice(0, 20)}`;
+    return sealed(
+      'blob',
+      (max) => new BlobKeyValueStoreFactory(service, base, max, 10_000),
+      async () => {
+        for (const tenant of ['tenant-a', 'tenant-b', '@cairn']) {
+          await service.getContainerClient(tenantContainerName(base, tenant)).deleteIfExists();
+          await service.getContainerClient(spaceContainerName(base, 'threads', tenant)).deleteIfExists();
+        }
+      },
+    )();
   },
 });
 

@@ -2,6 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
+import type { SealingCodec } from '../../shared/crypto/encryption';
+import { SEAL_OVERHEAD } from '../../shared/crypto/sealedFormat';
 import {
   ConflictError,
   InvalidArgumentError,
@@ -21,6 +23,7 @@ import type {
   WriteResult,
 } from '../../shared/storage/keyValueStore';
 import type { TypedBytes } from '../../shared/threads/records';
+import { SealedThreadSpace } from '../../shared/threads/sealedThreadSpace';
 import { type CheckpointPut, ThreadStore } from '../../shared/threads/threadStore';
 
 /**
@@ -30,7 +33,12 @@ import { type CheckpointPut, ThreadStore } from '../../shared/threads/threadStor
  */
 export interface ThreadStoreFixture {
   readonly name: string;
-  create(): Promise<{ factory: () => KeyValueStoreFactory; destroy: () => Promise<void> }>;
+  create(): Promise<{
+    factory: () => KeyValueStoreFactory;
+    destroy: () => Promise<void>;
+    /** Seals every value at rest (encryption keys configured); its key check has passed. */
+    codec?: SealingCodec;
+  }>;
 }
 
 export const MAX_VALUE_BYTES = 2 * 1024 * 1024;
@@ -127,17 +135,23 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
   describe(`thread store contract: ${fixture.name}`, () => {
     let factory: () => KeyValueStoreFactory;
     let destroy: () => Promise<void>;
+    let codec: SealingCodec | undefined;
     let threads: ThreadStore;
 
-    /** A thread store as another app instance has it; `calls` receives its storage requests. */
-    const instance = (calls?: string[]) => {
+    /**
+     * A thread store as another app instance has it; `calls` receives its storage requests. With a
+     * codec, values are sealed at rest as the app seals them (same limits, less the overhead).
+     */
+    const instance = (calls?: string[], maxValueBytes = MAX_VALUE_BYTES) => {
       const stores = factory();
       return new ThreadStore({
         storeOf: (tenant) => {
-          const store = stores.forSpace('threads', tenant);
-          return calls === undefined ? store : new CountingStore(store, calls);
+          const raw = stores.forSpace('threads', tenant);
+          const store = calls === undefined ? raw : new CountingStore(raw, calls);
+          return codec === undefined ? store : new SealedThreadSpace(store, tenant, codec);
         },
-        maxValueBytes: MAX_VALUE_BYTES,
+        maxValueBytes: maxValueBytes - (codec === undefined ? 0 : SEAL_OVERHEAD),
+        sealed: codec !== undefined,
       });
     };
     /** The tenant's thread space, read directly. */
@@ -146,7 +160,7 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
       (await allKeys(space(tenant), 'd/')).filter((key) => key.includes('/c/'));
 
     beforeEach(async () => {
-      ({ factory, destroy } = await fixture.create());
+      ({ factory, destroy, codec } = await fixture.create());
       threads = instance();
     });
     afterEach(async () => destroy());
@@ -289,11 +303,7 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
       it('refuses an oversize checkpoint record before writing a value, and a reused id then keeps its own values', async () => {
         // A store whose values may be 4 KiB: metadata of 8 KiB (within its own limit) makes the
         // checkpoint record too large.
-        const stores = factory();
-        const small = new ThreadStore({
-          storeOf: (tenant) => stores.forSpace('threads', tenant),
-          maxValueBytes: 4096,
-        });
+        const small = instance(undefined, 4096);
         await small.putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: 'first' } }));
         const huge = { note: 'x'.repeat(8192) };
         const refused = await rejection(

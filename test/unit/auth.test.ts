@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { Authenticator, sha256Hex } from '../../shared/auth';
+import { actorOf, Authenticator, sha256Hex } from '../../shared/auth';
 import { StorageUnavailableError, UnauthorizedError } from '../../shared/errors';
 
 const ISSUER = 'https://login.example.test/tenant-1/v2.0';
@@ -93,6 +93,15 @@ describe('Entra ID access tokens (JWKS served by this test)', () => {
     await expect(
       authenticator.authenticate(`Bearer ${await token({ oid: 'ops-1', roles: ['Reader', 'Cairn.Admin'] })}`),
     ).resolves.toEqual({ tenant: 'ops-1', admin: true });
+  });
+
+  it("keeps the token's subject, which audit records name as the actor (never the token)", async () => {
+    const principal = await authenticator.authenticate(
+      `Bearer ${await token({ oid: 'agent-1', sub: 'user-7' })}`,
+    );
+    expect(principal).toEqual({ tenant: 'agent-1', admin: false, subject: 'user-7' });
+    expect(actorOf(principal)).toBe('user-7');
+    expect(actorOf({ tenant: 'agent-1', admin: false })).toBe('agent-1');
   });
 
   it('uses the configured tenant claim', async () => {

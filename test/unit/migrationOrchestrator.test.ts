@@ -73,9 +73,9 @@ const timer = (id: number) => [
 ];
 const episode = () => ({ EventType: 12, EventId: -1, Timestamp: at, IsPlayed: false });
 
-async function replay(history: object[]): Promise<State> {
+async function replay(history: object[], given: object = input): Promise<State> {
   const { DummyOrchestrationContext } = await import('durable-functions');
-  const payload = { history, input, instanceId: 'i1', isReplaying: true, upperSchemaVersion: 3 };
+  const payload = { history, input: given, instanceId: 'i1', isReplaying: true, upperSchemaVersion: 3 };
   return (await orchestrator.handler(payload, new DummyOrchestrationContext())) as State;
 }
 
@@ -190,5 +190,35 @@ describe('migration orchestrator (replayed histories)', () => {
     );
     expect(failure).toBeInstanceOf(Error);
     expect(failure?.message).toContain('the storage is unavailable');
+  });
+
+  it("with auditing on, records its start and completion in the target tenant's trail, with ids from the instance id", async () => {
+    const audited = { ...input, audit: { tenant: 't1', actor: 'ops' } };
+    const AUDIT = 'auditJobEvent';
+    const first = await replay(started(), audited);
+    expect(flatten(first.actions.flat())).toMatchObject([
+      {
+        functionName: AUDIT,
+        input: {
+          id: 'admin.migration.started:i1',
+          tenant: 't1',
+          action: 'admin.migration.started',
+          actor: 'ops',
+          subject: 'i1',
+          details: { sources: 1, dryRun: false },
+        },
+      },
+    ]);
+    const history = [...started(), scheduled(0, AUDIT), episode(), completed(0, { recorded: 'x' })];
+    history.push(scheduled(1, LIST), episode(), completed(1, page([], null, 2)));
+    const last = await replay(history, audited);
+    expect(last.isDone).toBe(false);
+    const actions = flatten(last.actions.flat());
+    expect(actions.at(-1)).toMatchObject({
+      functionName: AUDIT,
+      input: { id: 'admin.migration.completed:i1', details: { copied: 0, skipped: 2, errors: 0 } },
+    });
+    history.push(scheduled(2, AUDIT), episode(), completed(2, { recorded: 'y' }));
+    expect((await replay(history, audited)).output).toMatchObject({ copied: 0, skipped: 2 });
   });
 });

@@ -1,0 +1,74 @@
+import type { AuditRecord, VerifyResult } from '../shared/audit/chain';
+import type { SignedHead } from '../shared/audit/headSignature';
+import { readJson, type Transport } from './transport';
+
+/**
+ * The caller's tenant's audit trail (the service must run with CAIRN_AUDIT=true; otherwise every
+ * call fails with 400 naming the setting): records oldest first, the service's verification of the
+ * hash chain, and the signed heads. `cairn audit verify` checks a trail itself, with the public key.
+ */
+
+export type { AuditRecord, VerifyResult } from '../shared/audit/chain';
+export type { SignedHead } from '../shared/audit/headSignature';
+
+export interface AuditRecordQuery {
+  readonly threadId?: string;
+  readonly action?: string;
+  /** Records after this seq (the `next` of a page). */
+  readonly afterSeq?: number;
+  /** 1-1000 (default 100). */
+  readonly limit?: number;
+}
+
+export interface AuditPage<T> {
+  readonly items: T[];
+  /** Pass as `afterSeq` for the next page; null on the last page. */
+  readonly next: number | null;
+}
+
+export class AuditClient {
+  constructor(private readonly transport: Transport) {}
+
+  async records(query: AuditRecordQuery = {}): Promise<AuditPage<AuditRecord>> {
+    const reply = await this.transport.call('GET', '/audit/records', { query: { ...query } });
+    const page = await readJson<{ records: AuditRecord[]; next: number | null }>(reply, 200);
+    return { items: page.records, next: page.next };
+  }
+
+  /** Every record (after `afterSeq`), page by page. */
+  async *allRecords(query: Omit<AuditRecordQuery, 'limit'> = {}): AsyncGenerator<AuditRecord> {
+    let afterSeq = query.afterSeq ?? 0;
+    for (;;) {
+      const page = await this.records({ ...query, afterSeq, limit: 1000 });
+      yield* page.items;
+      if (page.next === null) return;
+      afterSeq = page.next;
+    }
+  }
+
+  /** The service's verification, optionally against a head kept elsewhere. */
+  async verify(expected?: {
+    seq: number;
+    hash: string;
+  }): Promise<VerifyResult & { signedHead?: SignedHead }> {
+    const query = expected === undefined ? {} : { expectedSeq: expected.seq, expectedHash: expected.hash };
+    return readJson(await this.transport.call('GET', '/audit/verify', { query }), 200);
+  }
+
+  async heads(afterSeq = 0, limit = 1000): Promise<AuditPage<SignedHead>> {
+    const reply = await this.transport.call('GET', '/audit/heads', { query: { afterSeq, limit } });
+    const page = await readJson<{ heads: SignedHead[]; next: number | null }>(reply, 200);
+    return { items: page.heads, next: page.next };
+  }
+
+  /** Every signed head, page by page. */
+  async *allHeads(): AsyncGenerator<SignedHead> {
+    let afterSeq = 0;
+    for (;;) {
+      const page = await this.heads(afterSeq);
+      yield* page.items;
+      if (page.next === null) return;
+      afterSeq = page.next;
+    }
+  }
+}

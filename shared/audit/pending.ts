@@ -1,0 +1,79 @@
+import { randomBytes } from 'node:crypto';
+
+import type { AuditEvent, AuditLog } from './auditLog';
+
+/**
+ * Audit events of actions that have an atomic commit point of their own (a thread record's
+ * compare-and-swap, an archive's `latest` pointer), recorded so that a record and the action it
+ * describes never disagree after a crash:
+ *
+ * 1. before the commit point, a pending marker for the event is stored in the trail's storage
+ *    ({@link TransactionalAuditLog.begin});
+ * 2. the action commits; where it can, it carries the event in its own atomic write (a thread
+ *    record's `outbox`), which is the proof that it committed;
+ * 3. after the commit point, the event is appended and the marker removed
+ *    ({@link TransactionalAuditLog.commit}); an action refused before its commit point removes the
+ *    marker instead ({@link TransactionalAuditLog.abandon}).
+ *
+ * A crash between 2 and 3 leaves the marker: a later append to the tenant's trail (by any instance)
+ * finds it once it is older than the repair grace period, checks whether the action committed (the
+ * outbox, the pointer) and appends the event then, or drops the marker. It is never repaired by
+ * skipping a number: the event simply becomes a later record.
+ */
+
+/** An event with its id and the time it was made (what a marker and an outbox hold). */
+export interface PendingEvent extends AuditEvent {
+  readonly id: string;
+  readonly createdAtMs: number;
+}
+
+/** How a repair tells whether a pending event's action committed. */
+export type PendingCheck =
+  /** Committed when the thread record (`incarnation`) carries the event in its outbox. */
+  | { readonly kind: 'thread'; readonly threadId: string; readonly incarnation: string }
+  /**
+   * A deletion: committed when the record of `incarnation` is gone. `carried` are the outbox events
+   * of the deleted record not known to be appended: they committed with it, and are appended too.
+   */
+  | {
+      readonly kind: 'thread-delete';
+      readonly threadId: string;
+      readonly incarnation: string;
+      readonly carried: readonly PendingEvent[];
+    }
+  /** A session archive checkpoint: committed when `latest` moved to it. */
+  | { readonly kind: 'archive'; readonly sessionId: string; readonly checkpointId: string };
+
+export interface TransactionalAuditLog extends AuditLog {
+  /** Stores a pending marker of each event (before the action's commit point); throws when it could not. */
+  begin(tenant: string, events: readonly PendingEvent[], check: PendingCheck): Promise<void>;
+  /**
+   * Appends the events and removes their markers (after the commit point). Never throws: the action
+   * has happened; what could not be appended now stays pending, for the repair (it is logged).
+   * `keepMarkers`: the markers stay for the repair (they name more events than these, see
+   * `thread-delete`).
+   */
+  commit(tenant: string, events: readonly PendingEvent[], options?: { keepMarkers?: boolean }): Promise<void>;
+  /** Removes the markers of events whose action was refused before its commit point (best effort). */
+  abandon(tenant: string, events: readonly PendingEvent[]): Promise<void>;
+  /** True when this instance appended (or found appended) the event: it may leave an outbox. */
+  isKnownAppended(eventId: string): boolean;
+  /** Whether the trail holds the event (a storage read). */
+  appended(tenant: string, eventId: string): Promise<boolean>;
+}
+
+/** Auditing off: nothing is kept, nothing pends. */
+export const noTransactionalAuditLog: TransactionalAuditLog = {
+  enabled: false,
+  record: async () => {},
+  begin: async () => {},
+  commit: async () => {},
+  abandon: async () => {},
+  isKnownAppended: () => false,
+  appended: async () => false,
+};
+
+/** `event` as a pending event: a fresh random id unless it has a stable one. */
+export function pendingEvent(event: AuditEvent, nowMs: number): PendingEvent {
+  return { ...event, id: event.id ?? `ev-${randomBytes(12).toString('base64url')}`, createdAtMs: nowMs };
+}

@@ -1,0 +1,160 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { isValidTenantId } from '../config';
+import {
+  IntegrityError,
+  PayloadTooLargeError,
+  PreconditionFailedError,
+  StorageUnavailableError,
+} from '../errors';
+import { checkConditions, checkConditionShape } from '../storage/conditions';
+import { KeyedMutex } from '../storage/keyedMutex';
+import type {
+  InternalSpace,
+  KeyValueStore,
+  KeyValueStoreFactory,
+  ListOptions,
+  ListPage,
+  StoredItem,
+  StoredValue,
+  WriteConditions,
+  WriteResult,
+} from '../storage/keyValueStore';
+import type { SealingCodec } from './encryption';
+import { SEAL_OVERHEAD } from './sealedFormat';
+import type { ValuePlace } from './valueCodec';
+
+/**
+ * Key/value values sealed at rest for the tenants whose policy asks for it (`CAIRN_ENCRYPT_TENANTS`:
+ * a list of tenant ids, or `*` for every tenant). Their bytes are the caller's own format, so
+ * sealing is off unless asked for. A sealed tenant's whole key/value space is sealed: the values of
+ * `/api/kv` and everything Cairn keeps there for it (poll state, chat cursors, promises, the
+ * interaction log, migrated files).
+ *
+ * Each stored value is one sealed value (see sealedFormat.ts) bound to (tenant, `kv`, key): moved
+ * to another key or tenant it fails to open (`integrity_error`), as does a stored value that is not
+ * sealed. The store keeps the key/value contract (keyValueStore.ts) with plain sizes and limits:
+ * - ETags are the backend's (a sealed value's ETag changes on every write, as before);
+ * - `write` seals and writes, conditions as given;
+ * - `append` is a compare-and-swap loop on the whole value (read, open, add, seal, write
+ *   conditional on the version read): every concurrent append is kept, each contiguous, because
+ *   each one lands on exactly the version it extended. It moves the whole value, as the Blob
+ *   backend's own append does;
+ * - `head` answers the plain size from the stored size (the overhead is the same for every value).
+ */
+
+export type TenantPolicy = '*' | ReadonlySet<string>;
+
+/** Whether `policy` seals the key/value space of `tenant` (never the system namespace's). */
+export function sealsKeyValues(policy: TenantPolicy, tenant: string): boolean {
+  return isValidTenantId(tenant) && (policy === '*' || policy.has(tenant));
+}
+
+const APPEND_ATTEMPTS = 12;
+const appendLocks = new KeyedMutex();
+
+export class SealingKeyValueStoreFactory implements KeyValueStoreFactory {
+  readonly kind: 'local' | 'blob';
+  readonly maxValueBytes: number;
+
+  /**
+   * `plain` serves every space that is not sealed; `roomy` is the same backend with a limit
+   * {@link SEAL_OVERHEAD} bytes larger, so that a sealed value of the plain limit still fits.
+   */
+  constructor(
+    private readonly plain: KeyValueStoreFactory,
+    private readonly roomy: KeyValueStoreFactory,
+    private readonly codec: SealingCodec,
+    private readonly policy: TenantPolicy,
+  ) {
+    this.kind = plain.kind;
+    this.maxValueBytes = plain.maxValueBytes;
+  }
+
+  forTenant(tenant: string): KeyValueStore {
+    if (!this.codec.encrypts || !sealsKeyValues(this.policy, tenant)) return this.plain.forTenant(tenant);
+    return new SealedKeyValueStore(this.roomy.forTenant(tenant), tenant, this.codec, this.maxValueBytes);
+  }
+
+  /** Internal spaces seal what they need themselves (the thread store seals its own values). */
+  forSpace(space: InternalSpace, tenant: string): KeyValueStore {
+    return this.plain.forSpace(space, tenant);
+  }
+}
+
+export class SealedKeyValueStore implements KeyValueStore {
+  constructor(
+    private readonly raw: KeyValueStore,
+    private readonly tenant: string,
+    private readonly codec: SealingCodec,
+    private readonly maxValueBytes: number,
+  ) {}
+
+  async read(key: string): Promise<StoredValue | null> {
+    await this.codec.prepare(this.tenant);
+    const stored = await this.raw.read(key);
+    if (stored === null) return null;
+    return { value: this.codec.open(stored.value, this.place(key)), etag: stored.etag };
+  }
+
+  async head(key: string): Promise<StoredItem | null> {
+    const item = await this.raw.head(key);
+    if (item === null) return null;
+    if (item.size < SEAL_OVERHEAD) {
+      throw new IntegrityError(`the stored kv value at ${key} is not sealed, but this tenant's values are`);
+    }
+    return { etag: item.etag, size: item.size - SEAL_OVERHEAD };
+  }
+
+  async write(key: string, value: Buffer, conditions: WriteConditions = {}): Promise<WriteResult> {
+    checkConditionShape(conditions);
+    if (value.length > this.maxValueBytes) throw new PayloadTooLargeError(this.maxValueBytes, 'the value');
+    await this.codec.prepare(this.tenant);
+    const written = await this.raw.write(key, this.codec.seal(value, this.place(key)), conditions);
+    return { etag: written.etag, size: value.length, created: written.created };
+  }
+
+  async append(key: string, bytes: Buffer, conditions: WriteConditions = {}): Promise<WriteResult> {
+    checkConditionShape(conditions);
+    await this.codec.prepare(this.tenant);
+    const place = this.place(key);
+    // One append at a time per key in this process, so that it does not contend with itself;
+    // other instances are handled by the compare-and-swap.
+    return appendLocks.run(`${this.tenant}\n${key}`, async () => {
+      for (let attempt = 0; attempt < APPEND_ATTEMPTS; attempt++) {
+        if (attempt > 0) await sleep(Math.random() * Math.min(200, 5 * 2 ** attempt));
+        const current = await this.raw.read(key);
+        const plain = current === null ? Buffer.alloc(0) : this.codec.open(current.value, place);
+        checkConditions(conditions, current && { etag: current.etag, size: plain.length });
+        const size = plain.length + bytes.length;
+        if (size > this.maxValueBytes) {
+          throw new PayloadTooLargeError(this.maxValueBytes, 'the value after the append');
+        }
+        const sealed = this.codec.seal(Buffer.concat([plain, bytes]), place);
+        try {
+          const written = await this.raw.write(
+            key,
+            sealed,
+            current === null ? { ifAbsent: true } : { ifMatch: current.etag },
+          );
+          return { etag: written.etag, size, created: current === null };
+        } catch (error) {
+          if (!(error instanceof PreconditionFailedError)) throw error;
+        }
+      }
+      throw new StorageUnavailableError('the value is changing too fast to append to; retry');
+    });
+  }
+
+  delete(key: string, conditions?: Pick<WriteConditions, 'ifMatch'>): Promise<boolean> {
+    return this.raw.delete(key, conditions);
+  }
+
+  list(options: ListOptions): Promise<ListPage> {
+    return this.raw.list(options);
+  }
+
+  private place(key: string): ValuePlace {
+    return { tenant: this.tenant, kind: 'kv', key };
+  }
+}

@@ -1,0 +1,370 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import http from 'node:http';
+
+import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
+
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { AuditTrail } from '../../shared/audit/auditTrail';
+import { ChainVerifier } from '../../shared/audit/chain';
+import { Encryption } from '../../shared/crypto/encryption';
+import { SEAL_OVERHEAD } from '../../shared/crypto/sealedFormat';
+import { SealingKeyValueStoreFactory } from '../../shared/crypto/sealedKeyValueStore';
+import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';
+import { createTableClient } from '../../shared/storage/azure/clients';
+import { TableAuditStore } from '../../shared/storage/azure/tableAuditStore';
+import { SealedThreadSpace } from '../../shared/threads/sealedThreadSpace';
+import { ThreadStore } from '../../shared/threads/threadStore';
+import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
+import { startAzurite } from '../support/cleanup';
+import { combine, fixed, measure, type Measurement, summarise, type Summary, table } from './measure';
+
+/**
+ * `npm run bench -- crypto`: what encryption at rest and the audit trail cost, in one process
+ * against one Azurite it starts itself.
+ *
+ * 1. Encryption: two apps on the Blob backend of that Azurite, the same settings but for the keys:
+ *    one without CAIRN_ENCRYPTION_KEYS, one with a key and CAIRN_ENCRYPT_TENANTS=* (so that
+ *    key/value values are sealed too). Key/value PUT and GET of 1 KiB values, checkpoint puts (two
+ *    changed channels of 1 KiB, each on the head) and getTuple of the latest checkpoint, over HTTP
+ *    with 8 workers, keys off and on alternating (five rounds, twelve for checkpoints) after a
+ *    warm-up, so that drift on a noisy machine hits both alike. The cost is how much lower the throughput is with keys (target
+ *    at most 10 %).
+ * 3. Audit: records appended by 8 concurrent writers through the audit trail on Table Storage: on
+ *    one instance, then 4 + 4 on two instances contending for each seq; then the whole trail is
+ *    read back and verified (gapless seq, every hash and link). Target: at least 100 records/s.
+ *
+ * No figure is asserted; the tables are the result.
+ */
+
+const WORKERS = 8;
+const ROUNDS = 6;
+/**
+ * Checkpoint operations make several storage requests each, so a round takes longer and one burst
+ * of other work on the machine weighs more: more, shorter rounds.
+ */
+const CHECKPOINT_ROUNDS = 12;
+const VALUE = randomBytes(1024);
+const KV_KEYS_PER_WORKER = 16;
+const AUDIT_RECORDS = 2000;
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+function call(
+  url: string,
+  init: { method?: string; headers?: Record<string, string>; body?: Buffer | string } = {},
+) {
+  return new Promise<void>((resolve, reject) => {
+    const request = http.request(
+      url,
+      { method: init.method ?? 'GET', headers: init.headers, agent },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on('data', (chunk: Buffer) => chunks.push(chunk));
+        response.on('end', () => {
+          const status = response.statusCode ?? 0;
+          if (status >= 300) reject(new Error(`HTTP ${status}: ${Buffer.concat(chunks).toString()}`));
+          else resolve();
+        });
+      },
+    );
+    request.on('error', reject);
+    request.end(init.body);
+  });
+}
+
+interface Target {
+  readonly kvPut: (worker: number, index: number) => Promise<void>;
+  readonly kvGet: (worker: number, index: number) => Promise<void>;
+  readonly checkpointPut: (worker: number) => Promise<void>;
+  readonly checkpointGet: (worker: number) => Promise<void>;
+}
+
+function target(baseUrl: string, apiKey: string): Target {
+  const headers = { authorization: `Bearer ${apiKey}` };
+  const kv = (worker: number, index: number) =>
+    `${baseUrl}/api/kv/bench/w${worker}/k${index % KV_KEYS_PER_WORKER}`;
+  const counters = new Map<number, number>();
+  const value = () => ({ type: 'json', data: VALUE.toString('base64') });
+  return {
+    kvPut: (worker, index) => call(kv(worker, index), { method: 'PUT', headers, body: VALUE }),
+    kvGet: (worker, index) => call(kv(worker, index), { headers }),
+    checkpointPut: async (worker) => {
+      const n = (counters.get(worker) ?? 0) + 1;
+      counters.set(worker, n);
+      const id = (k: number) => `c${String(k).padStart(8, '0')}`;
+      await call(`${baseUrl}/api/threads/bench-w${worker}/checkpoints`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          checkpointId: id(n),
+          parent: n === 1 ? null : id(n - 1),
+          checkpoint: {
+            type: 'json',
+            data: Buffer.from(JSON.stringify({ v: 4, id: id(n) })).toString('base64'),
+          },
+          metadata: { source: 'loop', step: n },
+          channelVersions: { messages: n, state: n },
+          values: { messages: value(), state: value() },
+        }),
+      });
+    },
+    checkpointGet: (worker) =>
+      call(`${baseUrl}/api/threads/bench-w${worker}/checkpoints/latest`, { headers }),
+  };
+}
+
+/**
+ * Runs `a` and `b` in balanced rounds (a then b, then b then a, …) after a warm-up of each, so that
+ * a load that rises or falls during the run weighs on both alike; the summary of each.
+ */
+async function balanced(
+  a: (worker: number, index: number) => Promise<unknown>,
+  b: (worker: number, index: number) => Promise<unknown>,
+  options: { count: number; rounds: number },
+): Promise<[Summary, Summary]> {
+  const per = Math.round(options.count / options.rounds);
+  await measure(Math.round(per / 2), WORKERS, a);
+  await measure(Math.round(per / 2), WORKERS, b);
+  const runsA: Measurement[] = [];
+  const runsB: Measurement[] = [];
+  for (let round = 0; round < options.rounds; round++) {
+    if (round % 2 === 0) {
+      runsA.push(await measure(per, WORKERS, a));
+      runsB.push(await measure(per, WORKERS, b));
+    } else {
+      runsB.push(await measure(per, WORKERS, b));
+      runsA.push(await measure(per, WORKERS, a));
+    }
+  }
+  return [summarise(combine(runsA)), summarise(combine(runsB))];
+}
+
+/** How much lower `on`'s throughput is than `off`'s, in percent. */
+const cost = (off: Summary, on: Summary) => `**${fixed((1 - on.opsPerSecond / off.opsPerSecond) * 100)} %**`;
+
+export async function runCryptoBench(progress: (line: string) => void): Promise<string> {
+  const azurite = await startAzurite();
+  const tenant = newTenant('bench');
+  const quiet = { keepOutput: false };
+  const common = { CAIRN_API_KEYS: apiKeysSetting([tenant]), CAIRN_LOG_LEVEL: 'warn' };
+  const plainApp = await startApp(
+    { ...common, ...backendSettings('blob', azurite.blobEndpoint) },
+    undefined,
+    quiet,
+  );
+  const sealedApp = await startApp(
+    {
+      ...common,
+      ...backendSettings('blob', azurite.blobEndpoint),
+      CAIRN_ENCRYPTION_KEYS: `k1:${randomBytes(32).toString('hex')}`,
+      CAIRN_ENCRYPT_TENANTS: '*',
+    },
+    undefined,
+    quiet,
+  );
+  const off = target(plainApp.url, tenant.key);
+  const on = target(sealedApp.url, tenant.key);
+
+  // Every key exists (a PUT replaces, a GET finds), every worker's thread has a head.
+  for (const side of [off, on]) {
+    await measure(WORKERS * KV_KEYS_PER_WORKER, WORKERS, (_w, i) =>
+      side.kvPut(Math.floor(i / KV_KEYS_PER_WORKER), i % KV_KEYS_PER_WORKER),
+    );
+    await measure(WORKERS, WORKERS, (worker) => side.checkpointPut(worker));
+  }
+
+  const rows: string[][] = [];
+  const compare = async (
+    into: string[][],
+    label: string,
+    count: number,
+    rounds: number,
+    operation: (side: Target) => (worker: number, index: number) => Promise<void>,
+    sides: [Target, Target] = [off, on],
+  ) => {
+    progress(label);
+    const [plain, sealed] = await balanced(operation(sides[0]), operation(sides[1]), { count, rounds });
+    into.push([
+      label,
+      fixed(plain.opsPerSecond, 0),
+      `${fixed(plain.p50Ms)} / ${fixed(plain.p99Ms)}`,
+      fixed(sealed.opsPerSecond, 0),
+      `${fixed(sealed.p50Ms)} / ${fixed(sealed.p99Ms)}`,
+      cost(plain, sealed),
+    ]);
+  };
+  const kvPut = (side: Target) => side.kvPut;
+  const kvGet = (side: Target) => side.kvGet;
+  const checkpointPut = (side: Target) => (worker: number) => side.checkpointPut(worker);
+  const checkpointGet = (side: Target) => (worker: number) => side.checkpointGet(worker);
+  await compare(rows, 'key/value PUT (1 KiB)', 2400, ROUNDS, kvPut);
+  await compare(rows, 'key/value GET (1 KiB)', 2400, ROUNDS, kvGet);
+  await compare(rows, 'checkpoint put (2 channels of 1 KiB)', 960, CHECKPOINT_ROUNDS, checkpointPut);
+  await compare(rows, 'checkpoint getTuple (latest)', 1920, CHECKPOINT_ROUNDS, checkpointGet);
+  await plainApp.stop();
+  await sealedApp.stop();
+
+  const direct = await directTargets(azurite.blobEndpoint, tenant.tenant);
+  const directRows: string[][] = [];
+  for (const side of direct) {
+    await measure(WORKERS * KV_KEYS_PER_WORKER, WORKERS, (_w, i) =>
+      side.kvPut(Math.floor(i / KV_KEYS_PER_WORKER), i % KV_KEYS_PER_WORKER),
+    );
+    await measure(WORKERS, WORKERS, (worker) => side.checkpointPut(worker));
+  }
+  await compare(directRows, 'key/value write (1 KiB)', 4800, ROUNDS, kvPut, direct);
+  await compare(directRows, 'key/value read (1 KiB)', 4800, ROUNDS, kvGet, direct);
+  await compare(
+    directRows,
+    'checkpoint put (2 channels of 1 KiB)',
+    1920,
+    CHECKPOINT_ROUNDS,
+    checkpointPut,
+    direct,
+  );
+  await compare(directRows, 'checkpoint getTuple (latest)', 3840, CHECKPOINT_ROUNDS, checkpointGet, direct);
+
+  progress('audit appends');
+  const tableName = `auditbench${randomUUID().replaceAll('-', '').slice(0, 16)}`;
+  const service = {
+    endpoint: azurite.tableEndpoint,
+    accountName: AZURITE_ACCOUNT,
+    accountKey: AZURITE_ACCOUNT_KEY,
+  };
+  const trail = () =>
+    new AuditTrail({
+      store: new TableAuditStore(createTableClient(service, tableName), 8000),
+      repairGraceMs: 78_000,
+    });
+  const auditRows: string[][] = [];
+  const appendRun = async (label: string, instances: AuditTrail[], tenantId: string) => {
+    const result = await measure(AUDIT_RECORDS, WORKERS, (worker, index) =>
+      (instances[worker % instances.length] as AuditTrail).record({
+        tenant: tenantId,
+        action: 'memory.written',
+        actor: 'bench',
+        subject: `w${worker}/${index}`,
+        outcome: 'ok',
+        details: { index },
+      }),
+    );
+    const verifier = new ChainVerifier();
+    const reader = trail();
+    const seqs: number[] = [];
+    for (let after = 0; ;) {
+      const page = await reader.records(tenantId, { afterSeq: after, limit: 1000 });
+      for (const record of page) {
+        verifier.add(record);
+        seqs.push(record.seq);
+      }
+      if (page.length < 1000) break;
+      after = page.at(-1)?.seq ?? after;
+    }
+    const verified = verifier.result();
+    const gapless = seqs.length === AUDIT_RECORDS && seqs.every((seq, index) => seq === index + 1);
+    const sorted = [...result.latenciesMs].sort((a, b) => a - b);
+    auditRows.push([
+      label,
+      String(AUDIT_RECORDS),
+      `**${fixed(result.ops / result.seconds, 0)}**`,
+      `${fixed(sorted[Math.floor(sorted.length / 2)] ?? NaN)} / ${fixed(sorted[Math.floor(sorted.length * 0.99)] ?? NaN)}`,
+      gapless && verified.ok
+        ? `yes (1-${verified.head[0]}, chain verified)`
+        : `**no** (${verified.records} records, first broken ${verified.firstBroken})`,
+    ]);
+  };
+  await appendRun('8 writers, one instance', [trail()], 'bench-one');
+  await appendRun('8 writers, two instances (4 + 4)', [trail(), trail()], 'bench-two');
+  await azurite.stop();
+
+  return [
+    '### Encryption at rest: throughput with keys off and on (HTTP, Blob backend on Azurite, 8 workers)',
+    '',
+    table(
+      ['operation', 'keys off ops/s', 'off p50 / p99 ms', 'keys on ops/s', 'on p50 / p99 ms', 'cost'],
+      rows,
+    ),
+    '',
+    '### Encryption at rest: the stores in-process on Azurite, keys off and on (8 workers)',
+    '',
+    table(
+      ['operation', 'keys off ops/s', 'off p50 / p99 ms', 'keys on ops/s', 'on p50 / p99 ms', 'cost'],
+      directRows,
+    ),
+    '',
+    '### Audit trail: appends by 8 concurrent writers (Table Storage on Azurite)',
+    '',
+    table(['writers', 'records', 'records/s', 'p50 / p99 ms per append', 'gapless'], auditRows),
+  ].join('\n');
+}
+
+/**
+ * The key/value store and the thread store called directly on one Azurite, each over its own
+ * containers: keys off (the backend as it is) and on (a passed key check, values sealed).
+ */
+async function directTargets(blobEndpoint: string, tenant: string): Promise<[Target, Target]> {
+  const service = new BlobServiceClient(
+    blobEndpoint,
+    new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
+  );
+  const maxValueBytes = 2 * 1024 * 1024;
+  const factory = (base: string, max = maxValueBytes) =>
+    new BlobKeyValueStoreFactory(service, base, max, 8000);
+  const plainBase = `direct${randomUUID().replaceAll('-', '').slice(0, 16)}`;
+  const sealedBase = `direct${randomUUID().replaceAll('-', '').slice(0, 16)}`;
+  const encryption = new Encryption({
+    keys: [{ id: 'k1', key: randomBytes(32) }],
+    kvStores: factory(sealedBase),
+  });
+  await encryption.check();
+  const { codec } = encryption;
+  const sealedKv = new SealingKeyValueStoreFactory(
+    factory(sealedBase),
+    factory(sealedBase, maxValueBytes + SEAL_OVERHEAD),
+    codec,
+    '*',
+  ).forTenant(tenant);
+  const plainKv = factory(plainBase).forTenant(tenant);
+  const plainThreads = new ThreadStore({
+    storeOf: (owner) => factory(plainBase).forSpace('threads', owner),
+    maxValueBytes,
+  });
+  const sealedSpaces = factory(sealedBase);
+  const sealedThreads = new ThreadStore({
+    storeOf: (owner) => new SealedThreadSpace(sealedSpaces.forSpace('threads', owner), owner, codec),
+    maxValueBytes: maxValueBytes - SEAL_OVERHEAD,
+    sealed: true,
+  });
+  const side = (kv: typeof plainKv, threads: ThreadStore): Target => {
+    const counters = new Map<number, number>();
+    const value = { type: 'json', data: VALUE };
+    const id = (k: number) => `c${String(k).padStart(8, '0')}`;
+    const key = (worker: number, index: number) => `bench/w${worker}/k${index % KV_KEYS_PER_WORKER}`;
+    return {
+      kvPut: async (worker, index) => {
+        await kv.write(key(worker, index), VALUE);
+      },
+      kvGet: async (worker, index) => {
+        await kv.read(key(worker, index));
+      },
+      checkpointPut: async (worker) => {
+        const n = (counters.get(worker) ?? 0) + 1;
+        counters.set(worker, n);
+        await threads.putCheckpoint(tenant, `bench-w${worker}`, {
+          checkpointId: id(n),
+          ns: '',
+          parent: n === 1 ? null : id(n - 1),
+          v: 4,
+          checkpoint: { type: 'json', data: Buffer.from(JSON.stringify({ v: 4, id: id(n) })) },
+          metadata: { source: 'loop', step: n },
+          channelVersions: { messages: n, state: n },
+          values: { messages: value, state: value },
+        });
+      },
+      checkpointGet: async (worker) => {
+        await threads.getCheckpoint(tenant, `bench-w${worker}`, '');
+      },
+    };
+  };
+  return [side(plainKv, plainThreads), side(sealedKv, sealedThreads)];
+}

@@ -1,0 +1,612 @@
+import { createHash, randomUUID } from 'node:crypto';
+import path from 'node:path';
+
+import type { TableClient } from '@azure/data-tables';
+import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
+import { beforeEach, describe, expect, it } from 'vitest';
+
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { SessionArchive } from '../../shared/archive/sessionArchive';
+import type { AuditEvent } from '../../shared/audit/auditLog';
+import type { AuditStore } from '../../shared/audit/auditStore';
+import { AuditTrail } from '../../shared/audit/auditTrail';
+import { type AuditRecord, withHash } from '../../shared/audit/chain';
+import { StorageUnavailableError } from '../../shared/errors';
+import type { Logger } from '../../shared/logging';
+import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';
+import { TableSessionIndex } from '../../shared/storage/azure/sessionIndexTable';
+import { TableAuditStore } from '../../shared/storage/azure/tableAuditStore';
+import type {
+  KeyValueStore,
+  KeyValueStoreFactory,
+  WriteConditions,
+} from '../../shared/storage/keyValueStore';
+import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
+import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
+import { ThreadStore } from '../../shared/threads/threadStore';
+import { azurite } from '../support/azurite';
+import { tempDir } from '../support/cleanup';
+import { azuriteTable } from '../support/tables';
+import { ObservedObjectStore } from '../unit/archiveTestKit';
+
+/**
+ * The audit trail on Azure Table Storage (Azurite): gapless seq under concurrent writers on two
+ * instances, the hash chain and what verify detects, stable ids recorded once, and the repair of a
+ * crash between an action and its record, injected at each step by a wrapper that fails the
+ * storage there (the thread store on both key/value backends).
+ */
+
+const T = 'tenant-a';
+
+type Step = keyof AuditStore;
+
+/** The table store, with a fault injected at a chosen call: the step fails as a crash would leave it. */
+class FaultyAuditStore implements AuditStore {
+  private readonly faults = new Map<Step, (args: unknown[]) => boolean>();
+  constructor(private readonly inner: AuditStore) {}
+
+  /** The next call of `step` for which `when` holds fails (before it reaches the storage). */
+  failOnce(step: Step, when: (args: unknown[]) => boolean = () => true): void {
+    this.faults.set(step, when);
+  }
+
+  private check(step: Step, args: unknown[]): void {
+    const when = this.faults.get(step);
+    if (when !== undefined && when(args)) {
+      this.faults.delete(step);
+      throw new StorageUnavailableError(`injected fault at ${step}`);
+    }
+  }
+
+  createRecord(...args: Parameters<AuditStore['createRecord']>) {
+    this.check('createRecord', args);
+    return this.inner.createRecord(...args);
+  }
+  readRecord(...args: Parameters<AuditStore['readRecord']>) {
+    return this.inner.readRecord(...args);
+  }
+  listRecords(...args: Parameters<AuditStore['listRecords']>) {
+    return this.inner.listRecords(...args);
+  }
+  createReceipt(...args: Parameters<AuditStore['createReceipt']>) {
+    this.check('createReceipt', args);
+    return this.inner.createReceipt(...args);
+  }
+  readReceipt(...args: Parameters<AuditStore['readReceipt']>) {
+    return this.inner.readReceipt(...args);
+  }
+  putMarker(...args: Parameters<AuditStore['putMarker']>) {
+    this.check('putMarker', args);
+    return this.inner.putMarker(...args);
+  }
+  readMarker(...args: Parameters<AuditStore['readMarker']>) {
+    return this.inner.readMarker(...args);
+  }
+  listMarkers(...args: Parameters<AuditStore['listMarkers']>) {
+    return this.inner.listMarkers(...args);
+  }
+  claimMarker(...args: Parameters<AuditStore['claimMarker']>) {
+    return this.inner.claimMarker(...args);
+  }
+  deleteMarker(...args: Parameters<AuditStore['deleteMarker']>) {
+    this.check('deleteMarker', args);
+    return this.inner.deleteMarker(...args);
+  }
+  readHeadHint(...args: Parameters<AuditStore['readHeadHint']>) {
+    return this.inner.readHeadHint(...args);
+  }
+  writeHeadHint(...args: Parameters<AuditStore['writeHeadHint']>) {
+    return this.inner.writeHeadHint(...args);
+  }
+  putSignedHead(...args: Parameters<AuditStore['putSignedHead']>) {
+    return this.inner.putSignedHead(...args);
+  }
+  listSignedHeads(...args: Parameters<AuditStore['listSignedHeads']>) {
+    return this.inner.listSignedHeads(...args);
+  }
+  registerTenant(...args: Parameters<AuditStore['registerTenant']>) {
+    return this.inner.registerTenant(...args);
+  }
+  tenants() {
+    return this.inner.tenants();
+  }
+}
+
+/** A thread space whose next write of the thread record fails (the storage failed at the commit point). */
+class FailingRecordWrite implements KeyValueStore {
+  static armed = false;
+  constructor(private readonly inner: KeyValueStore) {}
+  read(key: string) {
+    return this.inner.read(key);
+  }
+  head(key: string) {
+    return this.inner.head(key);
+  }
+  async write(key: string, value: Buffer, conditions?: WriteConditions) {
+    if (FailingRecordWrite.armed && key.startsWith('t/')) {
+      FailingRecordWrite.armed = false;
+      throw new StorageUnavailableError('injected fault at the thread record write');
+    }
+    return this.inner.write(key, value, conditions);
+  }
+  append(key: string, bytes: Buffer, conditions?: WriteConditions) {
+    return this.inner.append(key, bytes, conditions);
+  }
+  delete(key: string, conditions?: Pick<WriteConditions, 'ifMatch'>) {
+    return this.inner.delete(key, conditions);
+  }
+  list(options: Parameters<KeyValueStore['list']>[0]) {
+    return this.inner.list(options);
+  }
+}
+
+const GRACE_MS = 60_000;
+
+let table: TableClient;
+let tableName: string;
+beforeEach(() => {
+  warnings.length = 0;
+  tableName = `audit${randomUUID().replaceAll('-', '').slice(0, 20)}`;
+  table = azuriteTable(azurite().tableEndpoint, tableName);
+});
+
+/**
+ * A trail as one app instance has it, on its own table client. Crash tests move a clock of their
+ * own past the repair grace period instead of waiting for it.
+ */
+const warnings: unknown[] = [];
+const log = {
+  warn: (fields: unknown) => warnings.push(fields),
+  info: () => {},
+} as unknown as Logger;
+
+function instance(store?: AuditStore, now: () => number = Date.now): AuditTrail {
+  return new AuditTrail({
+    log,
+    now,
+    store: store ?? new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000),
+    repairGraceMs: GRACE_MS,
+    repairIntervalMs: 0,
+  });
+}
+
+const event = (action: string, extra: Partial<AuditEvent> = {}): AuditEvent => ({
+  tenant: T,
+  action,
+  outcome: 'ok',
+  ...extra,
+});
+
+async function allRecords(trail: AuditTrail, tenant = T): Promise<AuditRecord[]> {
+  const records: AuditRecord[] = [];
+  for (let after = 0; ;) {
+    const page = await trail.records(tenant, { afterSeq: after, limit: 1000 });
+    records.push(...page);
+    if (page.length < 1000) return records;
+    after = page.at(-1)?.seq ?? after;
+  }
+}
+
+async function rowJson(seq: number): Promise<AuditRecord> {
+  const entity = await table.getEntity<{ json: string }>(`t:${T}`, `r:${String(seq).padStart(12, '0')}`);
+  return JSON.parse(entity.json) as AuditRecord;
+}
+
+async function replaceRow(seq: number, record: AuditRecord | string): Promise<void> {
+  await table.updateEntity(
+    {
+      partitionKey: `t:${T}`,
+      rowKey: `r:${String(seq).padStart(12, '0')}`,
+      json: typeof record === 'string' ? record : JSON.stringify(record),
+    },
+    'Merge',
+  );
+}
+
+describe('audit trail on Table Storage (Azurite)', () => {
+  it('appends records 1, 2, 3 … chained by hash; reads them oldest first, filtered and paged', async () => {
+    const trail = instance();
+    for (let index = 0; index < 12; index++) {
+      await trail.record(
+        event(index % 3 === 0 ? 'run.started' : 'run.finished', {
+          threadId: index % 2 === 0 ? 't-even' : 't-odd',
+          runId: `run-${index}`,
+          details: { index },
+        }),
+      );
+    }
+    const records = await allRecords(trail);
+    expect(records.map((record) => record.seq)).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
+    expect(records[0]?.prevHash).toBe('0'.repeat(64));
+    for (const [index, record] of records.entries()) {
+      expect(withHash({ ...record, hash: undefined } as unknown as AuditRecord).hash).toBe(record.hash);
+      if (index > 0) expect(record.prevHash).toBe(records[index - 1]?.hash);
+    }
+    const even = await trail.records(T, { afterSeq: 0, limit: 100, threadId: 't-even' });
+    expect(even.map((record) => record.seq)).toEqual([1, 3, 5, 7, 9, 11]);
+    const started = await trail.records(T, {
+      afterSeq: 0,
+      limit: 100,
+      action: 'run.started',
+      threadId: 't-odd',
+    });
+    expect(started.map((record) => record.runId)).toEqual(['run-3', 'run-9']);
+    expect((await trail.records(T, { afterSeq: 4, limit: 3 })).map((record) => record.seq)).toEqual([
+      5, 6, 7,
+    ]);
+    expect(await instance().verify(T)).toEqual({
+      ok: true,
+      records: 12,
+      firstBroken: null,
+      head: [12, records[11]?.hash],
+    });
+    // Another tenant's trail is its own.
+    expect(await trail.records('tenant-b', { afterSeq: 0, limit: 10 })).toEqual([]);
+  });
+
+  it('gives gapless seq to 16 concurrent writers on two instances, each event exactly once', async () => {
+    const instances = [instance(), instance()];
+    const perWriter = 20;
+    await Promise.all(
+      Array.from({ length: 16 }, async (_, writer) => {
+        const trail = instances[writer % 2] as AuditTrail;
+        for (let index = 0; index < perWriter; index++) {
+          await trail.record(event('memory.written', { subject: `w${writer}-${index}` }));
+        }
+      }),
+    );
+    const records = await allRecords(instances[0] as AuditTrail);
+    expect(records.map((record) => record.seq)).toEqual(
+      Array.from({ length: 16 * perWriter }, (_, i) => i + 1),
+    );
+    expect(new Set(records.map((record) => record.subject)).size).toBe(16 * perWriter);
+    expect(new Set(records.map((record) => record.eventId)).size).toBe(16 * perWriter);
+    expect(await instance().verify(T)).toMatchObject({
+      ok: true,
+      records: 16 * perWriter,
+      firstBroken: null,
+    });
+  });
+
+  it('records an event with a stable id once, also when recorded again on another instance', async () => {
+    const [one, two] = [instance(), instance()];
+    await one.record(event('admin.rewrap.started', { id: 'admin.rewrap.started:job-1' }));
+    await one.record(event('run.started'));
+    await two.record(event('admin.rewrap.started', { id: 'admin.rewrap.started:job-1' }));
+    await one.record(event('admin.rewrap.started', { id: 'admin.rewrap.started:job-1' }));
+    const records = await allRecords(one);
+    expect(records.map((record) => record.action)).toEqual(['admin.rewrap.started', 'run.started']);
+  });
+
+  describe('verify', () => {
+    let trail: AuditTrail;
+    let head: [number, string];
+    beforeEach(async () => {
+      trail = instance();
+      for (let index = 0; index < 8; index++) {
+        await trail.record(
+          event('run.started', { threadId: 't1', runId: `r${index}`, details: { n: index } }),
+        );
+      }
+      head = (await trail.verify(T)).head;
+      expect(head[0]).toBe(8);
+    });
+
+    it.each([
+      ['action', (record: AuditRecord) => ({ ...record, action: 'run.finished' })],
+      ['atMs', (record: AuditRecord) => ({ ...record, atMs: record.atMs + 1 })],
+      ['threadId', (record: AuditRecord) => ({ ...record, threadId: 't2' })],
+      ['details', (record: AuditRecord) => ({ ...record, details: { n: 99 } })],
+      ['outcome', (record: AuditRecord) => ({ ...record, outcome: 'conflict' })],
+      ['prevHash', (record: AuditRecord) => ({ ...record, prevHash: 'f'.repeat(64) })],
+      ['hash', (record: AuditRecord) => ({ ...record, hash: 'e'.repeat(64) })],
+      ['seq', (record: AuditRecord) => ({ ...record, seq: 9 })],
+      ['an added field', (record: AuditRecord) => ({ ...record, actor: 'someone' })],
+    ])('finds record k broken when its %s was changed', async (_field, change) => {
+      await replaceRow(5, change(await rowJson(5)));
+      expect(await instance().verify(T)).toMatchObject({ ok: false, records: 8, firstBroken: 5 });
+    });
+
+    it('finds record k broken when it was deleted, when k and k+1 were swapped, or when it is not JSON', async () => {
+      const [four, five] = [await rowJson(4), await rowJson(5)];
+      await replaceRow(4, five);
+      await replaceRow(5, four);
+      expect(await instance().verify(T)).toMatchObject({ ok: false, firstBroken: 4 });
+      await replaceRow(4, four);
+      await replaceRow(5, five);
+      expect((await instance().verify(T)).ok).toBe(true);
+      await replaceRow(6, '{"not": "a record"');
+      expect(await instance().verify(T)).toMatchObject({ ok: false, firstBroken: 6 });
+      await replaceRow(6, await rowJson(6).catch(() => five));
+      await table.deleteEntity(`t:${T}`, `r:${'3'.padStart(12, '0')}`);
+      expect(await instance().verify(T)).toMatchObject({ ok: false, records: 7, firstBroken: 3 });
+    });
+
+    it('catches a cut tail and a chain rebuilt from scratch only with the expected head', async () => {
+      for (const seq of [8, 7, 6]) await table.deleteEntity(`t:${T}`, `r:${String(seq).padStart(12, '0')}`);
+      const cut = await instance().verify(T);
+      expect(cut).toMatchObject({ ok: true, records: 5, firstBroken: null });
+      expect(await instance().verify(T, { seq: head[0], hash: head[1] })).toMatchObject({
+        ok: false,
+        firstBroken: 6,
+      });
+
+      // Every record rewritten with other content and recomputed hashes: a consistent chain.
+      let prevHash = '0'.repeat(64);
+      for (let seq = 1; seq <= 8; seq++) {
+        const record = withHash({
+          seq,
+          atMs: 1,
+          action: 'run.started',
+          outcome: 'ok',
+          eventId: `forged-${seq}`,
+          prevHash,
+        });
+        await table.upsertEntity(
+          {
+            partitionKey: `t:${T}`,
+            rowKey: `r:${String(seq).padStart(12, '0')}`,
+            json: JSON.stringify(record),
+            action: record.action,
+          },
+          'Replace',
+        );
+        prevHash = record.hash;
+      }
+      expect(await instance().verify(T)).toMatchObject({ ok: true, records: 8 });
+      expect(await instance().verify(T, { seq: head[0], hash: head[1] })).toMatchObject({
+        ok: false,
+        firstBroken: 8,
+      });
+    });
+  });
+});
+
+function kvBackends(): [string, () => KeyValueStoreFactory][] {
+  const service = new BlobServiceClient(
+    azurite().blobEndpoint,
+    new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
+  );
+  return [
+    ['local filesystem', () => new LocalKeyValueStoreFactory(tempDir('audit-threads'), 2 * 1024 * 1024)],
+    [
+      'Azure Blob (Azurite)',
+      () =>
+        new BlobKeyValueStoreFactory(
+          service,
+          `c${randomUUID().replaceAll('-', '').slice(0, 20)}`,
+          2 * 1024 * 1024,
+          10_000,
+        ),
+    ],
+  ];
+}
+
+describe.each(kvBackends())(
+  'crash between an action and its audit record, threads on the %s backend',
+  (_name, make) => {
+    let factory: KeyValueStoreFactory;
+    let clock: number;
+    beforeEach(() => {
+      factory = make();
+      clock = Date.now();
+    });
+    /** The crashed instance is gone; the others' clocks move past the repair grace period. */
+    const later = () => {
+      clock += GRACE_MS + 1;
+    };
+
+    /** A thread store and its trail, as one app instance (a process that may crash) has them. */
+    const app = (store?: AuditStore) => {
+      const trail = instance(store, () => clock);
+      const threads = new ThreadStore({
+        now: () => clock,
+        storeOf: (tenant) => new FailingRecordWrite(factory.forSpace('threads', tenant)),
+        maxValueBytes: 2 * 1024 * 1024,
+        audit: trail,
+      });
+      trail.setVerifiers({ thread: (tenant, threadId) => threads.auditOutbox(tenant, threadId) });
+      return { trail, threads };
+    };
+    const start = (threads: ThreadStore, threadId: string) =>
+      threads.startRun(T, threadId, { onBusy: 'reject', busyTimeoutMs: 0, leaseMs: 600_000 }, 'ops');
+    const actions = async (trail: AuditTrail) =>
+      (await allRecords(trail)).map((record) => `${record.seq} ${record.action} ${record.threadId ?? ''}`);
+    const markers = async () => (await new TableAuditStore(table, 10_000).listMarkers(T, 100)).length;
+
+    it('after the commit point, before the record: the next append (another instance) repairs it, no number skipped', async () => {
+      const faulty = new FaultyAuditStore(
+        new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000),
+      );
+      const crashed = app(faulty);
+      faulty.failOnce('createRecord');
+      const { run } = await start(crashed.threads, 't1');
+      expect(await actions(crashed.trail)).toEqual([]);
+      expect(await markers()).toBe(1);
+
+      later();
+      const next = app();
+      await next.threads.finishRun(T, 't1', run.runId, 'finished', 'ops');
+      // The next append writes its own record, then the pending one: the start becomes record 2.
+      expect(await actions(next.trail)).toEqual(['1 run.finished t1', '2 run.started t1']);
+      expect(await markers()).toBe(0);
+      expect((await next.trail.verify(T)).ok).toBe(true);
+    });
+
+    it('before the commit point (the thread record write failed): the repair drops the marker, no record', async () => {
+      const crashed = app();
+      FailingRecordWrite.armed = true;
+      await expect(start(crashed.threads, 't1')).rejects.toBeInstanceOf(StorageUnavailableError);
+      expect(await markers()).toBe(1);
+      later();
+      const next = app();
+      await start(next.threads, 't2');
+      expect(await actions(next.trail)).toEqual(['1 run.started t2']);
+      expect(await markers()).toBe(0);
+    });
+
+    it.each<[Step, string]>([
+      ['createReceipt', 'after the record, before its receipt'],
+      ['deleteMarker', 'after the receipt, before the marker is removed'],
+    ])('%s fails (%s): the repair finds the record and appends nothing twice', async (step) => {
+      const faulty = new FaultyAuditStore(
+        new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000),
+      );
+      const crashed = app(faulty);
+      faulty.failOnce(step);
+      await start(crashed.threads, 't1');
+      expect(await actions(crashed.trail)).toEqual(['1 run.started t1']);
+      later();
+      const next = app();
+      await start(next.threads, 't2');
+      expect(await actions(next.trail)).toEqual(['1 run.started t1', '2 run.started t2']);
+      expect(await markers()).toBe(0);
+    });
+
+    it('a deletion after its commit point, before its record, with a run start still pending in the deleted record', async () => {
+      const faulty = new FaultyAuditStore(
+        new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000),
+      );
+      const crashed = app(faulty);
+      faulty.failOnce('createRecord');
+      const { run } = await start(crashed.threads, 't1');
+      // The same instance finishes and deletes the thread; the deletion's record fails too.
+      await crashed.threads.finishRun(T, 't1', run.runId, 'finished', 'ops');
+      faulty.failOnce('createRecord', (args) => (args[1] as AuditRecord).action === 'thread.deleted');
+      await crashed.threads.deleteThread(T, 't1', 'ops');
+      later();
+      const next = app();
+      await start(next.threads, 't2');
+      const recorded = await actions(next.trail);
+      // Each action once, no number skipped. (Their order depends on when each marker came due:
+      // the start's may be repaired by the finish's append already.)
+      expect(
+        recorded.map((line) => line.split(' ')[0]),
+        recorded.join(', '),
+      ).toEqual(['1', '2', '3', '4']);
+      expect(recorded.map((line) => line.split(' ').slice(1).join(' ')).sort()).toEqual([
+        'run.finished t1',
+        'run.started t1',
+        'run.started t2',
+        'thread.deleted t1',
+      ]);
+      expect(await markers()).toBe(0);
+    });
+
+    it('two instances repairing at once append a pending event once', async () => {
+      const faulty = new FaultyAuditStore(
+        new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000),
+      );
+      const crashed = app(faulty);
+      faulty.failOnce('createRecord');
+      await start(crashed.threads, 't1');
+      later();
+      const [one, two] = [app(), app()];
+      await Promise.all([one.trail.repair(T), two.trail.repair(T), one.trail.repair(T)]);
+      expect(await actions(one.trail)).toEqual(['1 run.started t1']);
+      expect(await markers()).toBe(0);
+    });
+
+    it('16 concurrent run starts and finishes on two instances: gapless, one started and one finished per run', async () => {
+      const instances = [app(), app()];
+      await Promise.all(
+        Array.from({ length: 16 }, async (_, index) => {
+          const { threads } = instances[index % 2] as ReturnType<typeof app>;
+          const { run } = await start(threads, `t${index}`);
+          await threads.finishRun(T, `t${index}`, run.runId, 'finished', 'ops');
+        }),
+      );
+      const records = await allRecords(instances[0]?.trail as AuditTrail);
+      expect(warnings).toEqual([]);
+      expect(records.map((record) => record.seq)).toEqual(Array.from({ length: 32 }, (_, i) => i + 1));
+      for (let index = 0; index < 16; index++) {
+        const mine = records
+          .filter((record) => record.threadId === `t${index}`)
+          .map((record) => record.action);
+        expect(mine).toEqual(['run.started', 'run.finished']);
+      }
+      expect(records.every((record) => record.actor === 'ops')).toBe(true);
+      expect(await markers()).toBe(0);
+    });
+  },
+);
+
+describe('crash between a checkpoint publish and its audit record (session archives)', () => {
+  let clock: number;
+  let root: string;
+  let index: TableSessionIndex;
+  beforeEach(() => {
+    clock = Date.now();
+    root = tempDir('audit-archive');
+    index = new TableSessionIndex(azuriteTable(azurite().tableEndpoint), 10_000);
+  });
+
+  /** An archive and its trail as one app instance has them; `objects` may fail at a chosen step. */
+  const app = (store?: AuditStore) => {
+    const trail = instance(store, () => clock);
+    const objects = new ObservedObjectStore(
+      new LocalImmutableObjectStore(path.join(root, 'sessions'), path.join(root, 'tmp')),
+    );
+    const archive = new SessionArchive(objects, index, trail, () => clock);
+    trail.setVerifiers({
+      archive: (tenant, sessionId, checkpointId, sinceMs) =>
+        archive.wasPublished(tenant, sessionId, checkpointId, sinceMs),
+    });
+    return { trail, archive, objects };
+  };
+  const tail = Buffer.from('hello');
+  const publish = async (archive: SessionArchive, checkpointId: string, parent: string | null) => {
+    await archive.putObject(T, 's1', `tails/${checkpointId}/g1`, tail);
+    return archive.publishCheckpoint(
+      T,
+      's1',
+      {
+        checkpointId,
+        parent,
+        files: [
+          {
+            path: 'events.jsonl',
+            generation: 'g1',
+            size: tail.length,
+            sha256: createHash('sha256').update(tail).digest('hex'),
+          },
+        ],
+        data: null,
+      },
+      'ops',
+    );
+  };
+  const actions = async (trail: AuditTrail) =>
+    (await allRecords(trail)).map((record) => `${record.seq} ${record.action} ${record.subject ?? ''}`);
+
+  it('after latest moved, before the record: the next append repairs it', async () => {
+    const faulty = new FaultyAuditStore(
+      new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000),
+    );
+    const crashed = app(faulty);
+    faulty.failOnce('createRecord');
+    await publish(crashed.archive, 'c1', null);
+    clock += GRACE_MS + 1;
+    const next = app();
+    await publish(next.archive, 'c2', 'c1');
+    expect(await actions(next.trail)).toEqual([
+      '1 checkpoint.published s1/c2',
+      '2 checkpoint.published s1/c1',
+    ]);
+  });
+
+  it('before latest moved (the pointer write failed): the repair drops the marker, no record', async () => {
+    const crashed = app();
+    crashed.objects.failWhen = (method) => method === 'swapPointer';
+    await expect(publish(crashed.archive, 'c1', null)).rejects.toBeInstanceOf(StorageUnavailableError);
+    clock += GRACE_MS + 1;
+    const next = app();
+    await next.trail.repair(T);
+    expect(await actions(next.trail)).toEqual([]);
+    expect(await new TableAuditStore(table, 10_000).listMarkers(T, 10)).toEqual([]);
+    // A retry of the same publish then records it once.
+    await publish(next.archive, 'c1', null);
+    await publish(next.archive, 'c1', null);
+    expect(await actions(next.trail)).toEqual(['1 checkpoint.published s1/c1']);
+  });
+});

@@ -1,0 +1,399 @@
+import { spawn } from 'node:child_process';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import type { AuditRecord } from '../../shared/audit/chain';
+import {
+  apiKeysSetting,
+  backendSettings,
+  client,
+  newTenant,
+  type RunningApp,
+  startApp,
+  type TestTenant,
+} from '../support/app';
+import { azurite } from '../support/azurite';
+import { tempDir } from '../support/cleanup';
+import { azuriteTable, sessionIndexSettings } from '../support/tables';
+
+/**
+ * The audit trail end to end (docs/audit.md): the routes over real HTTP against the app in the
+ * local runtime, records of every audited action, verification with and without an expected head,
+ * signed heads (on verify and by the timer) checked by `cairn audit verify` with the public key
+ * alone, tampering caught, the setting off, and 16 writers on two app processes with gapless seq.
+ */
+
+const CLI = path.resolve('dist/client/cli/main.js');
+type Call = ReturnType<typeof client>;
+
+function cairn(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      env: { PATH: process.env['PATH'] ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (data: Buffer) => (stdout += data.toString()));
+    child.stderr.on('data', (data: Buffer) => (stderr += data.toString()));
+    child.once('exit', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}
+
+async function records(call: Call, query = ''): Promise<{ records: AuditRecord[]; next: number | null }> {
+  const response = await call(`/api/audit/records${query}`);
+  expect(response.status).toBe(200);
+  return (await response.json()) as { records: AuditRecord[]; next: number | null };
+}
+
+const lines = (list: AuditRecord[]) =>
+  list.map((record) => `${record.seq} ${record.action} ${record.threadId ?? ''}`.trim());
+
+async function json<T>(response: Promise<Response>, status = 200): Promise<T> {
+  const answer = await response;
+  expect(answer.status).toBe(status);
+  return (await answer.json()) as T;
+}
+
+function auditSettings(): Record<string, string> {
+  return {
+    ...sessionIndexSettings(azurite().tableEndpoint),
+    CAIRN_AUDIT: 'true',
+    CAIRN_AUDIT_TABLE: `audit${randomUUID().replaceAll('-', '').slice(0, 20)}`,
+  };
+}
+
+describe('audit trail end to end', () => {
+  const ops = newTenant('ops', true);
+  const other = newTenant('other');
+  let app: RunningApp;
+  let settings: Record<string, string>;
+  let asOps: Call;
+  let asOther: Call;
+  let publicKeyFile: string;
+  let cliEnv: Record<string, string>;
+
+  beforeAll(async () => {
+    const folder = tempDir('audit-keys');
+    publicKeyFile = path.join(folder, 'audit.pub');
+    // The key pair comes from the CLI, as an operator would make it.
+    const keygen = await cairn(['audit', 'keygen', '--public-key', publicKeyFile], {});
+    expect(keygen.code).toBe(0);
+    expect(readFileSync(publicKeyFile, 'utf8')).toMatch(/^-----BEGIN PUBLIC KEY-----/);
+    expect((await cairn(['audit', 'keygen', '--public-key', publicKeyFile], {})).code).toBe(2);
+    settings = { ...backendSettings('blob', azurite().blobEndpoint), ...auditSettings() };
+    app = await startApp({
+      CAIRN_API_KEYS: apiKeysSetting([ops, other]),
+      CAIRN_AUDIT_SIGNING_KEY: keygen.stdout.trim(),
+      CAIRN_ENCRYPTION_KEYS: `k1:${randomBytes(32).toString('hex')}`,
+      ...settings,
+    });
+    asOps = client(app.url, ops.key);
+    asOther = client(app.url, other.key);
+    cliEnv = { CAIRN_URL: app.url, CAIRN_KEY: ops.key };
+  });
+  afterAll(async () => app?.stop());
+
+  it('records run start, interrupt and finish, rewind, deletion and checkpoint publish, with ids and names only', async () => {
+    const start = (thread: string, onBusy = 'reject') =>
+      json<{ runId: string }>(
+        asOps(`/api/threads/${thread}/runs`, { method: 'POST', body: JSON.stringify({ onBusy }) }),
+        201,
+      );
+    const first = await start('t1');
+    const put = await asOps('/api/threads/t1/checkpoints', {
+      method: 'POST',
+      body: JSON.stringify({
+        checkpointId: 'c1',
+        runId: first.runId,
+        checkpoint: { type: 'json', data: Buffer.from('{"secret":"SECRET-CONTENT"}').toString('base64') },
+        metadata: { note: 'SECRET-CONTENT' },
+        channelVersions: { m: 1 },
+        values: { m: { type: 'json', data: Buffer.from('"SECRET-CONTENT"').toString('base64') } },
+      }),
+    });
+    expect(put.status).toBe(201);
+    const second = await start('t1', 'interrupt');
+    expect(
+      (
+        await asOps('/api/threads/t1/rewind', {
+          method: 'POST',
+          body: JSON.stringify({ checkpointId: 'c1', runId: second.runId }),
+        })
+      ).status,
+    ).toBe(200);
+    await json(
+      asOps(`/api/threads/t1/runs/${second.runId}/finish`, { method: 'POST', body: '{"status":"finished"}' }),
+    );
+    expect((await asOps('/api/threads/t1', { method: 'DELETE' })).status).toBe(204);
+
+    const sid = `s-${randomBytes(4).toString('hex')}`;
+    const tail = Buffer.from('hello');
+    expect(
+      (await asOps(`/api/sessions/${sid}/objects/tails/c1/g1`, { method: 'PUT', body: tail })).status,
+    ).toBe(201);
+    const manifest = {
+      checkpointId: 'c1',
+      parent: null,
+      files: [
+        {
+          path: 'events.jsonl',
+          generation: 'g1',
+          size: 5,
+          sha256: createHash('sha256').update(tail).digest('hex'),
+        },
+      ],
+    };
+    const publish = () =>
+      asOps(`/api/sessions/${sid}/checkpoints`, { method: 'POST', body: JSON.stringify(manifest) });
+    expect((await publish()).status).toBe(201);
+    expect((await publish()).status).toBe(201); // an idempotent retry: recorded once
+
+    const { records: trail, next } = await records(asOps);
+    expect(next).toBeNull();
+    expect(lines(trail)).toEqual([
+      '1 run.started t1',
+      '2 run.interrupted t1',
+      '3 run.started t1',
+      '4 thread.rewound t1',
+      '5 run.finished t1',
+      '6 thread.deleted t1',
+      '7 checkpoint.published',
+    ]);
+    expect(trail[1]).toMatchObject({ runId: first.runId, details: { by: second.runId } });
+    expect(trail[3]).toMatchObject({ subject: 'c1', details: { ns: '' } });
+    expect(trail[6]).toMatchObject({ subject: `${sid}/c1`, details: { sessionId: sid, files: 1 } });
+    expect(trail.every((record) => record.actor === ops.tenant && record.outcome === 'ok')).toBe(true);
+    expect(JSON.stringify(trail)).not.toContain('SECRET-CONTENT');
+    // Another tenant's trail is its own.
+    expect((await records(asOther)).records).toEqual([]);
+  });
+
+  it('filters by thread and action, and pages with afterSeq and limit', async () => {
+    for (const thread of ['f1', 'f2', 'f1']) {
+      const { runId } = await json<{ runId: string }>(
+        asOps(`/api/threads/${thread}/runs`, { method: 'POST', body: '{"onBusy":"interrupt"}' }),
+        201,
+      );
+      await json(
+        asOps(`/api/threads/${thread}/runs/${runId}/finish`, { method: 'POST', body: '{"status":"failed"}' }),
+      );
+    }
+    const f1 = await records(asOps, '?threadId=f1');
+    expect(f1.records.map((record) => record.action)).toEqual([
+      'run.started',
+      'run.finished',
+      'run.started',
+      'run.finished',
+    ]);
+    expect(f1.records[1]?.details).toMatchObject({ status: 'failed' });
+    const finished = await records(asOps, '?threadId=f1&action=run.finished');
+    expect(finished.records).toHaveLength(2);
+    const page = await records(asOps, '?limit=3');
+    expect(page.records.map((record) => record.seq)).toEqual([1, 2, 3]);
+    expect(page.next).toBe(3);
+    const after = await records(asOps, `?afterSeq=${page.next}&limit=1000`);
+    expect(after.records[0]?.seq).toBe(4);
+    expect(after.next).toBeNull();
+    for (const bad of ['?limit=0', '?limit=1001', '?afterSeq=-1', '?threadId=a/b', '?action=Run']) {
+      const response = await asOps(`/api/audit/records${bad}`);
+      expect(response.status, bad).toBe(400);
+    }
+  });
+
+  it("records the rewrap job in the starting admin's trail", async () => {
+    const started = await json<{ id: string }>(
+      asOps('/api/encryption/rewraps', { method: 'POST', body: '{}' }),
+      202,
+    );
+    for (;;) {
+      const status = await json<{ status: string }>(asOps(`/api/encryption/rewraps/${started.id}`));
+      if (status.status === 'completed') break;
+      if (status.status === 'failed') throw new Error(`the rewrap job failed: ${JSON.stringify(status)}`);
+      await sleep(100);
+    }
+    const jobs = await records(asOps, '?action=admin.rewrap.completed');
+    expect(jobs.records).toHaveLength(1);
+    expect(jobs.records[0]).toMatchObject({
+      subject: started.id,
+      details: { firstKeyId: 'k1', remaining: 0 },
+    });
+    expect((await records(asOps, '?action=admin.rewrap.started')).records).toHaveLength(1);
+  });
+
+  it('verifies, signs the head, and the CLI checks the trail against the signed heads with the public key alone', async () => {
+    const verified = await json<{
+      ok: boolean;
+      records: number;
+      firstBroken: number | null;
+      head: [number, string];
+      signedHead: { seq: number; hash: string };
+    }>(asOps('/api/audit/verify'));
+    expect(verified).toMatchObject({ ok: true, firstBroken: null });
+    expect(verified.signedHead).toMatchObject({ seq: verified.head[0], hash: verified.head[1] });
+    const heads = await json<{ heads: { seq: number }[] }>(asOps('/api/audit/heads'));
+    expect(heads.heads.map((head) => head.seq)).toContain(verified.head[0]);
+
+    const clean = await cairn(['audit', 'verify', '--public-key', publicKeyFile], cliEnv);
+    expect(clean.code, clean.stderr).toBe(0);
+    expect(JSON.parse(clean.stdout)).toMatchObject({ ok: true, records: verified.records, problems: [] });
+    expect((await cairn(['audit', 'verify'], cliEnv)).code).toBe(2);
+    const wrongKey = path.join(tempDir('audit-other'), 'other.pub');
+    expect((await cairn(['audit', 'keygen', '--public-key', wrongKey], {})).code).toBe(0);
+    const unsigned = await cairn(['audit', 'verify', '--public-key', wrongKey], cliEnv);
+    expect(unsigned.code).toBe(1);
+    expect((JSON.parse(unsigned.stdout) as { problems: string[] }).problems).toContain(
+      'no head of the trail is signed by this key',
+    );
+
+    // Tampering with record 2: the service and the CLI both find it.
+    const table = azuriteTable(azurite().tableEndpoint, settings['CAIRN_AUDIT_TABLE']);
+    const row = (seq: number) => `r:${String(seq).padStart(12, '0')}`;
+    const original = await table.getEntity<{ json: string }>(`t:${ops.tenant}`, row(2));
+    const changed = { ...(JSON.parse(original.json) as AuditRecord), actor: 'someone-else' };
+    await table.updateEntity(
+      { partitionKey: `t:${ops.tenant}`, rowKey: row(2), json: JSON.stringify(changed) },
+      'Merge',
+    );
+    expect(await json(asOps('/api/audit/verify'))).toMatchObject({ ok: false, firstBroken: 2 });
+    const tampered = await cairn(['audit', 'verify', '--public-key', publicKeyFile], cliEnv);
+    expect(tampered.code).toBe(1);
+    expect(JSON.parse(tampered.stdout)).toMatchObject({ ok: false, firstBroken: 2 });
+    await table.updateEntity(
+      { partitionKey: `t:${ops.tenant}`, rowKey: row(2), json: original.json },
+      'Merge',
+    );
+
+    // A cut tail: the trail itself verifies, but not against the signed head (nor an expected one).
+    const [headSeq, headHash] = verified.head;
+    const last = await table.getEntity<{ json: string; action: string }>(`t:${ops.tenant}`, row(headSeq));
+    await table.deleteEntity(`t:${ops.tenant}`, row(headSeq));
+    const cut = await json<{ ok: boolean; firstBroken: number | null }>(asOps('/api/audit/verify'));
+    expect(cut).toMatchObject({ ok: true });
+    expect(
+      await json(asOps(`/api/audit/verify?expectedSeq=${headSeq}&expectedHash=${headHash}`)),
+    ).toMatchObject({ ok: false, firstBroken: headSeq });
+    const cutCli = await cairn(['audit', 'verify', '--public-key', publicKeyFile], cliEnv);
+    expect(cutCli.code).toBe(1);
+    expect(JSON.parse(cutCli.stdout)).toMatchObject({ firstBroken: headSeq });
+    await table.createEntity({
+      partitionKey: `t:${ops.tenant}`,
+      rowKey: row(headSeq),
+      json: last.json,
+      action: last.action,
+    });
+    expect((await cairn(['audit', 'verify', '--public-key', publicKeyFile], cliEnv)).code).toBe(0);
+    expect((await asOps('/api/audit/verify?expectedSeq=3')).status).toBe(400);
+  });
+
+  it('signs heads on the auditHeadSign timer, safe to run twice at once', async () => {
+    const { runId } = await json<{ runId: string }>(
+      asOps('/api/threads/timer/runs', { method: 'POST', body: '{}' }),
+      201,
+    );
+    await json(
+      asOps(`/api/threads/timer/runs/${runId}/finish`, { method: 'POST', body: '{"status":"finished"}' }),
+    );
+    const head = (await records(asOps, '?limit=1000')).records.at(-1)?.seq ?? 0;
+    for (let run = 0; run < 2; run++) {
+      expect(
+        (await fetch(`${app.url}/admin/functions/auditHeadSign`, { method: 'POST', body: '{}' })).status,
+      ).toBe(202);
+    }
+    for (let waited = 0; ; waited += 100) {
+      const heads = await json<{ heads: { seq: number }[] }>(asOps(`/api/audit/heads?afterSeq=${head - 1}`));
+      if (heads.heads.some((signed) => signed.seq === head)) break;
+      expect(waited).toBeLessThan(20_000);
+      await sleep(100);
+    }
+  });
+});
+
+describe('audit trail settings', () => {
+  it('answers 400 naming CAIRN_AUDIT on every audit route when the trail is off', async () => {
+    const tenant = newTenant('off');
+    const app = await startApp({
+      CAIRN_API_KEYS: apiKeysSetting([tenant]),
+      ...backendSettings('local', azurite().blobEndpoint),
+    });
+    try {
+      for (const route of ['/api/audit/records', '/api/audit/verify', '/api/audit/heads']) {
+        const response = await client(app.url, tenant.key)(route);
+        expect(response.status).toBe(400);
+        const { error } = (await response.json()) as { error: { code: string; message: string } };
+        expect(error.code).toBe('invalid_argument');
+        expect(error.message).toMatch(/^CAIRN_AUDIT: /);
+      }
+    } finally {
+      await app.stop();
+    }
+  });
+
+  it('without a signing key: says so once at start-up and signs nothing', async () => {
+    const tenant = newTenant('unsigned');
+    const app = await startApp({
+      CAIRN_API_KEYS: apiKeysSetting([tenant]),
+      ...backendSettings('local', azurite().blobEndpoint),
+      ...auditSettings(),
+    });
+    try {
+      const call = client(app.url, tenant.key);
+      await json(call('/api/threads/t/runs', { method: 'POST', body: '{}' }), 201);
+      const verified = await json<Record<string, unknown>>(call('/api/audit/verify'));
+      expect(verified).toMatchObject({ ok: true, records: 1 });
+      expect(verified['signedHead']).toBeUndefined();
+      expect(await json(call('/api/audit/heads'))).toEqual({ heads: [], next: null });
+      expect(app.output().match(/CAIRN_AUDIT_SIGNING_KEY is not set/g)).toHaveLength(1);
+    } finally {
+      await app.stop();
+    }
+  });
+});
+
+describe('audit trail with two app processes', () => {
+  it('gives gapless seq to 16 concurrent writers, 8 on each process', async () => {
+    const tenant: TestTenant = newTenant('fleet');
+    const shared = {
+      CAIRN_API_KEYS: apiKeysSetting([tenant]),
+      ...backendSettings('blob', azurite().blobEndpoint),
+      ...auditSettings(),
+    };
+    const apps = await Promise.all([startApp(shared), startApp(shared)]);
+    try {
+      const calls = apps.map((started) => client(started.url, tenant.key));
+      await Promise.all(
+        Array.from({ length: 16 }, async (_, writer) => {
+          const call = calls[writer % 2] as Call;
+          for (let round = 0; round < 3; round++) {
+            const { runId } = await json<{ runId: string }>(
+              call(`/api/threads/w${writer}/runs`, { method: 'POST', body: '{"onBusy":"reject"}' }),
+              201,
+            );
+            await json(
+              call(`/api/threads/w${writer}/runs/${runId}/finish`, {
+                method: 'POST',
+                body: '{"status":"finished"}',
+              }),
+            );
+          }
+        }),
+      );
+      const trail = (await records(calls[0] as Call, '?limit=1000')).records;
+      expect(trail.map((record) => record.seq)).toEqual(Array.from({ length: 96 }, (_, i) => i + 1));
+      expect(new Set(trail.map((record) => record.eventId)).size).toBe(96);
+      for (let writer = 0; writer < 16; writer++) {
+        expect(trail.filter((record) => record.threadId === `w${writer}`)).toHaveLength(6);
+      }
+      expect(await json((calls[1] as Call)('/api/audit/verify'))).toMatchObject({ ok: true, records: 96 });
+    } finally {
+      await Promise.all(apps.map((started) => started.stop()));
+    }
+  });
+});

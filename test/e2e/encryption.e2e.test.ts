@@ -1,0 +1,300 @@
+import { spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { copyFileSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
+import { afterEach, describe, expect, it } from 'vitest';
+
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { sealedKeyId } from '../../shared/crypto/sealedFormat';
+import { tenantContainerName } from '../../shared/storage/azure/blobKeyValueStore';
+import {
+  apiKeysSetting,
+  type Backend,
+  backendSettings,
+  client,
+  newTenant,
+  type RunningApp,
+  startApp,
+} from '../support/app';
+import { azurite } from '../support/azurite';
+
+/**
+ * Encryption at rest end to end (docs/encryption.md), on both backends: what reaches the disk or
+ * Azurite holds no plaintext of a value; bytes moved to another place fail with integrity_error;
+ * a key rotation (new first key, rewrap, old key removed) loses nothing; the app refuses to start
+ * on keys its data was not written with.
+ */
+
+const CLI = path.resolve('dist/client/cli/main.js');
+const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64');
+const keyText = (id: string, material: Buffer) => `${id}:${material.toString('hex')}`;
+
+type Call = ReturnType<typeof client>;
+
+/** Every stored byte of the app's data: files under the data folder, or blobs of its containers. */
+async function storedObjects(settings: Record<string, string>): Promise<Map<string, Buffer>> {
+  const objects = new Map<string, Buffer>();
+  const dir = settings['CAIRN_DATA_DIR'];
+  if (dir !== undefined) {
+    const walk = (folder: string) => {
+      for (const name of readdirSync(folder)) {
+        const full = path.join(folder, name);
+        if (statSync(full).isDirectory()) walk(full);
+        else objects.set(path.relative(dir, full), readFileSync(full));
+      }
+    };
+    walk(dir);
+    return objects;
+  }
+  const base = settings['CAIRN_BLOB_CONTAINER'] ?? '';
+  const service = blobService();
+  for await (const container of service.listContainers({ prefix: `${base}-` })) {
+    const client = service.getContainerClient(container.name);
+    for await (const blob of client.listBlobsFlat()) {
+      objects.set(`${container.name}/${blob.name}`, await client.getBlobClient(blob.name).downloadToBuffer());
+    }
+  }
+  return objects;
+}
+
+function blobService(): BlobServiceClient {
+  return new BlobServiceClient(
+    azurite().blobEndpoint,
+    new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
+  );
+}
+
+/** Copies the stored bytes of one key/value key of `tenant` over another key (an attacker's move). */
+async function moveStoredValue(settings: Record<string, string>, tenant: string, from: string, to: string) {
+  const dir = settings['CAIRN_DATA_DIR'];
+  if (dir !== undefined) {
+    copyFileSync(path.join(dir, 'kv', tenant, from), path.join(dir, 'kv', tenant, to));
+    return;
+  }
+  const container = blobService().getContainerClient(
+    tenantContainerName(settings['CAIRN_BLOB_CONTAINER'] ?? '', tenant),
+  );
+  const bytes = await container.getBlobClient(from).downloadToBuffer();
+  await container.getBlockBlobClient(to).upload(bytes, bytes.length);
+}
+
+function checkpoint(id: string, parent: string | null, marker: string, version: number) {
+  return JSON.stringify({
+    checkpointId: id,
+    parent,
+    checkpoint: { type: 'json', data: b64({ v: 4, id }) },
+    metadata: { note: marker },
+    channelVersions: { messages: version },
+    values: { messages: { type: 'json', data: b64([marker]) } },
+  });
+}
+
+async function putThread(call: Call, thread: string, marker: string) {
+  expect(
+    (
+      await call(`/api/threads/${thread}/checkpoints`, {
+        method: 'POST',
+        body: checkpoint('c1', null, marker, 1),
+      })
+    ).status,
+  ).toBe(201);
+  const writes = await call(`/api/threads/${thread}/checkpoints/c1/writes`, {
+    method: 'POST',
+    body: JSON.stringify({
+      taskId: `task-${marker}`,
+      writes: [{ channel: 'messages', idx: 0, type: 'json', data: b64(['w']) }],
+    }),
+  });
+  expect(writes.status).toBe(200);
+}
+
+async function readThread(call: Call, thread: string, marker: string) {
+  const response = await call(`/api/threads/${thread}/checkpoints/latest`);
+  expect(response.status).toBe(200);
+  const tuple = (await response.json()) as {
+    metadata: { note: string };
+    values: Record<string, { data: string }>;
+    pendingWrites: { taskId: string }[];
+  };
+  expect(tuple.metadata.note).toBe(marker);
+  expect(JSON.parse(Buffer.from(tuple.values['messages']?.data ?? '', 'base64').toString())).toEqual([
+    marker,
+  ]);
+  expect(tuple.pendingWrites.map((write) => write.taskId)).toEqual([`task-${marker}`]);
+}
+
+function cairn(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      env: { PATH: process.env['PATH'] ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let stdout = '';
+    child.stdout.on('data', (data: Buffer) => (stdout += data.toString()));
+    child.once('exit', (code) => resolve({ code: code ?? -1, stdout }));
+  });
+}
+
+interface RewrapStatus {
+  status: string;
+  report: { resealed: number; remaining: Record<string, number>; sealedWith: Record<string, number> } | null;
+}
+
+async function rewrap(call: Call): Promise<NonNullable<RewrapStatus['report']>> {
+  const started = await call('/api/encryption/rewraps', { method: 'POST', body: '{}' });
+  expect(started.status).toBe(202);
+  const { id } = (await started.json()) as { id: string };
+  for (;;) {
+    const status = (await (await call(`/api/encryption/rewraps/${id}`)).json()) as RewrapStatus;
+    if (status.status === 'failed') throw new Error(JSON.stringify(status));
+    if (status.report !== null) return status.report;
+    await sleep(100);
+  }
+}
+
+describe.each<Backend>(['local', 'blob'])('encryption at rest on the %s backend', (backend) => {
+  const sealed = newTenant('sealed', true);
+  const plain = newTenant('plain');
+  let app: RunningApp | undefined;
+  afterEach(async () => {
+    await app?.stop();
+    app = undefined;
+  });
+
+  it('stores no plaintext of a value, answers it in plain, and refuses bytes moved to another key', async () => {
+    const settings = backendSettings(backend, azurite().blobEndpoint);
+    app = await startApp({
+      CAIRN_API_KEYS: apiKeysSetting([sealed, plain]),
+      CAIRN_ENCRYPTION_KEYS: keyText('k1', randomBytes(32)),
+      CAIRN_ENCRYPT_TENANTS: sealed.tenant,
+      ...settings,
+    });
+    const asSealed = client(app.url, sealed.key);
+    const asPlain = client(app.url, plain.key);
+    const marker = `MARKER${randomUUID().replaceAll('-', '')}`;
+    const plainMarker = `PLAIN${randomUUID().replaceAll('-', '')}`;
+
+    expect((await asSealed('/api/kv/notes/a', { method: 'PUT', body: `secret ${marker}` })).status).toBe(201);
+    const appended = await asSealed('/api/kv/notes/a', { method: 'POST', body: ' and more' });
+    expect(await appended.json()).toMatchObject({ size: `secret ${marker} and more`.length });
+    expect((await asSealed('/api/kv/notes/b', { method: 'PUT', body: 'other' })).status).toBe(201);
+    await putThread(asSealed, 't1', marker);
+    expect((await asPlain('/api/kv/notes/a', { method: 'PUT', body: plainMarker })).status).toBe(201);
+    // Threads are sealed for every tenant, key/value values only for the listed ones.
+    await putThread(asPlain, 't1', marker);
+
+    const read = await asSealed('/api/kv/notes/a');
+    expect(await read.text()).toBe(`secret ${marker} and more`);
+    const head = await asSealed('/api/kv/notes/a', { method: 'HEAD' });
+    expect(head.headers.get('content-length')).toBe(String(`secret ${marker} and more`.length));
+    await readThread(asSealed, 't1', marker);
+    await readThread(asPlain, 't1', marker);
+
+    const objects = await storedObjects(settings);
+    const holding = (text: string) =>
+      [...objects].filter(([, bytes]) => bytes.includes(Buffer.from(text))).map(([name]) => name);
+    expect(holding(marker)).toEqual([]);
+    // The scan does see stored values: the plain tenant's key/value value is there as sent.
+    expect(holding(plainMarker)).toHaveLength(1);
+    const sealedNames = [...objects].filter(([, bytes]) => sealedKeyId(bytes) === 'k1');
+    expect(sealedNames.length).toBeGreaterThanOrEqual(6);
+
+    await moveStoredValue(settings, sealed.tenant, 'notes/a', 'notes/b');
+    const moved = await asSealed('/api/kv/notes/b');
+    expect(moved.status).toBe(500);
+    expect(((await moved.json()) as { error: { code: string } }).error.code).toBe('integrity_error');
+    // Never taken for absent, and the value at its own key still reads.
+    expect((await asSealed('/api/kv/notes/a')).status).toBe(200);
+  });
+
+  it('rotates keys: a new first key seals, old values still open, rewrap, then the old key goes and nothing is lost', async () => {
+    const settings = backendSettings(backend, azurite().blobEndpoint);
+    const [k1, k2] = [randomBytes(32), randomBytes(32)];
+    const start = (keys: string) =>
+      startApp({
+        CAIRN_API_KEYS: apiKeysSetting([sealed, plain]),
+        CAIRN_ENCRYPTION_KEYS: keys,
+        CAIRN_ENCRYPT_TENANTS: '*',
+        ...settings,
+      });
+    app = await start(keyText('k1', k1));
+    let asSealed = client(app.url, sealed.key);
+    let asPlain = client(app.url, plain.key);
+    await putThread(asSealed, 'old', 'before');
+    await putThread(asPlain, 'old', 'before-plain');
+    expect((await asPlain('/api/kv/kept', { method: 'PUT', body: 'kept value' })).status).toBe(201);
+    await app.stop();
+
+    app = await start(`${keyText('k2', k2)},${keyText('k1', k1)}`);
+    asSealed = client(app.url, sealed.key);
+    asPlain = client(app.url, plain.key);
+    await readThread(asSealed, 'old', 'before');
+    expect(await (await asPlain('/api/kv/kept')).text()).toBe('kept value');
+    await putThread(asSealed, 'new', 'after');
+    const ids = [...(await storedObjects(settings)).values()].map(sealedKeyId).filter((id) => id !== null);
+    expect(new Set(ids)).toEqual(new Set(['k1', 'k2']));
+
+    // The CLI runs the job and prints its report (exit 0: nothing is left with k1).
+    const cli = await cairn(['rewrap'], { CAIRN_URL: app.url, CAIRN_KEY: sealed.key });
+    expect(cli.code).toBe(0);
+    const report = JSON.parse(cli.stdout) as NonNullable<RewrapStatus['report']>;
+    expect(report.remaining).toEqual({ k1: 0 });
+    expect(report.sealedWith['k1']).toBeGreaterThan(0);
+    expect(report.resealed).toBe(report.sealedWith['k1']);
+    // Idempotent: run again, it re-seals nothing.
+    const again = await rewrap(asSealed);
+    expect(again.resealed).toBe(0);
+    expect(again.remaining).toEqual({ k1: 0 });
+    await app.stop();
+
+    app = await start(keyText('k2', k2));
+    asSealed = client(app.url, sealed.key);
+    asPlain = client(app.url, plain.key);
+    await readThread(asSealed, 'old', 'before');
+    await readThread(asPlain, 'old', 'before-plain');
+    await readThread(asSealed, 'new', 'after');
+    expect(await (await asPlain('/api/kv/kept')).text()).toBe('kept value');
+    const left = [...(await storedObjects(settings)).values()].map(sealedKeyId).filter((id) => id !== null);
+    expect(new Set(left)).toEqual(new Set(['k2']));
+    expect(await rewrap(asSealed)).toMatchObject({ resealed: 0, remaining: {} });
+  });
+
+  it('refuses to start on unreadable keys, without keys once data was sealed, or on keys the data was not written with', async () => {
+    const settings = backendSettings(backend, azurite().blobEndpoint);
+    const k1 = randomBytes(32);
+    const start = (keys: string) =>
+      startApp({ CAIRN_API_KEYS: apiKeysSetting([sealed]), CAIRN_ENCRYPTION_KEYS: keys, ...settings });
+    const refusal = async (keys: string) => {
+      const error = await start(keys).then(
+        async (started) => {
+          await started.stop();
+          return new Error('the app started');
+        },
+        (caught: unknown) => caught as Error,
+      );
+      expect(error.message).toMatch(/^app exited \(1\)/);
+      return /Cairn cannot start: (.*)/.exec(error.message)?.[1] ?? '';
+    };
+    expect(await refusal(`k1:${'x'.repeat(64)}`)).toMatch(
+      /^CAIRN_ENCRYPTION_KEYS: entry 1: expected <id>:<64 hex/,
+    );
+    expect(await refusal(`k1:${k1.toString('hex')},k1:${randomBytes(32).toString('hex')}`)).toMatch(
+      /^CAIRN_ENCRYPTION_KEYS: entry 2: the key id k1 is listed twice/,
+    );
+    app = await start(keyText('k1', k1));
+    await putThread(client(app.url, sealed.key), 't', 'x');
+    await app.stop();
+    expect(await refusal('')).toMatch(
+      /^CAIRN_ENCRYPTION_KEYS: is empty, but data was written with encryption keys \(ids k1\)/,
+    );
+    expect(await refusal(keyText('k9', randomBytes(32)))).toMatch(/none of the configured keys \(ids k9\)/);
+    expect(await refusal(keyText('k1', randomBytes(32)))).toMatch(
+      /key k1 is not the key data was written with/,
+    );
+    app = await start(keyText('k1', k1));
+    await readThread(client(app.url, sealed.key), 't', 'x');
+  });
+});
