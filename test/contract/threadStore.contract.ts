@@ -11,6 +11,7 @@ import {
   ThreadBusyError,
 } from '../../shared/errors';
 import type {
+  ItemPage,
   KeyValueStore,
   KeyValueStoreFactory,
   ListOptions,
@@ -66,6 +67,10 @@ class CountingStore implements KeyValueStore {
   list(options: ListOptions): Promise<ListPage> {
     this.calls.push(`list ${options.prefix ?? ''}`);
     return this.inner.list(options);
+  }
+  listItems(options: ListOptions): Promise<ItemPage> {
+    this.calls.push(`list ${options.prefix ?? ''}`);
+    return this.inner.listItems(options);
   }
 }
 
