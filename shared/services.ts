@@ -29,6 +29,13 @@ import type { KeyValueStoreFactory } from './storage/keyValueStore';
 import { LocalImmutableObjectStore } from './storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from './storage/local/localKeyValueStore';
 import { LocalMemoryStore } from './storage/local/localMemoryStore';
+import {
+  recordingKeyValueStores,
+  recordingMemoryStore,
+  recordingSessionIndex,
+  recordingSnapshotStores,
+} from './tenants/recordingStores';
+import { TenantDirectory } from './tenants/tenantDirectory';
 import { ThreadStore } from './threads/threadStore';
 
 /**
@@ -39,7 +46,10 @@ import { ThreadStore } from './threads/threadStore';
 export interface Services {
   readonly config: Config;
   readonly version: string;
+  /** Every tenant's key/value and thread spaces; writes record the tenant in `tenants` first. */
   readonly kvStores: KeyValueStoreFactory;
+  /** Every tenant that stored anything, by domain (retention and verify walk it). */
+  readonly tenants: TenantDirectory;
   readonly authenticator: Authenticator;
   /** The tenants the emailWindowPoll timer serves (kept in the key/value store). */
   readonly emailPollRegistry: EmailPollTenantRegistry;
@@ -68,7 +78,7 @@ export function createServices(config: Config): Services {
   const { backend } = config;
   const blobService =
     backend.kind === 'blob' ? createBlobServiceClient(backend, config.storageTimeoutMs) : undefined;
-  const kvStores =
+  const baseKvStores =
     backend.kind === 'blob' && blobService !== undefined
       ? new BlobKeyValueStoreFactory(
           blobService,
@@ -77,6 +87,9 @@ export function createServices(config: Config): Services {
           config.storageTimeoutMs,
         )
       : new LocalKeyValueStoreFactory(config.dataDir, config.maxValueBytes);
+  // The directory itself lives in the system namespace, which is never a tenant: not recorded.
+  const tenants = new TenantDirectory(baseKvStores);
+  const kvStores = recordingKeyValueStores(baseKvStores, tenants);
   const { queueService, queueName } = config.emailPoll;
   const emailWindowQueue =
     queueService === undefined
@@ -85,16 +98,17 @@ export function createServices(config: Config): Services {
           createQueueServiceClient(queueService, config.storageTimeoutMs).getQueueClient(queueName),
           config.storageTimeoutMs,
         );
-  const sessionArchive = createSessionArchive(config, blobService);
+  const sessionArchive = createSessionArchive(config, tenants, blobService);
   const trustedSnapshotKeys = new TrustedSnapshotKeys(config.snapshotKeys, kvStores);
   // Encryption at rest and the audit trail: plain and off until they are configured.
   const codec: ValueCodec = plainCodec;
   const audit: AuditLog = noAuditLog;
-  const memory = createMemory(config, codec, audit);
+  const memory = createMemory(config, tenants, codec, audit);
   return {
     config,
     version: packageVersion(),
     kvStores,
+    tenants,
     authenticator: new Authenticator(config.apiKeys, config.entra),
     emailPollRegistry: new EmailPollTenantRegistry(kvStores),
     chatCursorCache: new ChatCursorCache(),
@@ -104,7 +118,10 @@ export function createServices(config: Config): Services {
     }),
     ...(emailWindowQueue === undefined ? {} : { emailWindowQueue }),
     ...(sessionArchive === undefined ? {} : { sessionArchive }),
-    snapshots: new WorkspaceSnapshots(createSnapshotStores(config, blobService), trustedSnapshotKeys),
+    snapshots: new WorkspaceSnapshots(
+      recordingSnapshotStores(createSnapshotStores(config, blobService), tenants),
+      trustedSnapshotKeys,
+    ),
     trustedSnapshotKeys,
     ...(memory === undefined ? {} : { memory }),
   };
@@ -146,14 +163,20 @@ function createSnapshotStores(config: Config, blobService?: BlobServiceClient): 
 }
 
 /** Memory facts on the table service when there is one, else locally on the local backend. */
-function createMemory(config: Config, codec: ValueCodec, audit: AuditLog): MemoryFacts | undefined {
+function createMemory(
+  config: Config,
+  tenants: TenantDirectory,
+  codec: ValueCodec,
+  audit: AuditLog,
+): MemoryFacts | undefined {
   const { tableService, tableName } = config.memory;
   if (tableService !== undefined) {
     const store = new TableMemoryStore(createTableClient(tableService, tableName), config.storageTimeoutMs);
-    return new MemoryFacts({ store, codec, audit });
+    return new MemoryFacts({ store: recordingMemoryStore(store, tenants), codec, audit });
   }
   if (config.backend.kind === 'local') {
-    return new MemoryFacts({ store: new LocalMemoryStore(config.dataDir), codec, audit });
+    const store = new LocalMemoryStore(config.dataDir);
+    return new MemoryFacts({ store: recordingMemoryStore(store, tenants), codec, audit });
   }
   return undefined;
 }
@@ -183,11 +206,18 @@ function createArchiveObjectStore(config: Config, blobService?: BlobServiceClien
 }
 
 /** The session archive, or undefined when the session index has no table service (CAIRN_TABLE_ENDPOINT). */
-function createSessionArchive(config: Config, blobService?: BlobServiceClient): SessionArchive | undefined {
+function createSessionArchive(
+  config: Config,
+  tenants: TenantDirectory,
+  blobService?: BlobServiceClient,
+): SessionArchive | undefined {
   const { tableService, tableName } = config.sessionIndex;
   if (tableService === undefined) return undefined;
   const index = new TableSessionIndex(createTableClient(tableService, tableName), config.storageTimeoutMs);
-  return new SessionArchive(createArchiveObjectStore(config, blobService), index);
+  return new SessionArchive(
+    createArchiveObjectStore(config, blobService),
+    recordingSessionIndex(index, tenants),
+  );
 }
 
 let services: Services | undefined;

@@ -1,6 +1,7 @@
 import { isValidTenantId } from '../config';
 import { InternalError, PreconditionFailedError } from '../errors';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
+import { SYSTEM_NAMESPACE } from '../tenants/systemNamespace';
 import { formatTimestamp } from './timestamps';
 
 /**
@@ -16,7 +17,7 @@ import { formatTimestamp } from './timestamps';
  * One key per tenant, `email-poll-tenants/<tenant>`, holding `{"tenant","registeredAt"}`: adding a
  * tenant is a create-only write, so registrations never contend with each other and never rewrite.
  */
-export const SYSTEM_NAMESPACE = '@cairn';
+export { SYSTEM_NAMESPACE };
 const PREFIX = 'email-poll-tenants/';
 const PAGE_SIZE = 1000;
 
