@@ -16,7 +16,6 @@ import {
 import { LruMap } from '../lruMap';
 import type { KeyValueStore } from '../storage/keyValueStore';
 import {
-  channelSegment,
   checkCheckpointId,
   checkNamespace,
   checkRunId,
@@ -25,6 +24,7 @@ import {
   namespaceSegment,
 } from './identifiers';
 import { KeyScan, type ScanStart } from './keyScan';
+import { keysOf, namespaceOfRecordKey, threadKey } from './layout';
 import { canonicalOrder, encodeWritesLine, mergeWrites, type PendingWrite } from './pendingWrites';
 import {
   type ChannelVersion,
@@ -214,26 +214,6 @@ interface Snapshot {
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
-function keysOf(thread: ThreadRecord) {
-  const data = `d/${thread.threadId}/${thread.incarnation}/`;
-  return {
-    data,
-    checkpoints: `${data}c/`,
-    record: (checkpointId: string, ns: string) =>
-      `${data}c/${invertedId(checkpointId)}/${namespaceSegment(ns)}`,
-    /** `source` is a record's value source: `<producing checkpoint id>/<digest of the value>`. */
-    value: (ns: string, source: string, channel: string) => {
-      const slash = source.lastIndexOf('/');
-      const producer = source.slice(0, slash);
-      const digest = source.slice(slash + 1);
-      return `${data}v/${namespaceSegment(ns)}/${producer}/${channelSegment(channel)}/${digest}`;
-    },
-    writes: (ns: string, checkpointId: string) => `${data}w/${namespaceSegment(ns)}/${checkpointId}`,
-    namespaceMark: (ns: string) => `${data}n/${namespaceSegment(ns)}`,
-  };
-}
-
-const threadKey = (threadId: string) => `t/${threadId}`;
 
 function newThreadRecord(threadId: string, now: number): ThreadRecord {
   return {
@@ -504,7 +484,7 @@ export class ThreadStore {
       // stand for other content sent later under the same checkpoint id.
       await Promise.all([
         ...[...encoded].map(([channel, { bytes, source }]) =>
-          createOnly(store, keys.value(put.ns, source, channel), bytes),
+          storeValue(store, keys.value(put.ns, source, channel), bytes),
         ),
         newNamespace ? createOnly(store, keys.namespaceMark(put.ns), Buffer.alloc(0)) : Promise.resolve(),
       ]);
@@ -928,7 +908,12 @@ export class ThreadStore {
   ): Promise<PutResult> {
     let current = snapshot;
     let base = thread;
+    let parentSeen = false;
     for (let attempt = 0; attempt < MAX_CAS_ATTEMPTS; attempt++) {
+      if (!parentSeen && record.parent !== null && base.heads.get(record.ns)?.record.id !== record.parent) {
+        await this.checkParentStored(store, base, record);
+        parentSeen = true;
+      }
       const now = this.now();
       const next = withHead(base, record, created, now);
       const result = (head: string) => ({
@@ -960,6 +945,27 @@ export class ThreadStore {
       if (attempt > 0) await sleep(jitteredDelay(attempt));
     }
     throw tooBusy();
+  }
+
+  /**
+   * A put whose parent is not the head of the thread record it commits over (a fork, or a head that
+   * moved meanwhile) makes sure, after its own record is stored, that the parent's record still is:
+   * retention may remove checkpoints that are no head. Either the parent is still there now, and a
+   * collector that removes it later lists this put's record (stored before) and keeps the values it
+   * names; or it is gone, and the put is refused (409, its record removed) rather than committing a
+   * checkpoint whose inherited values may go. A head is never removed.
+   */
+  private async checkParentStored(
+    store: KeyValueStore,
+    thread: ThreadRecord,
+    record: CheckpointRecord,
+  ): Promise<void> {
+    const parent = record.parent as string;
+    if ((await store.head(keysOf(thread).record(parent, record.ns))) === null) {
+      throw new ConflictError(
+        `parent: thread ${thread.threadId} has no checkpoint ${parent} in namespace "${record.ns}" any more (retention removed it)`,
+      );
+    }
   }
 
   /** The parent's record: the namespace's head when it is the parent, else read. */
@@ -1198,6 +1204,22 @@ function checkRecordSize(record: CheckpointRecord, maxValueBytes: number): void 
   }
 }
 
+/**
+ * Stores a value create-only. One already stored (a retry, or bytes a refused or crashed put left)
+ * is written again with the same bytes (its key holds their digest): that gives it a new version
+ * and modification time, so that a collector that listed it as old and unreferenced, and deletes
+ * only the version it listed, leaves it; and one that deleted it already finds it stored again. So
+ * a value this put names is never one a collector is about to remove.
+ */
+async function storeValue(store: KeyValueStore, key: string, value: Buffer): Promise<void> {
+  try {
+    await store.write(key, value, { ifAbsent: true });
+  } catch (error) {
+    if (!(error instanceof PreconditionFailedError)) throw error;
+    await store.write(key, value);
+  }
+}
+
 async function createOnly(store: KeyValueStore, key: string, value: Buffer): Promise<void> {
   try {
     await store.write(key, value, { ifAbsent: true });
@@ -1212,11 +1234,6 @@ async function deleteAll(store: KeyValueStore, prefix: string): Promise<void> {
     if (page.keys.length === 0) return;
     await inBatches(page.keys, PARALLEL_READS, (key) => store.delete(key));
   }
-}
-
-/** The namespace segment of a checkpoint record key (`<prefix><inverted id>/<namespace>`). */
-function namespaceOfRecordKey(key: string, prefix: string): string | undefined {
-  return key.slice(prefix.length).split('/')[1];
 }
 
 function cacheKey(tenant: string, threadId: string): string {
