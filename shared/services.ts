@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { BlobServiceClient } from '@azure/storage-blob';
 
 import { SessionArchive } from './archive/sessionArchive';
+import { auditingOff } from './audit/auditChainCheck';
 import { type AuditLog, noAuditLog } from './audit/auditLog';
 import { Authenticator, sha256Hex } from './auth';
 import { type Config, loadConfig } from './config';
@@ -12,6 +13,10 @@ import type { EmailWindowQueue } from './coordination/emailWindowQueue';
 import { EmailPollTenantRegistry } from './coordination/tenantRegistry';
 import { plainCodec, type ValueCodec } from './crypto/valueCodec';
 import { MemoryFacts } from './memory/memory';
+import { RetentionPolicies } from './retention/policy';
+import { RetentionPruner, type RetentionStores } from './retention/prune';
+import { PruneStates } from './retention/pruneState';
+import { Verifier } from './retention/verify';
 import { TrustedSnapshotKeys } from './snapshots/trustedKeys';
 import { type SnapshotStores, WorkspaceSnapshots } from './snapshots/workspaceSnapshots';
 import { AzureEmailWindowQueue } from './storage/azure/azureEmailWindowQueue';
@@ -29,6 +34,7 @@ import type { KeyValueStoreFactory } from './storage/keyValueStore';
 import { LocalImmutableObjectStore } from './storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from './storage/local/localKeyValueStore';
 import { LocalMemoryStore } from './storage/local/localMemoryStore';
+import type { SessionIndex } from './storage/sessionIndex';
 import {
   recordingKeyValueStores,
   recordingMemoryStore,
@@ -72,6 +78,12 @@ export interface Services {
    * instance's disk while the rest of the data is shared).
    */
   readonly memory?: MemoryFacts;
+  /** Per-tenant retention overrides over the CAIRN_RETENTION_* defaults. */
+  readonly retentionPolicies: RetentionPolicies;
+  /** The retentionPrune run (the timer and the admin route), bounded by CAIRN_PRUNE_MAX_*. */
+  readonly pruner: RetentionPruner;
+  /** `cairn verify`: checks what each tenant keeps. */
+  readonly verifier: Verifier;
 }
 
 export function createServices(config: Config): Services {
@@ -98,12 +110,27 @@ export function createServices(config: Config): Services {
           createQueueServiceClient(queueService, config.storageTimeoutMs).getQueueClient(queueName),
           config.storageTimeoutMs,
         );
-  const sessionArchive = createSessionArchive(config, tenants, blobService);
+  const sessionStorage = createSessionStorage(config, tenants, blobService);
+  const sessionArchive =
+    sessionStorage === undefined
+      ? undefined
+      : new SessionArchive(sessionStorage.objects, sessionStorage.index);
   const trustedSnapshotKeys = new TrustedSnapshotKeys(config.snapshotKeys, kvStores);
   // Encryption at rest and the audit trail: plain and off until they are configured.
   const codec: ValueCodec = plainCodec;
   const audit: AuditLog = noAuditLog;
   const memory = createMemory(config, tenants, codec, audit);
+  const snapshotStores = recordingSnapshotStores(createSnapshotStores(config, blobService), tenants);
+  const retentionPolicies = new RetentionPolicies(baseKvStores, config.retention.defaults);
+  const retentionStores: RetentionStores = {
+    kvStores,
+    directory: tenants,
+    policies: retentionPolicies,
+    states: new PruneStates(baseKvStores),
+    ...(memory === undefined ? {} : { memory }),
+    ...(sessionStorage === undefined ? {} : { sessions: sessionStorage }),
+    snapshots: snapshotStores,
+  };
   return {
     config,
     version: packageVersion(),
@@ -118,12 +145,15 @@ export function createServices(config: Config): Services {
     }),
     ...(emailWindowQueue === undefined ? {} : { emailWindowQueue }),
     ...(sessionArchive === undefined ? {} : { sessionArchive }),
-    snapshots: new WorkspaceSnapshots(
-      recordingSnapshotStores(createSnapshotStores(config, blobService), tenants),
-      trustedSnapshotKeys,
-    ),
+    snapshots: new WorkspaceSnapshots(snapshotStores, trustedSnapshotKeys),
     trustedSnapshotKeys,
     ...(memory === undefined ? {} : { memory }),
+    retentionPolicies,
+    pruner: new RetentionPruner(retentionStores, {
+      maxDeletes: config.retention.maxDeletes,
+      maxMs: config.retention.maxSeconds * 1000,
+    }),
+    verifier: new Verifier({ ...retentionStores, audit: auditingOff }),
   };
 }
 
@@ -205,19 +235,22 @@ function createArchiveObjectStore(config: Config, blobService?: BlobServiceClien
   );
 }
 
-/** The session archive, or undefined when the session index has no table service (CAIRN_TABLE_ENDPOINT). */
-function createSessionArchive(
+/**
+ * The session archive's objects and index, or undefined when the session index has no table service
+ * (CAIRN_TABLE_ENDPOINT). The index records each tenant in the directory before its first session.
+ */
+function createSessionStorage(
   config: Config,
   tenants: TenantDirectory,
   blobService?: BlobServiceClient,
-): SessionArchive | undefined {
+): { objects: ImmutableObjectStore; index: SessionIndex } | undefined {
   const { tableService, tableName } = config.sessionIndex;
   if (tableService === undefined) return undefined;
   const index = new TableSessionIndex(createTableClient(tableService, tableName), config.storageTimeoutMs);
-  return new SessionArchive(
-    createArchiveObjectStore(config, blobService),
-    recordingSessionIndex(index, tenants),
-  );
+  return {
+    objects: createArchiveObjectStore(config, blobService),
+    index: recordingSessionIndex(index, tenants),
+  };
 }
 
 let services: Services | undefined;

@@ -214,7 +214,6 @@ interface Snapshot {
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
-
 function newThreadRecord(threadId: string, now: number): ThreadRecord {
   return {
     v: 1,
