@@ -66,6 +66,8 @@ export class SessionArchive {
   constructor(
     private readonly objects: ImmutableObjectStore,
     private readonly index: SessionIndex,
+    /** The clock of `createdAt` and the index's `updatedAt` (tests move it). */
+    private readonly now: () => Date = () => new Date(),
   ) {}
 
   /** Stores one block or tail. Idempotent: the same bytes again are `created: false`. */
@@ -129,7 +131,7 @@ export class SessionArchive {
       const verified = parentManifest === null ? new Map<string, number>() : verifiedBlocks(parentManifest);
       const missing = await this.findMissingObjects(sessionId, checkpointId, request.files, verified);
       if (missing.count > 0) throw new MissingObjectsError(missing.keys, missing.count);
-      const fresh: Manifest = { ...request, createdAt: new Date().toISOString() };
+      const fresh: Manifest = { ...request, createdAt: this.now().toISOString() };
       const { created } = await this.objects
         .put(manifestKey, serializeManifest(fresh))
         .catch(async (error: unknown) => {
@@ -335,7 +337,7 @@ export class SessionArchive {
       return {
         id: sessionId,
         checkpointId: manifest.checkpointId,
-        updatedAt: new Date().toISOString(),
+        updatedAt: this.now().toISOString(),
         data: manifest.data,
       };
     });

@@ -42,6 +42,11 @@ import {
 
 /** Nothing younger than this is collected: the hour the instances vouch by (less their margin). */
 export const GRACE_MS = 60 * 60 * 1000;
+/**
+ * Times compared across clocks (the storage's modification times, to the second on Blob, against
+ * this instance's clock) are given this much slack, in the direction that does more work.
+ */
+export const CLOCK_MARGIN_MS = 5000;
 /** How often a tenant gets a full pass. */
 export const FULL_PASS_EVERY_MS = 24 * 60 * 60 * 1000;
 /** Tenants pruned at once. */
@@ -67,6 +72,8 @@ export interface PrunerOptions {
   /** Tests shorten it; production keeps {@link GRACE_MS}. */
   readonly graceMs?: number;
   readonly fullPassEveryMs?: number;
+  /** Slack for clocks and the storage's time resolution (default {@link CLOCK_MARGIN_MS}). */
+  readonly clockMarginMs?: number;
   /** Wall clock (ms); compared with the storage's times. */
   readonly now?: () => number;
 }
@@ -200,7 +207,10 @@ export class RetentionPruner {
           now,
           budget,
           counts,
-          unchangedBefore: full || previous === null ? null : previous - this.graceMs,
+          unchangedBefore:
+            full || previous === null
+              ? null
+              : previous - this.graceMs - (this.options.clockMarginMs ?? CLOCK_MARGIN_MS),
           full,
           after: cursor === null || cursor.after === '' ? null : cursor.after,
           intents: current.threadIntents,
