@@ -9,6 +9,7 @@ import type { PruneReport, TenantPruneReport } from '../../shared/retention/prun
 import { parseDataKey } from '../../shared/threads/layout';
 import { ThreadStore } from '../../shared/threads/threadStore';
 import { azurite } from '../support/azurite';
+import { allItems, fileBytes, publishFile, put, putLine, restored } from '../support/retentionSeed';
 import {
   type Backend,
   createRetentionWorld,
@@ -16,7 +17,6 @@ import {
   RequestCounter,
   type RetentionWorld,
 } from '../support/retentionWorld';
-import { allItems, fileBytes, publishFile, put, putLine, restored } from '../support/retentionSeed';
 import { buildSnapshot, newKeyPair } from '../unit/snapshotTestKit';
 
 /**
