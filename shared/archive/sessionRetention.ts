@@ -200,7 +200,10 @@ export interface SessionContents {
   readonly manifests: Map<string, Manifest | null>;
   /** The chain from `latest` back, as far as manifests are stored. */
   readonly chain: string[];
-  /** The manifests kept: the chain, those published onto `latest`, and those younger than the grace. */
+  /**
+   * The manifests kept: the chain, those published onto `latest`, and those younger than the grace;
+   * every manifest when `latest` names one that is not stored.
+   */
   readonly kept: Set<string>;
 }
 
@@ -241,7 +244,14 @@ export async function readSession(
     id = manifests.get(id)?.parent ?? null;
   }
   const kept = new Set(chain);
+  // `latest` names a manifest that is not stored (damage): what is kept cannot be known, so every
+  // manifest counts as kept and nothing of the session is collected.
+  const dangling = live !== null && !manifests.has(live);
   for (const [id, manifest] of manifests) {
+    if (dangling) {
+      kept.add(id);
+      continue;
+    }
     const stored = listed.get(`checkpoints/${id}`);
     const young = stored !== undefined && stored.storedAt.getTime() >= youngSince;
     // Unreadable manifests are kept: what they reference cannot be known.

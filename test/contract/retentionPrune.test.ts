@@ -327,6 +327,13 @@ describe.each<Backend>(['local', 'blob'])('retention prune on the %s backend', (
     });
   });
 
+  it('collects nothing of a session whose latest names a manifest that is not stored (damage is left for a human)', async () => {
+    await publishFile(world.archive, T, 's', 'c1', null, fileBytes(70_000, 'one'));
+    await world.sessionObjects.swapPointer('s/latest', 'c1', 'c9');
+    expect(only(await world.pruner({ fullPassEveryMs: 0 }).run(silent)).objectsDeleted).toBe(0);
+    expect(await restored(world.archive, T, 's', 'c1')).toEqual(fileBytes(70_000, 'one'));
+  });
+
   it('a second run right after a complete one reads no thread: one listing of the thread records', async () => {
     for (let index = 0; index < 5; index++) await putLine(world.threads, T, `t${index}`, 3);
     await world.policies.set(T, { keepCheckpoints: 1 });
