@@ -10,6 +10,7 @@ import './memory';
 import './migrations';
 import './notFound';
 import './openapi';
+import './retention';
 import './sessions';
 import './snapshots';
 import './threads';

@@ -14,6 +14,7 @@ import { keygenCommand } from './keygenCommand';
 import { migrateCommand } from './migrateCommand';
 import { personaCommand } from './personaCommand';
 import { snapshotCommand } from './snapshotCommand';
+import { verifyCommand } from './verifyCommand';
 
 /**
  * The `cairn` command: tools that call a Cairn service over HTTP (and `keygen`, which makes a
@@ -28,6 +29,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   migrate: migrateCommand,
   persona: personaCommand,
   snapshot: snapshotCommand,
+  verify: verifyCommand,
 };
 
 export const USAGE = `usage:
@@ -42,7 +44,7 @@ environment:
 
 exit codes:
   0  success
-  1  failure, or problems found (a report with errors; for migrate: the migration failed or its report has errors; for snapshot verify: the snapshot is damaged)
+  1  failure, or problems found (a report with errors; for migrate: the migration failed or its report has errors; for snapshot verify: the snapshot is damaged; for verify: a finding, an orphan prune would delete, or a broken audit chain)
   2  usage error: bad or missing arguments or settings`;
 
 interface Streams {

@@ -33,6 +33,9 @@ export const KEEP_EVERYTHING: RetentionPolicy = {
   interactionDays: null,
 };
 
+/** A policy body: five fields at most. */
+export const MAX_POLICY_BODY_BYTES = 4 * 1024;
+
 /** Ten years: a longer time to live is a mistake, not a policy. */
 export const MAX_TTL_SECONDS = 315_360_000;
 export const MAX_KEEP_CHECKPOINTS = 100_000;
