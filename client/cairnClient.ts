@@ -5,6 +5,7 @@ import { EncryptionClient } from './encryptionClient';
 import { KeyValueClient } from './keyValueClient';
 import { MemoryClient } from './memoryClient';
 import { MigrationsClient } from './migrationsClient';
+import { RetentionClient } from './retentionClient';
 import { SnapshotsClient } from './snapshotsClient';
 import { ThreadsClient } from './threadsClient';
 import { nodeHttpSender, readJson, Transport } from './transport';
@@ -38,6 +39,8 @@ export class CairnClient {
   readonly memory: MemoryClient;
   /** Local-to-blob migrations (admin). */
   readonly migrations: MigrationsClient;
+  /** Retention policies, prune now, verify and the tenant directory (admin). */
+  readonly retention: RetentionClient;
   /** Threads of delta checkpoints, pending writes, rewinds and runs that hold a thread. */
   readonly threads: ThreadsClient;
   /** Signed workspace snapshots: save, load and verify folders; parts, publish, list, delete, trusted keys. */
@@ -57,6 +60,7 @@ export class CairnClient {
     this.coordination = new CoordinationClient(this.transport);
     this.memory = new MemoryClient(this.transport);
     this.migrations = new MigrationsClient(this.transport);
+    this.retention = new RetentionClient(this.transport);
     this.threads = new ThreadsClient(this.transport);
     // Its own transport on the same sockets too, so that a save's report counts its own requests.
     this.snapshots = new SnapshotsClient(shared);

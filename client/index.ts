@@ -59,6 +59,19 @@ export type {
   WaitOptions,
 } from './migrationsClient';
 export { MigrationsClient } from './migrationsClient';
+export type {
+  DirectoryTenant,
+  PruneReport,
+  RetentionOverride,
+  RetentionPolicy,
+  RetentionPolicyView,
+  ServiceVerifyReport,
+  TenantPruneReport,
+  TenantVerifyReport,
+  VerifyFinding,
+  VerifyOrphan,
+} from './retentionClient';
+export { RetentionClient } from './retentionClient';
 export { MissingPartsError, StaleParentError } from './snapshots/errors';
 export type { LoadOptions, LoadReport } from './snapshots/load';
 export type { SaveOptions, SaveProgress, SaveReport } from './snapshots/save';

@@ -14,6 +14,7 @@ import './migrations';
 import './notFound';
 import './openapi';
 import './rewrap';
+import './retention';
 import './sessions';
 import './snapshots';
 import './threads';

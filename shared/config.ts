@@ -7,6 +7,13 @@ import { z } from 'zod';
 import { parsePrivateKey } from './audit/headSignature';
 import { type EncryptionKey, parseEncryptionKeys } from './crypto/encryptionKeys';
 import { ConfigurationError } from './errors';
+import {
+  KEEP_EVERYTHING,
+  MAX_INTERACTION_DAYS,
+  MAX_KEEP_CHECKPOINTS,
+  MAX_TTL_SECONDS,
+  type RetentionPolicy,
+} from './retention/policy';
 import { publicKeyFromBase64, publicKeyToBase64 } from './snapshots/signatures';
 
 /**
@@ -124,6 +131,38 @@ export const SETTINGS = {
     description:
       'Name of the table of memory facts on CAIRN_TABLE_ENDPOINT (default cairnmemory; 3-63 letters and digits, starting with a letter; created when missing). Without CAIRN_TABLE_ENDPOINT the local backend keeps facts under CAIRN_DATA_DIR and the Blob backend answers the memory routes with 500.',
   },
+  CAIRN_PRUNE_SCHEDULE: {
+    description:
+      'NCRONTAB schedule (six fields, seconds first) of the retentionPrune timer (default 0 0 * * * *: every hour, on the hour).',
+  },
+  CAIRN_PRUNE_MAX_SECONDS: {
+    description:
+      'How long one prune run works before it stops and leaves the rest to the next run (default 120, at most 3600; keep it well under the Functions timeout).',
+  },
+  CAIRN_PRUNE_MAX_DELETES: {
+    description:
+      'How many deletions one prune run attempts at most before it stops and leaves the rest to the next run (default 50000).',
+  },
+  CAIRN_RETENTION_THREAD_TTL_SECONDS: {
+    description:
+      'Default retention: delete threads whose last change is at least this many seconds old. Unset: keep threads. An admin can override it per tenant.',
+  },
+  CAIRN_RETENTION_KEEP_CHECKPOINTS: {
+    description:
+      "Default retention: keep each thread namespace's head and its n - 1 ancestors; older checkpoints and abandoned branches go. Unset: keep every checkpoint.",
+  },
+  CAIRN_RETENTION_DROP_BRANCHES: {
+    description:
+      'Default retention: true/1/yes deletes the branches rewinds leave behind (checkpoints on no head chain). Default false.',
+  },
+  CAIRN_RETENTION_SESSION_TTL_SECONDS: {
+    description:
+      'Default retention: delete archive sessions whose latest checkpoint was published at least this many seconds ago. Unset: keep sessions.',
+  },
+  CAIRN_RETENTION_INTERACTION_DAYS: {
+    description:
+      'Default retention: keep the interaction log of the last n UTC days (today included). Unset: keep every day.',
+  },
 } as const satisfies Record<string, SettingDoc>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -206,6 +245,48 @@ export interface Config {
   readonly memory: MemoryConfig;
   readonly encryption: EncryptionConfig;
   readonly audit: AuditConfig;
+  readonly retention: RetentionConfig;
+}
+
+/** The retention policy defaults and the retentionPrune timer's schedule and budget. */
+export interface RetentionConfig {
+  readonly defaults: RetentionPolicy;
+  /** NCRONTAB, six fields. */
+  readonly schedule: string;
+  readonly maxSeconds: number;
+  readonly maxDeletes: number;
+}
+
+export const DEFAULT_PRUNE_SCHEDULE = '0 0 * * * *';
+
+function retentionFrom(env: Env): RetentionConfig {
+  const optionalWhole = (name: SettingName, max: number) =>
+    parse(name, positiveInt(max).optional(), read(env, name)) ?? null;
+  const dropBranches = read(env, 'CAIRN_RETENTION_DROP_BRANCHES');
+  if (dropBranches !== undefined && !/^(true|false|1|0|yes|no)$/i.test(dropBranches)) {
+    throw new ConfigurationError('CAIRN_RETENTION_DROP_BRANCHES', 'must be true or false');
+  }
+  return {
+    defaults: {
+      ...KEEP_EVERYTHING,
+      threadTtlSeconds: optionalWhole('CAIRN_RETENTION_THREAD_TTL_SECONDS', MAX_TTL_SECONDS),
+      keepCheckpoints: optionalWhole('CAIRN_RETENTION_KEEP_CHECKPOINTS', MAX_KEEP_CHECKPOINTS),
+      dropBranches: dropBranches !== undefined && TRUE_VALUES.has(dropBranches.toLowerCase()),
+      sessionTtlSeconds: optionalWhole('CAIRN_RETENTION_SESSION_TTL_SECONDS', MAX_TTL_SECONDS),
+      interactionDays: optionalWhole('CAIRN_RETENTION_INTERACTION_DAYS', MAX_INTERACTION_DAYS),
+    },
+    schedule: pruneScheduleFrom(env),
+    maxSeconds: parse(
+      'CAIRN_PRUNE_MAX_SECONDS',
+      positiveInt(3600).default(120),
+      read(env, 'CAIRN_PRUNE_MAX_SECONDS'),
+    ),
+    maxDeletes: parse(
+      'CAIRN_PRUNE_MAX_DELETES',
+      positiveInt(10_000_000).default(50_000),
+      read(env, 'CAIRN_PRUNE_MAX_DELETES'),
+    ),
+  };
 }
 
 /** Where memory facts live: a table when the table service is configured. */
@@ -371,13 +452,26 @@ function storageServiceFrom(env: Env, endpoint: string): StorageServiceConfig {
   };
 }
 
-/** A timer's NCRONTAB schedule from `name`, or `fallback`; ConfigurationError naming it when invalid. */
-function scheduleFrom(env: Env, name: SettingName, fallback: string): string {
+/**
+ * The emailWindowPoll schedule. Exported because the timer registration needs it at load time: the
+ * schedule is passed as a value, not as `%CAIRN_EMAIL_POLL_SCHEDULE%`, so that the default applies
+ * on the Functions host too (the host has no defaults for `%SETTING%` references).
+ */
+export function emailPollScheduleFrom(env: Env = process.env): string {
+  return scheduleFrom(env, 'CAIRN_EMAIL_POLL_SCHEDULE', DEFAULT_EMAIL_POLL_SCHEDULE, '0 */1 * * * *');
+}
+
+/** The retentionPrune schedule, read at registration time as {@link emailPollScheduleFrom} is. */
+export function pruneScheduleFrom(env: Env = process.env): string {
+  return scheduleFrom(env, 'CAIRN_PRUNE_SCHEDULE', DEFAULT_PRUNE_SCHEDULE, DEFAULT_PRUNE_SCHEDULE);
+}
+
+function scheduleFrom(env: Env, name: SettingName, fallback: string, example: string): string {
   const schedule = (read(env, name) ?? fallback).replace(/\s+/g, ' ');
   if (schedule.split(' ').length !== 6) {
     throw new ConfigurationError(
       name,
-      'must be an NCRONTAB expression of six fields, seconds first (e.g. "0 */1 * * * *")',
+      `must be an NCRONTAB expression of six fields, seconds first (e.g. "${example}")`,
     );
   }
   try {
@@ -391,20 +485,16 @@ function scheduleFrom(env: Env, name: SettingName, fallback: string): string {
   return schedule;
 }
 
-/**
- * The emailWindowPoll schedule. Exported because the timer registration needs it at load time: the
- * schedule is passed as a value, not as `%CAIRN_EMAIL_POLL_SCHEDULE%`, so that the default applies
- * on the Functions host too (the host has no defaults for `%SETTING%` references).
- */
-export function emailPollScheduleFrom(env: Env = process.env): string {
-  return scheduleFrom(env, 'CAIRN_EMAIL_POLL_SCHEDULE', DEFAULT_EMAIL_POLL_SCHEDULE);
-}
-
 export const DEFAULT_AUDIT_SIGN_SCHEDULE = '0 */5 * * * *';
 
 /** The auditHeadSign schedule, passed as a value at registration like the email poll's. */
 export function auditSignScheduleFrom(env: Env = process.env): string {
-  return scheduleFrom(env, 'CAIRN_AUDIT_SIGN_SCHEDULE', DEFAULT_AUDIT_SIGN_SCHEDULE);
+  return scheduleFrom(
+    env,
+    'CAIRN_AUDIT_SIGN_SCHEDULE',
+    DEFAULT_AUDIT_SIGN_SCHEDULE,
+    DEFAULT_AUDIT_SIGN_SCHEDULE,
+  );
 }
 
 function encryptionFrom(env: Env): EncryptionConfig {
@@ -536,6 +626,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const memory = memoryFrom(env, sessionIndex);
   const encryption = encryptionFrom(env);
   const audit = auditFrom(env, sessionIndex);
+  const retention = retentionFrom(env);
   return {
     backend,
     dataDir,
@@ -550,6 +641,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     memory,
     encryption,
     audit,
+    retention,
   };
 }
 

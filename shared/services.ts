@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { BlobServiceClient } from '@azure/storage-blob';
 
 import { SessionArchive } from './archive/sessionArchive';
+import { type AuditChainCheck, auditingOff } from './audit/auditChainCheck';
 import type { AuditLog } from './audit/auditLog';
 import { AuditTrail } from './audit/auditTrail';
 import { noTransactionalAuditLog, type TransactionalAuditLog } from './audit/pending';
@@ -19,6 +20,10 @@ import { SealingKeyValueStoreFactory } from './crypto/sealedKeyValueStore';
 import type { ValueCodec } from './crypto/valueCodec';
 import { processLogger } from './logging';
 import { MemoryFacts } from './memory/memory';
+import { RetentionPolicies } from './retention/policy';
+import { RetentionPruner, type RetentionStores } from './retention/prune';
+import { PruneStates } from './retention/pruneState';
+import { Verifier } from './retention/verify';
 import { TrustedSnapshotKeys } from './snapshots/trustedKeys';
 import { type SnapshotStores, WorkspaceSnapshots } from './snapshots/workspaceSnapshots';
 import { AzureEmailWindowQueue } from './storage/azure/azureEmailWindowQueue';
@@ -33,10 +38,18 @@ import { TableSessionIndex } from './storage/azure/sessionIndexTable';
 import { TableAuditStore } from './storage/azure/tableAuditStore';
 import { TableMemoryStore } from './storage/azure/tableMemoryStore';
 import type { ImmutableObjectStore } from './storage/immutableObjectStore';
-import type { KeyValueStoreFactory } from './storage/keyValueStore';
+import type { KeyValueStore, KeyValueStoreFactory } from './storage/keyValueStore';
 import { LocalImmutableObjectStore } from './storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from './storage/local/localKeyValueStore';
 import { LocalMemoryStore } from './storage/local/localMemoryStore';
+import type { SessionIndex } from './storage/sessionIndex';
+import {
+  recordingKeyValueStores,
+  recordingMemoryStore,
+  recordingSessionIndex,
+  recordingSnapshotStores,
+} from './tenants/recordingStores';
+import { TenantDirectory } from './tenants/tenantDirectory';
 import { SealedThreadSpace } from './threads/sealedThreadSpace';
 import { threadRewrapTarget } from './threads/threadRewrap';
 import { ThreadStore } from './threads/threadStore';
@@ -49,7 +62,10 @@ import { ThreadStore } from './threads/threadStore';
 export interface Services {
   readonly config: Config;
   readonly version: string;
+  /** Every tenant's key/value and thread spaces; writes record the tenant in `tenants` first. */
   readonly kvStores: KeyValueStoreFactory;
+  /** Every tenant that stored anything, by domain (retention and verify walk it). */
+  readonly tenants: TenantDirectory;
   readonly authenticator: Authenticator;
   /** The tenants the emailWindowPoll timer serves (kept in the key/value store). */
   readonly emailPollRegistry: EmailPollTenantRegistry;
@@ -88,7 +104,16 @@ export interface Services {
   readonly audit: TransactionalAuditLog;
   /** The audit trail itself (reads, verify, signed heads, repair); undefined when auditing is off. */
   readonly auditTrail?: AuditTrail;
+  /** Per-tenant retention overrides over the CAIRN_RETENTION_* defaults. */
+  readonly retentionPolicies: RetentionPolicies;
+  /** The retentionPrune run (the timer and the admin route), bounded by CAIRN_PRUNE_MAX_*. */
+  readonly pruner: RetentionPruner;
+  /** `cairn verify`: checks what each tenant keeps. */
+  readonly verifier: Verifier;
 }
+
+/** The actor of what the retentionPrune run does, in the audit trail. */
+const RETENTION_ACTOR = 'retention';
 
 export function createServices(config: Config): Services {
   const { backend } = config;
@@ -98,16 +123,27 @@ export function createServices(config: Config): Services {
     backend.kind === 'blob' && blobService !== undefined
       ? new BlobKeyValueStoreFactory(blobService, backend.container, maxValueBytes, config.storageTimeoutMs)
       : new LocalKeyValueStoreFactory(config.dataDir, maxValueBytes);
-  /** The backend as it stores bytes: no value sealed on the way. */
-  const rawKv = kvFactory(config.maxValueBytes);
-  const encryption = new Encryption({ keys: config.encryption.keys, kvStores: rawKv });
+  /** The backend as it stores bytes: no value sealed on the way, no tenant recorded. */
+  const baseKv = kvFactory(config.maxValueBytes);
+  // The directory itself lives in the system namespace, which is never a tenant: not recorded.
+  const tenants = new TenantDirectory(baseKv);
+  /** The backend, recording each tenant in the directory before its first write. */
+  const rawKv = recordingKeyValueStores(baseKv, tenants);
+  const encryption = new Encryption({ keys: config.encryption.keys, kvStores: baseKv });
   const codec = encryption.codec;
   const { kvTenants } = config.encryption;
   const sealsSomeKv = encryption.enabled && (kvTenants === '*' || kvTenants.size > 0);
   // Sealed key/value values carry a fixed overhead: their store takes values that much larger,
   // so that a value of the limit still fits once sealed (the sealed store checks the plain limit).
-  const roomyKv = sealsSomeKv ? kvFactory(config.maxValueBytes + SEAL_OVERHEAD) : rawKv;
+  const roomyKv = sealsSomeKv
+    ? recordingKeyValueStores(kvFactory(config.maxValueBytes + SEAL_OVERHEAD), tenants)
+    : rawKv;
   const kvStores = sealsSomeKv ? new SealingKeyValueStoreFactory(rawKv, roomyKv, codec, kvTenants) : rawKv;
+  /** A tenant's thread space as the thread store and retention read it: sealed when keys are set. */
+  const threadSpaceOf = (tenant: string): KeyValueStore => {
+    const space = rawKv.forSpace('threads', tenant);
+    return encryption.enabled ? new SealedThreadSpace(space, tenant, codec) : space;
+  };
   const { queueService, queueName } = config.emailPoll;
   const emailWindowQueue =
     queueService === undefined
@@ -118,14 +154,15 @@ export function createServices(config: Config): Services {
         );
   const auditTrail = createAuditTrail(config);
   const audit = auditTrail ?? noTransactionalAuditLog;
-  const sessionArchive = createSessionArchive(config, blobService, audit);
+  const sessionStorage = createSessionStorage(config, tenants, blobService);
+  const sessionArchive =
+    sessionStorage === undefined
+      ? undefined
+      : new SessionArchive(sessionStorage.objects, sessionStorage.index, audit);
   const trustedSnapshotKeys = new TrustedSnapshotKeys(config.snapshotKeys, kvStores);
-  const memory = createMemory(config, codec, audit);
+  const memory = createMemory(config, tenants, codec, audit);
   const threads = new ThreadStore({
-    storeOf: (tenant) => {
-      const space = rawKv.forSpace('threads', tenant);
-      return encryption.enabled ? new SealedThreadSpace(space, tenant, codec) : space;
-    },
+    storeOf: threadSpaceOf,
     maxValueBytes: rawKv.maxValueBytes - (encryption.enabled ? SEAL_OVERHEAD : 0),
     sealed: encryption.enabled,
     audit,
@@ -140,10 +177,26 @@ export function createServices(config: Config): Services {
         }),
   });
   const rewrapTargets = [threadRewrapTarget(rawKv, codec), keyValueRewrapTarget(roomyKv, codec, kvTenants)];
+  const snapshotStores = recordingSnapshotStores(createSnapshotStores(config, blobService), tenants);
+  const retentionPolicies = new RetentionPolicies(baseKv, config.retention.defaults);
+  const retentionStores: RetentionStores = {
+    kvStores,
+    threadSpaceOf,
+    threadsSealed: encryption.enabled,
+    deleteThreadRecord: (tenant, threadId, record, etag) =>
+      threads.deleteThreadRecord(tenant, threadId, record, etag, RETENTION_ACTOR),
+    directory: tenants,
+    policies: retentionPolicies,
+    states: new PruneStates(baseKv),
+    ...(memory === undefined ? {} : { memory }),
+    ...(sessionStorage === undefined ? {} : { sessions: sessionStorage }),
+    snapshots: snapshotStores,
+  };
   return {
     config,
     version: packageVersion(),
     kvStores,
+    tenants,
     authenticator: new Authenticator(config.apiKeys, config.entra),
     emailPollRegistry: new EmailPollTenantRegistry(kvStores),
     chatCursorCache: new ChatCursorCache(),
@@ -155,9 +208,15 @@ export function createServices(config: Config): Services {
     ...(auditTrail === undefined ? {} : { auditTrail }),
     ...(emailWindowQueue === undefined ? {} : { emailWindowQueue }),
     ...(sessionArchive === undefined ? {} : { sessionArchive }),
-    snapshots: new WorkspaceSnapshots(createSnapshotStores(config, blobService), trustedSnapshotKeys),
+    snapshots: new WorkspaceSnapshots(snapshotStores, trustedSnapshotKeys),
     trustedSnapshotKeys,
     ...(memory === undefined ? {} : { memory }),
+    retentionPolicies,
+    pruner: new RetentionPruner(retentionStores, {
+      maxDeletes: config.retention.maxDeletes,
+      maxMs: config.retention.maxSeconds * 1000,
+    }),
+    verifier: new Verifier({ ...retentionStores, audit: auditChainCheckOf(auditTrail) }),
   };
 }
 
@@ -197,14 +256,20 @@ function createSnapshotStores(config: Config, blobService?: BlobServiceClient): 
 }
 
 /** Memory facts on the table service when there is one, else locally on the local backend. */
-function createMemory(config: Config, codec: ValueCodec, audit: AuditLog): MemoryFacts | undefined {
+function createMemory(
+  config: Config,
+  tenants: TenantDirectory,
+  codec: ValueCodec,
+  audit: AuditLog,
+): MemoryFacts | undefined {
   const { tableService, tableName } = config.memory;
   if (tableService !== undefined) {
     const store = new TableMemoryStore(createTableClient(tableService, tableName), config.storageTimeoutMs);
-    return new MemoryFacts({ store, codec, audit });
+    return new MemoryFacts({ store: recordingMemoryStore(store, tenants), codec, audit });
   }
   if (config.backend.kind === 'local') {
-    return new MemoryFacts({ store: new LocalMemoryStore(config.dataDir), codec, audit });
+    const store = new LocalMemoryStore(config.dataDir);
+    return new MemoryFacts({ store: recordingMemoryStore(store, tenants), codec, audit });
   }
   return undefined;
 }
@@ -233,16 +298,22 @@ function createArchiveObjectStore(config: Config, blobService?: BlobServiceClien
   );
 }
 
-/** The session archive, or undefined when the session index has no table service (CAIRN_TABLE_ENDPOINT). */
-function createSessionArchive(
+/**
+ * The session archive's objects and index, or undefined when the session index has no table service
+ * (CAIRN_TABLE_ENDPOINT). The index records each tenant in the directory before its first session.
+ */
+function createSessionStorage(
   config: Config,
-  blobService: BlobServiceClient | undefined,
-  audit: TransactionalAuditLog,
-): SessionArchive | undefined {
+  tenants: TenantDirectory,
+  blobService?: BlobServiceClient,
+): { objects: ImmutableObjectStore; index: SessionIndex } | undefined {
   const { tableService, tableName } = config.sessionIndex;
   if (tableService === undefined) return undefined;
   const index = new TableSessionIndex(createTableClient(tableService, tableName), config.storageTimeoutMs);
-  return new SessionArchive(createArchiveObjectStore(config, blobService), index, audit);
+  return {
+    objects: createArchiveObjectStore(config, blobService),
+    index: recordingSessionIndex(index, tenants),
+  };
 }
 
 /**
@@ -262,6 +333,19 @@ function createAuditTrail(config: Config): AuditTrail | undefined {
     log: processLogger(config.logLevel).child({ component: 'audit' }),
     repairGraceMs: 6 * config.storageTimeoutMs + 30_000,
   });
+}
+
+/** `cairn verify`'s check of a tenant's audit chain: the trail's own verify, or not checked when off. */
+function auditChainCheckOf(trail: AuditTrail | undefined): AuditChainCheck {
+  if (trail === undefined) return auditingOff;
+  return {
+    check: async (tenant) => {
+      const { ok, records, firstBroken } = await trail.verify(tenant);
+      return ok || firstBroken === null
+        ? { status: 'ok', records }
+        : { status: 'broken', records, firstBroken };
+    },
+  };
 }
 
 let services: Services | undefined;

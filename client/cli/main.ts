@@ -16,6 +16,7 @@ import { migrateCommand } from './migrateCommand';
 import { personaCommand } from './personaCommand';
 import { rewrapCommand } from './rewrapCommand';
 import { snapshotCommand } from './snapshotCommand';
+import { verifyCommand } from './verifyCommand';
 
 /**
  * The `cairn` command: tools that call a Cairn service over HTTP (and `keygen`, which makes a
@@ -32,6 +33,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   persona: personaCommand,
   rewrap: rewrapCommand,
   snapshot: snapshotCommand,
+  verify: verifyCommand,
 };
 
 export const USAGE = `usage:
@@ -48,7 +50,8 @@ exit codes:
   0  success
   1  failure, or problems found (a report with errors; for migrate: the migration failed or its report has errors;
      for snapshot verify: the snapshot is damaged; for rewrap: values remain sealed with a key other than the first;
-     for audit verify: the trail or a signed head does not verify, or no head is signed by the key)
+     for audit verify: the trail or a signed head does not verify, or no head is signed by the key;
+     for verify: a finding, an orphan prune would delete, or a broken audit chain)
   2  usage error: bad or missing arguments or settings`;
 
 interface Streams {

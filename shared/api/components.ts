@@ -2,6 +2,12 @@ import { BLOCK_BYTES, MAX_DATA_BYTES, MAX_FILES_PER_CHECKPOINT } from '../archiv
 import { MAX_KEY_BYTES } from '../keys';
 import { MAX_FACT_KEY_BYTES, MAX_NAMESPACE_BYTES, MAX_NAMESPACE_SEGMENTS } from '../memory/facts';
 import { MAX_FILTER_FIELDS } from '../memory/valueFilter';
+import {
+  MAX_INTERACTION_DAYS,
+  MAX_KEEP_CHECKPOINTS,
+  MAX_TTL_SECONDS,
+  POLICY_RULES,
+} from '../retention/policy';
 import { PART_BYTES } from '../snapshots/identifiers';
 import { MAX_MANIFEST_BYTES } from '../snapshots/manifest';
 import { SIGNATURE_BYTES } from '../snapshots/signatures';
@@ -936,6 +942,247 @@ const schemas: Record<string, Schema> = {
         maxItems: MAX_RUNTIME_KEYS,
         items: schemaRef('SnapshotPublicKey'),
         description: 'Set by an admin at run time.',
+      },
+    },
+  },
+  RetentionPolicy: {
+    type: 'object',
+    description: 'How long data is kept; applied only when prune runs. null: keep everything of that kind.',
+    required: ['threadTtlSeconds', 'keepCheckpoints', 'dropBranches', 'sessionTtlSeconds', 'interactionDays'],
+    additionalProperties: false,
+    properties: {
+      threadTtlSeconds: {
+        type: ['integer', 'null'],
+        minimum: 1,
+        maximum: MAX_TTL_SECONDS,
+        description: 'Delete threads whose last change is at least this many seconds old.',
+      },
+      keepCheckpoints: {
+        type: ['integer', 'null'],
+        minimum: 1,
+        maximum: MAX_KEEP_CHECKPOINTS,
+        description:
+          "Keep each namespace's head and its n - 1 ancestors; older checkpoints and abandoned branches go.",
+      },
+      dropBranches: {
+        type: 'boolean',
+        description: 'Delete the branches rewinds left behind (checkpoints on no head chain).',
+      },
+      sessionTtlSeconds: {
+        type: ['integer', 'null'],
+        minimum: 1,
+        maximum: MAX_TTL_SECONDS,
+        description: 'Delete archive sessions whose latest checkpoint was published at least this long ago.',
+      },
+      interactionDays: {
+        type: ['integer', 'null'],
+        minimum: 1,
+        maximum: MAX_INTERACTION_DAYS,
+        description: 'Keep the interaction log of the last n UTC days, today included.',
+      },
+    },
+  },
+  RetentionPolicyOverride: {
+    type: 'object',
+    description: `A tenant's override: each field given replaces the default; null keeps everything of that kind. Fields: threadTtlSeconds ${POLICY_RULES.threadTtlSeconds}; keepCheckpoints ${POLICY_RULES.keepCheckpoints}; dropBranches ${POLICY_RULES.dropBranches}; sessionTtlSeconds ${POLICY_RULES.sessionTtlSeconds}; interactionDays ${POLICY_RULES.interactionDays}.`,
+    additionalProperties: false,
+    properties: {
+      threadTtlSeconds: { type: ['integer', 'null'], minimum: 1, maximum: MAX_TTL_SECONDS },
+      keepCheckpoints: { type: ['integer', 'null'], minimum: 1, maximum: MAX_KEEP_CHECKPOINTS },
+      dropBranches: { type: 'boolean' },
+      sessionTtlSeconds: { type: ['integer', 'null'], minimum: 1, maximum: MAX_TTL_SECONDS },
+      interactionDays: { type: ['integer', 'null'], minimum: 1, maximum: MAX_INTERACTION_DAYS },
+    },
+  },
+  RetentionPolicyView: {
+    type: 'object',
+    required: ['tenant', 'override', 'defaults', 'effective'],
+    additionalProperties: false,
+    properties: {
+      tenant: schemaRef('TenantId'),
+      override: {
+        oneOf: [schemaRef('RetentionPolicyOverride'), { type: 'null' }],
+        description: "The tenant's override, or null when it has none.",
+      },
+      defaults: { ...schemaRef('RetentionPolicy'), description: 'From the CAIRN_RETENTION_* settings.' },
+      effective: { ...schemaRef('RetentionPolicy'), description: 'What prune applies to the tenant.' },
+    },
+  },
+  TenantPruneReport: {
+    type: 'object',
+    required: [
+      'tenant',
+      'threadsDeleted',
+      'threadsBusy',
+      'checkpointsDeleted',
+      'memoryItemsDeleted',
+      'sessionsDeleted',
+      'objectsDeleted',
+      'bytesFreed',
+      'more',
+      'left',
+    ],
+    additionalProperties: false,
+    properties: {
+      tenant: schemaRef('TenantId'),
+      threadsDeleted: {
+        type: 'integer',
+        minimum: 0,
+        description: 'Threads past their time to live, deleted with all their data.',
+      },
+      threadsBusy: {
+        type: 'integer',
+        minimum: 0,
+        description: 'Threads the policy would have deleted or pruned, skipped because a live run held them.',
+      },
+      checkpointsDeleted: {
+        type: 'integer',
+        minimum: 0,
+        description: 'Checkpoints removed from threads that were kept.',
+      },
+      memoryItemsDeleted: { type: 'integer', minimum: 0, description: 'Expired memory facts removed.' },
+      sessionsDeleted: { type: 'integer', minimum: 0, description: 'Archive sessions deleted.' },
+      objectsDeleted: {
+        type: 'integer',
+        minimum: 0,
+        description:
+          'Stored objects removed (records, values, pending writes, archive objects, snapshot parts, log days), each counted by the run that removed it.',
+      },
+      bytesFreed: { type: 'integer', minimum: 0 },
+      more: { type: 'boolean', description: 'Work is left for the next run.' },
+      left: {
+        type: 'array',
+        items: { enum: ['threads', 'sessions', 'snapshots', 'memory', 'interactions'] },
+        description: 'The parts with work left.',
+      },
+      error: { type: 'string', description: 'What failed (the rest of the run went on).' },
+    },
+  },
+  PruneReport: {
+    type: 'object',
+    required: ['startedAt', 'tenants', 'complete'],
+    additionalProperties: false,
+    properties: {
+      startedAt: timestamp,
+      tenants: { type: 'array', items: schemaRef('TenantPruneReport') },
+      complete: { type: 'boolean', description: 'False when a tenant has work left for the next run.' },
+    },
+  },
+  VerifyReport: {
+    type: 'object',
+    required: ['ok', 'tenants'],
+    additionalProperties: false,
+    properties: {
+      ok: {
+        type: 'boolean',
+        description: 'No tenant has a finding, a collectable orphan or a broken audit chain.',
+      },
+      tenants: { type: 'array', items: schemaRef('TenantVerifyReport') },
+    },
+  },
+  TenantVerifyReport: {
+    type: 'object',
+    required: [
+      'tenant',
+      'ok',
+      'findings',
+      'findingCount',
+      'orphans',
+      'orphanCount',
+      'collectableOrphans',
+      'checked',
+      'sampling',
+      'audit',
+    ],
+    additionalProperties: false,
+    properties: {
+      tenant: schemaRef('TenantId'),
+      ok: { type: 'boolean' },
+      findings: {
+        type: 'array',
+        maxItems: 1000,
+        items: {
+          type: 'object',
+          required: ['domain', 'kind', 'where', 'key', 'detail'],
+          additionalProperties: false,
+          properties: {
+            domain: { enum: ['threads', 'sessions', 'snapshots'] },
+            kind: {
+              enum: ['missing', 'wrong_size', 'wrong_hash', 'dangling_latest', 'dangling_head', 'unreadable'],
+            },
+            where: { type: 'string' },
+            key: {
+              type: 'string',
+              description: 'The stored item, as the storage names it within the domain.',
+            },
+            detail: { type: 'string' },
+          },
+        },
+        description: 'The first 1,000 findings.',
+      },
+      findingCount: { type: 'integer', minimum: 0 },
+      orphans: {
+        type: 'array',
+        maxItems: 1000,
+        items: {
+          type: 'object',
+          required: ['domain', 'key', 'size', 'storedAt', 'collectable'],
+          additionalProperties: false,
+          properties: {
+            domain: { enum: ['threads', 'sessions', 'snapshots'] },
+            key: { type: 'string' },
+            size: { type: 'integer', minimum: 0 },
+            storedAt: timestamp,
+            collectable: {
+              type: 'boolean',
+              description: 'Older than the grace period: the next prune deletes it.',
+            },
+          },
+        },
+        description: 'The first 1,000 stored items nothing references.',
+      },
+      orphanCount: { type: 'integer', minimum: 0 },
+      collectableOrphans: { type: 'integer', minimum: 0 },
+      checked: {
+        type: 'object',
+        additionalProperties: { type: 'integer', minimum: 0 },
+        description:
+          'What was checked: threads, checkpoints, values, sessions, manifests, archiveObjects, snapshots, parts; hashed items and bytesHashed.',
+      },
+      sampling: { type: 'string', description: 'How content was checked: every byte, or which sample.' },
+      audit: {
+        type: 'object',
+        required: ['status'],
+        properties: {
+          status: { enum: ['not_checked', 'ok', 'broken'] },
+          reason: { type: 'string' },
+          records: { type: 'integer', minimum: 0 },
+          firstBroken: { type: 'integer', minimum: 1 },
+        },
+        description: 'The audit chain: `not_checked` with the reason ("auditing off") while auditing is off.',
+      },
+    },
+  },
+  TenantList: {
+    type: 'object',
+    required: ['tenants'],
+    additionalProperties: false,
+    properties: {
+      tenants: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['tenant', 'domains'],
+          additionalProperties: false,
+          properties: {
+            tenant: schemaRef('TenantId'),
+            domains: {
+              type: 'array',
+              items: { enum: ['kv', 'threads', 'memory', 'sessions', 'snapshots'] },
+              description: 'Where the tenant stores data.',
+            },
+          },
+        },
       },
     },
   },

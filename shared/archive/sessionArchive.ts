@@ -31,6 +31,7 @@ import {
   type PublishRequest,
   serializeManifest,
 } from './manifest';
+import { SESSION_TOMBSTONE } from './sessionRetention';
 
 /**
  * Session archives: objects, checkpoint manifests, the `latest`
@@ -56,10 +57,10 @@ export class SessionArchive {
   /**
    * Objects this instance stored (store key → size, and when, on the monotonic clock), so that
    * publishing a checkpoint right after uploading its objects through this instance need not ask
-   * the storage about them again. Sound because objects are immutable and never deleted: once
-   * stored, an object stays stored with those bytes. Anything this instance did not store itself,
-   * or stored longer than {@link KNOWN_OBJECT_MS} ago, is checked in storage (listing or probes).
-   * A later garbage collector of unreferenced objects must spare objects younger than that.
+   * the storage about them again. Sound because objects are immutable and retention deletes an
+   * unreferenced object, or one of a deleted session, only once it is older than an hour: an object
+   * this instance stored less than {@link KNOWN_OBJECT_MS} ago is still stored with those bytes.
+   * Anything else is checked in storage (listing or probes).
    */
   private readonly stored = new LruMap<string, { size: number; at: number }>(KNOWN_OBJECTS);
 
@@ -71,6 +72,7 @@ export class SessionArchive {
      * checkpoint id; its marker is stored before `latest` moves, so a crash in between is repaired.
      */
     private readonly audit: TransactionalAuditLog = noTransactionalAuditLog,
+    /** The clock (Unix ms) of events, `createdAt` and the index's `updatedAt` (tests move it). */
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -128,6 +130,7 @@ export class SessionArchive {
       this.objects.readPointer(latestKey),
       parent === null ? null : this.objects.get(`${sessionId}/checkpoints/${parent}`),
     ]);
+    if (latest === SESSION_TOMBSTONE) throw beingDeleted(sessionId);
     let manifest = stored;
     if (manifest === null) {
       // Tell a stale publisher early, before it leaves a manifest nobody will point to.
@@ -135,7 +138,7 @@ export class SessionArchive {
       const verified = parentManifest === null ? new Map<string, number>() : verifiedBlocks(parentManifest);
       const missing = await this.findMissingObjects(sessionId, checkpointId, request.files, verified);
       if (missing.count > 0) throw new MissingObjectsError(missing.keys, missing.count);
-      const fresh: Manifest = { ...request, createdAt: new Date().toISOString() };
+      const fresh: Manifest = { ...request, createdAt: new Date(this.now()).toISOString() };
       const { created } = await this.objects
         .put(manifestKey, serializeManifest(fresh))
         .catch(async (error: unknown) => {
@@ -166,6 +169,7 @@ export class SessionArchive {
       await this.audit.begin(tenant, [event], { kind: 'archive', sessionId, checkpointId });
     }
     const swap = await this.objects.swapPointer(latestKey, parent, checkpointId);
+    if (!swap.swapped && swap.current === SESSION_TOMBSTONE) throw beingDeleted(sessionId);
     // Already moved to this checkpoint: a retry of a publish that got this far.
     if (!swap.swapped && swap.current !== checkpointId) throw staleParent(swap.current);
     if (swap.swapped && this.audit.enabled) await this.audit.commit(tenant, [event]);
@@ -208,6 +212,7 @@ export class SessionArchive {
     if (checkpointId === LATEST) {
       const latest = await this.objects.readPointer(`${sessionId}/latest`);
       if (latest === null) throw new NotFoundError(`session ${sessionId} has no checkpoint yet`);
+      if (latest === SESSION_TOMBSTONE) throw new NotFoundError(`session ${sessionId} is being deleted`);
       id = latest;
     }
     const bytes = await this.objects.get(`${sessionId}/checkpoints/${id}`);
@@ -222,7 +227,7 @@ export class SessionArchive {
 
   /**
    * One file of a checkpoint as a stream of its bytes. The objects were checked when the checkpoint
-   * was published, and objects are immutable and never deleted, so nothing is listed first; what is
+   * was published, and a kept checkpoint's objects are never deleted, so nothing is listed first; what is
    * read is checked as it passes: every object's size (a missing or wrongly sized one is
    * IntegrityError), and the SHA-256 of the whole file before its last chunk. The first object is
    * read and checked before this returns, so that a file whose objects are gone fails before its
@@ -291,7 +296,7 @@ export class SessionArchive {
   /**
    * The object keys a set of files needs that are absent or of the wrong size. Blocks `0 … n-1` of
    * a generation in `verified` were checked when an earlier checkpoint was published (objects are
-   * immutable and never deleted), and so were the blocks this instance stored itself (see
+   * immutable, and retention keeps every object the latest checkpoint references), and so were the blocks this instance stored itself (see
    * {@link stored}); only the blocks after those are checked in storage: a few by one probe each,
    * more by one listing of the generation (2,000 blocks cost one or two list requests, not 2,000
    * probes). The checkpoint's tails are checked by one listing unless this instance stored them
@@ -383,7 +388,7 @@ export class SessionArchive {
       return {
         id: sessionId,
         checkpointId: manifest.checkpointId,
-        updatedAt: new Date().toISOString(),
+        updatedAt: new Date(this.now()).toISOString(),
         data: manifest.data,
       };
     });
@@ -458,8 +463,12 @@ const CHECK_CONCURRENCY = 8;
 
 /** Objects an instance remembers having stored (about 8 MB; 65,536 blocks are 4 GiB of files). */
 const KNOWN_OBJECTS = 65_536;
-/** How long an instance vouches for an object it stored without asking the storage again. */
-const KNOWN_OBJECT_MS = 60 * 60 * 1000;
+/**
+ * How long an instance vouches for an object it stored without asking the storage again: shorter
+ * than the hour retention spares unreferenced objects for, by a margin for clocks (this instance's,
+ * another instance's, the storage's).
+ */
+const KNOWN_OBJECT_MS = 45 * 60 * 1000;
 
 /** New blocks up to this many are probed one by one; more are checked by listing the generation. */
 const PROBE_AT_MOST = 4;
@@ -479,6 +488,14 @@ function checkDigest(actual: string, file: ManifestFile): void {
       `the bytes of ${file.path} do not match its SHA-256; the stored archive is damaged`,
     );
   }
+}
+
+/** Retention is deleting the session (its time to live ran out): nothing can be published meanwhile. */
+function beingDeleted(sessionId: string): ConflictError {
+  return new ConflictError(
+    `session ${sessionId} is being deleted (its retention period ran out); publish again with parent null once it is gone`,
+    { latest: null },
+  );
 }
 
 function staleParent(latest: string | null): ConflictError {

@@ -1,6 +1,7 @@
 import { isValidTenantId } from '../config';
 import { InternalError, PreconditionFailedError } from '../errors';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
+import { SYSTEM_NAMESPACE } from '../tenants/systemNamespace';
 import { formatTimestamp } from './timestamps';
 
 /**
@@ -14,7 +15,7 @@ import { formatTimestamp } from './timestamps';
  * tenant id (tenant ids are `[A-Za-z0-9._-]`), so no caller can read or write it through the API.
  * Locally it is the folder `<CAIRN_DATA_DIR>/kv/@cairn/`; on Blob, the container of that name's hash.
  */
-export const SYSTEM_NAMESPACE = '@cairn';
+export { SYSTEM_NAMESPACE };
 const PAGE_SIZE = 1000;
 
 /**

@@ -11,6 +11,7 @@ import { checkConditions, checkConditionShape } from '../storage/conditions';
 import { KeyedMutex } from '../storage/keyedMutex';
 import type {
   InternalSpace,
+  ItemPage,
   KeyValueStore,
   KeyValueStoreFactory,
   ListOptions,
@@ -152,6 +153,15 @@ export class SealedKeyValueStore implements KeyValueStore {
 
   list(options: ListOptions): Promise<ListPage> {
     return this.raw.list(options);
+  }
+
+  /** Each item as `head` answers it: the size of the plain value (the stored size less the seal). */
+  async listItems(options: ListOptions): Promise<ItemPage> {
+    const page = await this.raw.listItems(options);
+    return {
+      ...page,
+      items: page.items.map((item) => ({ ...item, size: Math.max(0, item.size - SEAL_OVERHEAD) })),
+    };
   }
 
   private place(key: string): ValuePlace {

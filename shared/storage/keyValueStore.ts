@@ -12,7 +12,13 @@
  * - never expose a partial write, also after a crash;
  * - return `null` for an absent key and throw {@link StorageUnavailableError} for a fault: absent and
  *   failed are never confused;
- * - list by plain string prefix in ascending order, every key exactly once across the pages.
+ * - list by plain string prefix in ascending order, every key exactly once across the pages;
+ *   `listItems` lists the same keys in the same pages, each with the ETag, size and modification
+ *   time `head` would have answered at that moment (a key gone between the listing and its details
+ *   is left out);
+ * - report as `modifiedAt` when the value was last written or appended to (the storage's clock, to
+ *   the second at least): a collector compares it with its grace period, never with the memory of
+ *   one instance.
  *
  * @see ../errors.ts for PreconditionFailedError, StorageUnavailableError, ConflictError.
  */
@@ -55,6 +61,19 @@ export interface ListPage {
   readonly cursor: string | null;
 }
 
+/** A listed key with what `head` tells of it, and when it was last written. */
+export interface ListedItem extends StoredItem {
+  readonly key: string;
+  /** When the value was last written or appended to (the storage's clock). */
+  readonly modifiedAt: Date;
+}
+
+export interface ItemPage {
+  readonly items: ListedItem[];
+  /** Null on the last page; a cursor of `list` with the same prefix continues it too. */
+  readonly cursor: string | null;
+}
+
 export interface KeyValueStore {
   /** The value with its ETag, or null when absent. */
   read(key: string): Promise<StoredValue | null>;
@@ -70,6 +89,8 @@ export interface KeyValueStore {
   /** Deletes the key; false when it was absent. `ifMatch` as for write. */
   delete(key: string, conditions?: Pick<WriteConditions, 'ifMatch'>): Promise<boolean>;
   list(options: ListOptions): Promise<ListPage>;
+  /** As `list`, each key with its ETag, size and modification time (retention and verify read them). */
+  listItems(options: ListOptions): Promise<ItemPage>;
 }
 
 /**

@@ -48,4 +48,9 @@ export interface SessionIndex {
     sessionId: string,
     decide: (current: SessionRecord | null) => Promise<SessionRecord | null>,
   ): Promise<void>;
+  /**
+   * Removes the tenant's index record of the session (retention deletes the session); the owner
+   * stays, for good (owners never change, and instances remember them). False when it was absent.
+   */
+  remove(tenant: string, sessionId: string): Promise<boolean>;
 }

@@ -2,6 +2,7 @@ import type { SealingCodec } from '../crypto/encryption';
 import type { ValuePlace } from '../crypto/valueCodec';
 import { InternalError } from '../errors';
 import type {
+  ItemPage,
   KeyValueStore,
   ListOptions,
   ListPage,
@@ -106,6 +107,11 @@ export class SealedThreadSpace implements KeyValueStore {
 
   list(options: ListOptions): Promise<ListPage> {
     return this.raw.list(options);
+  }
+
+  /** Sizes are of the stored (sealed) bytes: what the storage holds and a deletion frees. */
+  listItems(options: ListOptions): Promise<ItemPage> {
+    return this.raw.listItems(options);
   }
 
   private sealed(kind: ThreadKeyKind, key: string, value: Buffer): Buffer {

@@ -3,12 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import type { AuditEvent } from '../audit/auditLog';
 import { threadDeletedEventId } from '../audit/auditTrail';
-import {
-  noTransactionalAuditLog,
-  type PendingEvent,
-  pendingEvent,
-  type TransactionalAuditLog,
-} from '../audit/pending';
+import { noTransactionalAuditLog, pendingEvent, type TransactionalAuditLog } from '../audit/pending';
 import {
   type CairnError,
   ConflictError,
@@ -24,7 +19,6 @@ import {
 import { LruMap } from '../lruMap';
 import type { KeyValueStore } from '../storage/keyValueStore';
 import {
-  channelSegment,
   checkCheckpointId,
   checkNamespace,
   checkRunId,
@@ -33,6 +27,7 @@ import {
   namespaceSegment,
 } from './identifiers';
 import { KeyScan, type ScanStart } from './keyScan';
+import { keysOf, namespaceOfRecordKey, threadKey } from './layout';
 import { canonicalOrder, encodeWritesLine, mergeWrites, type PendingWrite } from './pendingWrites';
 import {
   type ChannelVersion,
@@ -236,27 +231,6 @@ interface Snapshot {
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
-
-function keysOf(thread: ThreadRecord) {
-  const data = `d/${thread.threadId}/${thread.incarnation}/`;
-  return {
-    data,
-    checkpoints: `${data}c/`,
-    record: (checkpointId: string, ns: string) =>
-      `${data}c/${invertedId(checkpointId)}/${namespaceSegment(ns)}`,
-    /** `source` is a record's value source: `<producing checkpoint id>/<digest of the value>`. */
-    value: (ns: string, source: string, channel: string) => {
-      const slash = source.lastIndexOf('/');
-      const producer = source.slice(0, slash);
-      const digest = source.slice(slash + 1);
-      return `${data}v/${namespaceSegment(ns)}/${producer}/${channelSegment(channel)}/${digest}`;
-    },
-    writes: (ns: string, checkpointId: string) => `${data}w/${namespaceSegment(ns)}/${checkpointId}`,
-    namespaceMark: (ns: string) => `${data}n/${namespaceSegment(ns)}`,
-  };
-}
-
-const threadKey = (threadId: string) => `t/${threadId}`;
 
 function newThreadRecord(threadId: string, now: number): ThreadRecord {
   return {
@@ -471,7 +445,7 @@ export class ThreadStore {
   async deleteThread(tenant: string, threadId: string, actor?: string): Promise<void> {
     checkThreadId(threadId);
     const store = this.storeOf(tenant);
-    let deleted: { record: ThreadRecord; event: PendingEvent; carried: PendingEvent[] } | undefined;
+    let deleted: ThreadRecord | undefined;
     for (let attempt = 0; deleted === undefined; attempt++) {
       if (attempt === MAX_CAS_ATTEMPTS) throw tooBusy();
       const current = await this.readThread(store, tenant, threadId);
@@ -479,43 +453,59 @@ export class ThreadStore {
       const now = this.now();
       const live = liveRun(current.record, now);
       if (live !== null) throw busy(current.record, live, now, 'finish or interrupt the run first');
-      const { incarnation } = current.record;
-      // One event id per incarnation, whoever deletes it; the outbox events not known to be in the
-      // trail go into its marker: they committed with the record, which is about to go.
-      const event = pendingEvent(
-        {
-          id: threadDeletedEventId(threadId, incarnation),
-          tenant,
-          action: 'thread.deleted',
-          ...(actor === undefined ? {} : { actor }),
-          threadId,
-          outcome: 'ok',
-        },
-        now,
-      );
-      const carried = (current.record.outbox ?? []).filter(
-        (pending) => !this.audit.isKnownAppended(pending.id),
-      );
-      if (this.audit.enabled) {
-        await this.audit.begin(tenant, [event], { kind: 'thread-delete', threadId, incarnation, carried });
-      }
       try {
-        await store.delete(threadKey(threadId), { ifMatch: current.etag });
-        deleted = { record: current.record, event, carried };
+        await this.deleteThreadRecord(tenant, threadId, current.record, current.etag, actor);
+        deleted = current.record;
       } catch (error) {
-        // A marker of a deletion that did not happen stays until a repair finds the thread alive
-        // and drops it (another deleter of this incarnation may hold the same marker).
         if (!(error instanceof PreconditionFailedError)) throw error;
         await sleep(jitteredDelay(attempt));
       }
     }
+    await deleteAll(store, keysOf(deleted).data);
+  }
+
+  /**
+   * Deletes the thread record `record`, read with `etag` (compare-and-swap: PreconditionFailedError
+   * when it changed), recorded in the audit trail as `thread.deleted` by `actor`. The thread's data
+   * is left to the caller (deleteThread, or the retention pass that found its time to live over).
+   * Returns false when the record was gone already (another deleter; the event is the same).
+   */
+  async deleteThreadRecord(
+    tenant: string,
+    threadId: string,
+    record: ThreadRecord,
+    etag: string,
+    actor?: string,
+  ): Promise<boolean> {
+    const store = this.storeOf(tenant);
+    const { incarnation } = record;
+    // One event id per incarnation, whoever deletes it; the outbox events not known to be in the
+    // trail go into its marker: they committed with the record, which is about to go.
+    const event = pendingEvent(
+      {
+        id: threadDeletedEventId(threadId, incarnation),
+        tenant,
+        action: 'thread.deleted',
+        ...(actor === undefined ? {} : { actor }),
+        threadId,
+        outcome: 'ok',
+      },
+      this.now(),
+    );
+    const carried = (record.outbox ?? []).filter((pending) => !this.audit.isKnownAppended(pending.id));
+    if (this.audit.enabled) {
+      await this.audit.begin(tenant, [event], { kind: 'thread-delete', threadId, incarnation, carried });
+    }
+    // A marker of a deletion refused here stays until a repair finds the thread alive and drops it
+    // (another deleter of this incarnation may hold the same marker).
+    const removed = await store.delete(threadKey(threadId), { ifMatch: etag });
     this.known.delete(cacheKey(tenant, threadId));
     if (this.audit.enabled) {
       // With carried events the marker stays: the repair appends them once their own appenders'
       // window has passed.
-      await this.audit.commit(tenant, [deleted.event], { keepMarkers: deleted.carried.length > 0 });
+      await this.audit.commit(tenant, [event], { keepMarkers: carried.length > 0 });
     }
-    await deleteAll(store, keysOf(deleted.record).data);
+    return removed;
   }
 
   // Checkpoints.
@@ -558,7 +548,7 @@ export class ThreadStore {
       // stand for other content sent later under the same checkpoint id.
       await Promise.all([
         ...[...encoded].map(([channel, { bytes, source }]) =>
-          createOnly(store, keys.value(put.ns, source, channel), bytes),
+          storeValue(store, keys.value(put.ns, source, channel), bytes),
         ),
         newNamespace ? createOnly(store, keys.namespaceMark(put.ns), Buffer.alloc(0)) : Promise.resolve(),
       ]);
@@ -1100,7 +1090,12 @@ export class ThreadStore {
   ): Promise<PutResult> {
     let current = snapshot;
     let base = thread;
+    let parentSeen = false;
     for (let attempt = 0; attempt < MAX_CAS_ATTEMPTS; attempt++) {
+      if (!parentSeen && record.parent !== null && base.heads.get(record.ns)?.record.id !== record.parent) {
+        await this.checkParentStored(store, base, record);
+        parentSeen = true;
+      }
       const now = this.now();
       const next = withHead(base, record, created, now);
       const result = (head: string) => ({
@@ -1132,6 +1127,27 @@ export class ThreadStore {
       if (attempt > 0) await sleep(jitteredDelay(attempt));
     }
     throw tooBusy();
+  }
+
+  /**
+   * A put whose parent is not the head of the thread record it commits over (a fork, or a head that
+   * moved meanwhile) makes sure, after its own record is stored, that the parent's record still is:
+   * retention may remove checkpoints that are no head. Either the parent is still there now, and a
+   * collector that removes it later lists this put's record (stored before) and keeps the values it
+   * names; or it is gone, and the put is refused (409, its record removed) rather than committing a
+   * checkpoint whose inherited values may go. A head is never removed.
+   */
+  private async checkParentStored(
+    store: KeyValueStore,
+    thread: ThreadRecord,
+    record: CheckpointRecord,
+  ): Promise<void> {
+    const parent = record.parent as string;
+    if ((await store.head(keysOf(thread).record(parent, record.ns))) === null) {
+      throw new ConflictError(
+        `parent: thread ${thread.threadId} has no checkpoint ${parent} in namespace "${record.ns}" any more (retention removed it)`,
+      );
+    }
   }
 
   /** The parent's record: the namespace's head when it is the parent, else read. */
@@ -1375,6 +1391,22 @@ function checkRecordSize(record: CheckpointRecord, maxValueBytes: number): void 
   }
 }
 
+/**
+ * Stores a value create-only. One already stored (a retry, or bytes a refused or crashed put left)
+ * is written again with the same bytes (its key holds their digest): that gives it a new version
+ * and modification time, so that a collector that listed it as old and unreferenced, and deletes
+ * only the version it listed, leaves it; and one that deleted it already finds it stored again. So
+ * a value this put names is never one a collector is about to remove.
+ */
+async function storeValue(store: KeyValueStore, key: string, value: Buffer): Promise<void> {
+  try {
+    await store.write(key, value, { ifAbsent: true });
+  } catch (error) {
+    if (!(error instanceof PreconditionFailedError)) throw error;
+    await store.write(key, value);
+  }
+}
+
 async function createOnly(store: KeyValueStore, key: string, value: Buffer): Promise<void> {
   try {
     await store.write(key, value, { ifAbsent: true });
@@ -1389,11 +1421,6 @@ async function deleteAll(store: KeyValueStore, prefix: string): Promise<void> {
     if (page.keys.length === 0) return;
     await inBatches(page.keys, PARALLEL_READS, (key) => store.delete(key));
   }
-}
-
-/** The namespace segment of a checkpoint record key (`<prefix><inverted id>/<namespace>`). */
-function namespaceOfRecordKey(key: string, prefix: string): string | undefined {
-  return key.slice(prefix.length).split('/')[1];
 }
 
 function cacheKey(tenant: string, threadId: string): string {

@@ -138,6 +138,9 @@ class FailingRecordWrite implements KeyValueStore {
   list(options: Parameters<KeyValueStore['list']>[0]) {
     return this.inner.list(options);
   }
+  listItems(options: Parameters<KeyValueStore['listItems']>[0]) {
+    return this.inner.listItems(options);
+  }
 }
 
 const GRACE_MS = 60_000;

@@ -326,6 +326,46 @@ export function describeKeyValueStoreContract(fixture: KeyValueStoreFixture): vo
       );
     });
 
+    it('lists items with the ETag and size head answers and when each was last written', async () => {
+      const before = Date.now();
+      await store.write('items/a', Buffer.from('one'));
+      await store.write('items/b', Buffer.from('three'));
+      await store.append('items/c', Buffer.from('x'));
+      await store.write('other', Buffer.from('no'));
+      const all: { key: string; etag: string; size: number; modifiedAt: Date }[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await store.listItems({
+          prefix: 'items/',
+          limit: 2,
+          ...(cursor === undefined ? {} : { cursor }),
+        });
+        expect(page.items.length).toBeLessThanOrEqual(2);
+        all.push(...page.items);
+        cursor = page.cursor ?? undefined;
+      } while (cursor !== undefined);
+      expect(all.map((item) => item.key)).toEqual(['items/a', 'items/b', 'items/c']);
+      for (const item of all) {
+        const head = await store.head(item.key);
+        expect(item.etag).toBe(head?.etag);
+        expect(item.size).toBe(head?.size);
+        // The storage's clock, to the second: not before this test began (less a second of rounding).
+        expect(item.modifiedAt.getTime()).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000 - 1000);
+      }
+      // A later write moves the time and the ETag; a conditional delete on the listed ETag then fails.
+      const listedA = all[0]!;
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      await store.write('items/a', Buffer.from('one'));
+      const [again] = (await store.listItems({ prefix: 'items/a', limit: 10 })).items;
+      expect(again?.etag).not.toBe(listedA.etag);
+      expect(again!.modifiedAt.getTime()).toBeGreaterThan(listedA.modifiedAt.getTime());
+      await expect(store.delete('items/a', { ifMatch: listedA.etag })).rejects.toBeInstanceOf(
+        PreconditionFailedError,
+      );
+      expect(await store.delete('items/a', { ifMatch: again!.etag })).toBe(true);
+      expect((await store.listItems({ prefix: 'nothing', limit: 10 })).items).toEqual([]);
+    });
+
     it('pages through 5001 keys without losing or repeating one', async () => {
       const keys = Array.from({ length: 5001 }, (_, i) => `many/${String(i).padStart(5, '0')}`);
       await inParallel(

@@ -108,6 +108,19 @@ describe('TableSessionIndex (Azurite)', () => {
     expect((await index.get('alpha', 's1'))?.checkpointId).toBe('c1');
   });
 
+  it("removes a tenant's record (once) and keeps the owner for good", async () => {
+    await index.claim('s1', 'alpha');
+    await index.update('alpha', 's1', async () => record('s1', 'c1'));
+    expect(await index.remove('beta', 's1')).toBe(false);
+    expect(await index.get('alpha', 's1')).not.toBeNull();
+    const removals = await Promise.all([index.remove('alpha', 's1'), instance().remove('alpha', 's1')]);
+    expect(removals.filter(Boolean)).toHaveLength(1);
+    expect(await index.get('alpha', 's1')).toBeNull();
+    expect(await index.list('alpha', { limit: 10 })).toEqual({ sessions: [], next: null });
+    expect(await instance().ownerOf('s1')).toBe('alpha');
+    expect(await instance().claim('s1', 'beta')).toBe('alpha');
+  });
+
   it('reports an unreachable table service as unavailable, never as absent', async () => {
     const down = new TableSessionIndex(azuriteTable('http://127.0.0.1:1/devstoreaccount1'), 3_000);
     await expect(down.ownerOf('s1')).rejects.toBeInstanceOf(StorageUnavailableError);

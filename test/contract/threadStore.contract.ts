@@ -13,6 +13,7 @@ import {
   ThreadBusyError,
 } from '../../shared/errors';
 import type {
+  ItemPage,
   KeyValueStore,
   KeyValueStoreFactory,
   ListOptions,
@@ -22,6 +23,7 @@ import type {
   WriteConditions,
   WriteResult,
 } from '../../shared/storage/keyValueStore';
+import { parseDataKey } from '../../shared/threads/layout';
 import type { TypedBytes } from '../../shared/threads/records';
 import { SealedThreadSpace } from '../../shared/threads/sealedThreadSpace';
 import { type CheckpointPut, ThreadStore } from '../../shared/threads/threadStore';
@@ -75,6 +77,10 @@ class CountingStore implements KeyValueStore {
     this.calls.push(`list ${options.prefix ?? ''}`);
     return this.inner.list(options);
   }
+  listItems(options: ListOptions): Promise<ItemPage> {
+    this.calls.push(`list ${options.prefix ?? ''}`);
+    return this.inner.listItems(options);
+  }
 }
 
 const bytes = (text: string): TypedBytes => ({ type: 'json', data: Buffer.from(JSON.stringify(text)) });
@@ -109,6 +115,12 @@ function put(
     channelVersions: options.versions ?? {},
     values,
   };
+}
+
+/** The checkpoint id of a record key (`d/<thread>/<incarnation>/c/<inverted id>/<ns>`). */
+function idOf(key: string): string | undefined {
+  const item = parseDataKey(key)?.item;
+  return item?.kind === 'record' ? item.checkpointId : undefined;
 }
 
 async function allKeys(store: KeyValueStore, prefix = ''): Promise<string[]> {
@@ -844,6 +856,86 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         expect(calls).toHaveLength(2);
         // The root's latest is still inline after 40 newer namespaces.
         expect((await threads.getCheckpoint(A, 't', '')).checkpointId).toBe('c000');
+      });
+    });
+
+    describe('what retention relies on', () => {
+      it('a put that finds its value stored already writes it again (a new version), so a collector that listed the old one cannot delete it', async () => {
+        await threads.putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: 'x' } }));
+        const listed = async () =>
+          (await space().listItems({ prefix: 'd/', limit: 100 })).items.filter((item) =>
+            item.key.includes('/v/'),
+          );
+        const [before] = await listed();
+        expect(before).toBeDefined();
+        // A retry of the same put (another instance, as after a lost answer).
+        expect(
+          (await instance().putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: 'x' } })))
+            .created,
+        ).toBe(false);
+        const afterRetry = await listed();
+        if (codec !== undefined) {
+          // Sealed values are named by random bytes: a put never finds a value stored already, so
+          // the record's value is the one first listed, untouched, and whatever else the retry
+          // wrote is garbage a collector may delete.
+          expect(afterRetry.find((item) => item.key === before!.key)?.etag).toBe(before!.etag);
+          for (const item of afterRetry.filter((entry) => entry.key !== before!.key)) {
+            expect(await space().delete(item.key, { ifMatch: item.etag })).toBe(true);
+          }
+        } else {
+          const [after] = afterRetry;
+          expect(after?.key).toBe(before?.key);
+          expect(after?.etag).not.toBe(before?.etag);
+          await expect(space().delete(before!.key, { ifMatch: before!.etag })).rejects.toThrow();
+        }
+        expect(text((await threads.getCheckpoint(A, 't', '')).values['a'])).toBe('x');
+      });
+
+      it('refuses a fork whose parent record is removed after the put read it, and leaves no record of it', async () => {
+        await threads.putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: 'one' } }));
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('c2', { parent: 'c1', versions: { a: 2 }, values: { a: 'two' } }),
+        );
+        const keys = await recordKeys();
+        const c1 = keys.find((key) => idOf(key) === 'c1')!;
+        const stores = factory();
+        let removed = false;
+        const racing = new ThreadStore({
+          storeOf: (tenant) => {
+            const raw = stores.forSpace('threads', tenant);
+            const inner = codec === undefined ? raw : new SealedThreadSpace(raw, tenant, codec);
+            return {
+              ...inner,
+              read: (key) => inner.read(key),
+              head: (key) => inner.head(key),
+              append: (key, bytes, conditions) => inner.append(key, bytes, conditions),
+              delete: (key, conditions) => inner.delete(key, conditions),
+              list: (options) => inner.list(options),
+              listItems: (options) => inner.listItems(options),
+              write: async (key, value, conditions) => {
+                // Retention removes c1 between the put's read of it and the put's own record.
+                if (!removed && key.includes('/c/') && idOf(key) === 'c3') {
+                  removed = await stores.forSpace('threads', tenant).delete(c1);
+                }
+                return inner.write(key, value, conditions);
+              },
+            };
+          },
+          maxValueBytes: MAX_VALUE_BYTES - (codec === undefined ? 0 : SEAL_OVERHEAD),
+          sealed: codec !== undefined,
+        });
+        await expect(
+          racing.putCheckpoint(
+            A,
+            't',
+            put('c3', { parent: 'c1', versions: { a: 3 }, values: { a: 'three' } }),
+          ),
+        ).rejects.toBeInstanceOf(ConflictError);
+        expect(removed).toBe(true);
+        expect((await recordKeys()).map(idOf).sort()).toEqual(['c2']);
+        expect((await threads.getCheckpoint(A, 't', '')).checkpointId).toBe('c2');
       });
     });
 

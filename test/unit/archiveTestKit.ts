@@ -112,6 +112,9 @@ export class FaultySessionIndex implements SessionIndex {
     if (this.failUpdates) throw new StorageUnavailableError('injected fault: index update');
     return this.inner.update(tenant, sessionId, decide);
   }
+  remove(tenant: string, sessionId: string): Promise<boolean> {
+    return this.inner.remove(tenant, sessionId);
+  }
 }
 
 export interface StoreBackend {

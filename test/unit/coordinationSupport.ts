@@ -12,6 +12,7 @@ import { SYSTEM_NAMESPACE } from '../../shared/coordination/tenantRegistry';
 import { StorageUnavailableError } from '../../shared/errors';
 import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';
 import type {
+  ItemPage,
   KeyValueStore,
   KeyValueStoreFactory,
   ListOptions,
@@ -109,6 +110,10 @@ export class FaultyStore implements KeyValueStore {
 
   list(options: ListOptions): Promise<ListPage> {
     return this.inner.list(options);
+  }
+
+  listItems(options: ListOptions): Promise<ItemPage> {
+    return this.inner.listItems(options);
   }
 }
 

@@ -11,6 +11,7 @@ import { checkConditions, checkConditionShape, conditionsHold } from '../conditi
 import { KeyedMutex } from '../keyedMutex';
 import type {
   InternalSpace,
+  ItemPage,
   KeyValueStore,
   KeyValueStoreFactory,
   ListOptions,
@@ -92,6 +93,10 @@ export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
 
 function hashedName(baseContainer: string, text: string): string {
   return `${baseContainer}-${createHash('sha256').update(text, 'utf8').digest('hex').slice(0, 20)}`;
+}
+
+function quotedEtag(etag: string): string {
+  return etag.startsWith('"') ? etag : `"${etag}"`;
 }
 
 export function tenantContainerName(baseContainer: string, tenant: string): string {
@@ -279,6 +284,37 @@ class BlobKeyValueStore implements KeyValueStore {
         };
       } catch (error) {
         if (isNotFound(error)) return { keys: [], cursor: null };
+        throw error;
+      }
+    });
+  }
+
+  async listItems(options: ListOptions): Promise<ItemPage> {
+    const prefix = options.prefix ?? '';
+    const continuationToken = options.cursor === undefined ? undefined : decodeCursor(options.cursor, prefix);
+    return this.call(async (abortSignal) => {
+      try {
+        const pages = this.container
+          .listBlobsFlat({ ...(prefix === '' ? {} : { prefix }), abortSignal })
+          .byPage({
+            maxPageSize: options.limit,
+            ...(continuationToken === undefined ? {} : { continuationToken }),
+          });
+        const page = await pages.next();
+        if (page.done === true) return { items: [], cursor: null };
+        const next = page.value.continuationToken;
+        return {
+          items: page.value.segment.blobItems.map((item) => ({
+            key: item.name,
+            // A listing gives the ETag unquoted; HTTP answers (and so every other method) quote it.
+            etag: quotedEtag(item.properties.etag),
+            size: item.properties.contentLength ?? 0,
+            modifiedAt: item.properties.lastModified,
+          })),
+          cursor: next === undefined || next === '' ? null : encodeCursor(prefix, next),
+        };
+      } catch (error) {
+        if (isNotFound(error)) return { items: [], cursor: null };
         throw error;
       }
     });

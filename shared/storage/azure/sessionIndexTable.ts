@@ -130,6 +130,18 @@ export class TableSessionIndex implements SessionIndex {
     throw new StorageUnavailableError('the session index is changing too fast to update; retry');
   }
 
+  async remove(tenant: string, sessionId: string): Promise<boolean> {
+    return this.call(async (abortSignal) => {
+      try {
+        await this.table.deleteEntity(tenantPartition(tenant), sessionId, { abortSignal });
+        return true;
+      } catch (error) {
+        if (isNotFound(error)) return false;
+        throw error;
+      }
+    });
+  }
+
   private call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
     return storageCall(this.timeoutMs, operation);
   }

@@ -6,6 +6,7 @@ import { checkConditions } from '../conditions';
 import { KeyedMutex } from '../keyedMutex';
 import type {
   InternalSpace,
+  ItemPage,
   KeyValueStore,
   KeyValueStoreFactory,
   ListOptions,
@@ -174,6 +175,18 @@ class LocalKeyValueStore implements KeyValueStore {
     });
   }
 
+  async listItems(options: ListOptions): Promise<ItemPage> {
+    const page = await this.list(options);
+    return guarded(async () => {
+      const stats = await Promise.all(page.keys.map((key) => statDetails(this.pathOf(key))));
+      const items = page.keys.flatMap((key, index) => {
+        const stat = stats[index];
+        return stat === null || stat === undefined ? [] : [{ key, ...stat }];
+      });
+      return { items, cursor: page.cursor };
+    });
+  }
+
   private pathOf(key: string): string {
     return this.tree.fileOf(key);
   }
@@ -236,6 +249,22 @@ class LocalKeyValueStore implements KeyValueStore {
         throw error;
       }
     }
+  }
+}
+
+/** ETag, size and modification time (the write's stamp, see the class comment), or null when absent. */
+async function statDetails(file: string): Promise<(StoredItem & { modifiedAt: Date }) | null> {
+  try {
+    const stat = await fs.stat(file, { bigint: true });
+    if (!stat.isFile()) return null;
+    return {
+      etag: etagOf(stat),
+      size: Number(stat.size),
+      modifiedAt: new Date(Number(stat.mtimeNs / 1_000_000n)),
+    };
+  } catch (error) {
+    if (isAbsence(error)) return null;
+    throw error;
   }
 }
 

@@ -1,0 +1,195 @@
+import { createHash } from 'node:crypto';
+
+import { IntegrityError } from '../errors';
+import { forEachLimited, listAllItems } from '../retention/deletion';
+import { type HashSample, sampled, type VerifyCollector } from '../retention/verifyReport';
+import type { KeyValueStore, ListedItem, StoredValue } from '../storage/keyValueStore';
+import { isName, namespaceSegment } from './identifiers';
+import { DATA_PREFIX, keysOf, parseDataKey, THREAD_RECORD_PREFIX } from './layout';
+import {
+  type CheckpointRecord,
+  decodeCheckpointRecord,
+  decodeThreadRecord,
+  type ThreadRecord,
+} from './records';
+
+/**
+ * `cairn verify` for one tenant's threads: every head's checkpoint record is stored, every value a
+ * stored record or head names is stored (and, for a sample or with `readData` for all, its bytes
+ * match the digest in its key), and everything no thread references is reported as an orphan:
+ * values and pending writes no record names, data of incarnations no thread record names.
+ */
+
+const READ_CONCURRENCY = 16;
+
+export async function verifyThreads(
+  store: KeyValueStore,
+  collector: VerifyCollector,
+  sample: HashSample,
+  options: { readonly sealed?: boolean } = {},
+): Promise<void> {
+  const data = new Map<string, Map<string, ListedItem[]>>();
+  for await (const page of listAllItems(store, DATA_PREFIX)) {
+    for (const item of page) {
+      const parsed = parseDataKey(item.key);
+      if (parsed === null) continue;
+      const incarnations = data.get(parsed.threadId) ?? new Map<string, ListedItem[]>();
+      const items = incarnations.get(parsed.incarnation) ?? [];
+      items.push(item);
+      incarnations.set(parsed.incarnation, items);
+      data.set(parsed.threadId, incarnations);
+    }
+  }
+  const threadIds: string[] = [];
+  for await (const page of listAllItems(store, THREAD_RECORD_PREFIX)) {
+    for (const item of page) {
+      const threadId = item.key.slice(THREAD_RECORD_PREFIX.length);
+      if (isName(threadId)) threadIds.push(threadId);
+    }
+  }
+  await forEachLimited(threadIds, 4, async (threadId) => {
+    const stored = await store.read(`${THREAD_RECORD_PREFIX}${threadId}`);
+    if (stored === null) return;
+    let thread: ThreadRecord;
+    try {
+      thread = decodeThreadRecord(stored.value, threadId);
+    } catch (error) {
+      collector.finding({
+        domain: 'threads',
+        kind: 'unreadable',
+        where: `thread ${threadId}`,
+        key: `${THREAD_RECORD_PREFIX}${threadId}`,
+        detail: error instanceof Error ? error.message : String(error),
+      });
+      return;
+    }
+    collector.checked.threads += 1;
+    const incarnations = data.get(threadId) ?? new Map<string, ListedItem[]>();
+    await verifyThread(
+      store,
+      thread,
+      incarnations.get(thread.incarnation) ?? [],
+      collector,
+      sample,
+      options.sealed === true,
+    );
+    incarnations.delete(thread.incarnation);
+  });
+  // What is left belongs to no thread record: deleted threads, lost creations.
+  for (const incarnations of data.values()) {
+    for (const items of incarnations.values()) {
+      for (const item of items) collector.orphan('threads', item.key, item.size, item.modifiedAt);
+    }
+  }
+}
+
+async function verifyThread(
+  store: KeyValueStore,
+  thread: ThreadRecord,
+  items: readonly ListedItem[],
+  collector: VerifyCollector,
+  sample: HashSample,
+  sealed: boolean,
+): Promise<void> {
+  const keys = keysOf(thread);
+  const where = `thread ${thread.threadId}`;
+  const byKey = new Map(items.map((item) => [item.key, item]));
+  const recordKeys = items
+    .filter((item) => parseDataKey(item.key)?.item?.kind === 'record')
+    .map((i) => i.key);
+  const records: CheckpointRecord[] = [];
+  await forEachLimited(recordKeys, READ_CONCURRENCY, async (key) => {
+    const stored = await store.read(key);
+    if (stored === null) return;
+    try {
+      records.push(decodeCheckpointRecord(stored.value, key));
+    } catch (error) {
+      collector.finding({
+        domain: 'threads',
+        kind: 'unreadable',
+        where,
+        key,
+        detail: error instanceof Error ? error.message : String(error),
+      });
+    }
+  });
+  collector.checked.checkpoints += records.length;
+  const stored = new Set(records.map((record) => `${namespaceSegment(record.ns)}/${record.id}`));
+  for (const head of thread.heads.values()) {
+    const key = keys.record(head.record.id, head.record.ns);
+    if (!byKey.has(key)) {
+      collector.finding({
+        domain: 'threads',
+        kind: 'dangling_head',
+        where,
+        key,
+        detail: `the head of namespace "${head.record.ns}" is checkpoint ${head.record.id}, whose record is not stored`,
+      });
+    }
+    records.push(head.record);
+  }
+  const referenced = new Map<string, string>();
+  for (const record of records) {
+    for (const [channel, source] of Object.entries(record.valueSources)) {
+      referenced.set(keys.value(record.ns, source, channel), `checkpoint ${record.id} channel ${channel}`);
+    }
+  }
+  const present: string[] = [];
+  for (const [key, what] of referenced) {
+    if (byKey.has(key)) {
+      present.push(key);
+      continue;
+    }
+    collector.finding({
+      domain: 'threads',
+      kind: 'missing',
+      where,
+      key,
+      detail: `the value of ${what} is not stored`,
+    });
+  }
+  collector.checked.values += present.length;
+  await forEachLimited(sampled(present, sample), READ_CONCURRENCY, async (key) => {
+    let value: StoredValue | null;
+    try {
+      value = await store.read(key);
+    } catch (error) {
+      if (!(error instanceof IntegrityError)) throw error;
+      collector.finding({
+        domain: 'threads',
+        kind: 'wrong_hash',
+        where,
+        key,
+        detail: `the stored bytes of ${referenced.get(key) ?? 'a value'} do not open with the encryption keys`,
+      });
+      return;
+    }
+    if (value === null) return;
+    collector.hashed(value.value.length);
+    // Sealed values are named by random bytes, not a digest: opening them (AES-GCM, bound to their
+    // key) just checked that they are the bytes stored there.
+    if (sealed) return;
+    const digest = createHash('sha256').update(value.value).digest().subarray(0, 16).toString('base64url');
+    if (!key.endsWith(`/${digest}`)) {
+      collector.finding({
+        domain: 'threads',
+        kind: 'wrong_hash',
+        where,
+        key,
+        detail: `the stored bytes of ${referenced.get(key) ?? 'a value'} do not match the digest in its key`,
+      });
+    }
+  });
+  for (const item of items) {
+    const parsed = parseDataKey(item.key)?.item;
+    if (parsed?.kind === 'value' && !referenced.has(item.key)) {
+      collector.orphan('threads', item.key, item.size, item.modifiedAt);
+    } else if (parsed?.kind === 'writes' && !stored.has(`${parsed.nsSegment}/${parsed.checkpointId}`)) {
+      const head = [...thread.heads.values()].some(
+        (entry) =>
+          entry.record.id === parsed.checkpointId && namespaceSegment(entry.record.ns) === parsed.nsSegment,
+      );
+      if (!head) collector.orphan('threads', item.key, item.size, item.modifiedAt);
+    }
+  }
+}

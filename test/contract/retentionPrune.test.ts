@@ -1,0 +1,390 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+
+import { SessionArchive } from '../../shared/archive/sessionArchive';
+import { noTransactionalAuditLog } from '../../shared/audit/pending';
+import { ConflictError, NotFoundError } from '../../shared/errors';
+import { MemoryFacts } from '../../shared/memory/memory';
+import type { PruneReport, TenantPruneReport } from '../../shared/retention/prune';
+import { parseDataKey } from '../../shared/threads/layout';
+import { ThreadStore } from '../../shared/threads/threadStore';
+import { azurite } from '../support/azurite';
+import { allItems, fileBytes, publishFile, put, putLine, restored } from '../support/retentionSeed';
+import {
+  type Backend,
+  createRetentionWorld,
+  MAX_VALUE_BYTES,
+  RequestCounter,
+  type RetentionWorld,
+} from '../support/retentionWorld';
+import { buildSnapshot, newKeyPair } from '../unit/snapshotTestKit';
+
+/**
+ * The retention rules (docs/retention.md), each on both backends, against the real stores: the
+ * policy's deletions, what is kept byte for byte, the garbage collected and the young garbage
+ * spared, the counts of the report.
+ */
+
+const HOUR = 3_600_000;
+const T = 'tenant-a';
+
+const silent = {
+  child: () => silent,
+  info: () => {},
+  warn: () => {},
+  error: () => {},
+  debug: () => {},
+} as never;
+
+function only(report: PruneReport, tenant = T): TenantPruneReport {
+  const found = report.tenants.find((entry) => entry.tenant === tenant);
+  if (found === undefined) throw new Error(`no report for ${tenant}: ${JSON.stringify(report)}`);
+  return found;
+}
+
+const idOf = (key: string) => {
+  const item = parseDataKey(key)?.item;
+  return item?.kind === 'record' ? item.checkpointId : undefined;
+};
+
+describe.each<Backend>(['local', 'blob'])('retention prune on the %s backend', (backend) => {
+  let world: RetentionWorld;
+
+  beforeEach(async () => {
+    world = await createRetentionWorld(backend, azurite());
+  });
+  afterEach(async () => world.destroy());
+
+  const recordIds = async (tenant = T) =>
+    (await allItems(world.threadSpace(tenant), 'd/'))
+      .map((item) => idOf(item.key))
+      .filter((id) => id !== undefined)
+      .sort();
+
+  it('keeps everything by default and removes only expired memory facts', async () => {
+    await putLine(world.threads, T, 't1', 4);
+    await world.kvStores.forTenant(T).write('interactions/2020-01-01.jsonl', Buffer.from('{}\n'));
+    const pastMemory = new MemoryFacts({ store: world.memoryStore, now: () => Date.now() - HOUR });
+    await pastMemory.remember({ tenant: T }, 'users/1', 'old', 'expired', { ttl: 60 });
+    await pastMemory.remember({ tenant: T }, 'users/1', 'older', 'expired', { ttl: 60 });
+    await world.memory.remember({ tenant: T }, 'users/1', 'kept', 'lives', { ttl: 3600 });
+    await world.memory.remember({ tenant: T }, 'users/1', 'forever', 'lives');
+    const before = await allItems(world.threadSpace(T));
+
+    const report = only(await world.pruner().run(silent));
+    expect(report).toMatchObject({
+      threadsDeleted: 0,
+      threadsBusy: 0,
+      checkpointsDeleted: 0,
+      memoryItemsDeleted: 2,
+      sessionsDeleted: 0,
+      objectsDeleted: 0,
+      bytesFreed: 0,
+      more: false,
+    });
+    expect((await allItems(world.threadSpace(T))).map((item) => item.key)).toEqual(
+      before.map((item) => item.key),
+    );
+    expect(await world.memory.recall({ tenant: T }, 'users/1', 'kept')).not.toBeNull();
+    expect(await world.memory.recall({ tenant: T }, 'users/1', 'forever')).not.toBeNull();
+    expect(await world.kvStores.forTenant(T).head('interactions/2020-01-01.jsonl')).not.toBeNull();
+  });
+
+  it('deletes threads past their time to live with all their data, skips one a live run holds, and counts each', async () => {
+    const old = new ThreadStore({
+      storeOf: (tenant) => world.kvStores.forSpace('threads', tenant),
+      maxValueBytes: MAX_VALUE_BYTES,
+      now: () => Date.now() - 2 * HOUR,
+    });
+    await putLine(old, T, 'expired-1', 3);
+    await putLine(old, T, 'expired-2', 2);
+    await putLine(world.threads, T, 'held', 2);
+    await world.threads.startRun(T, 'held', { onBusy: 'reject', busyTimeoutMs: 0, leaseMs: 600_000 });
+    await sleep(1500);
+    await putLine(world.threads, T, 'fresh', 2);
+    // The policy's clock stops here: `fresh` changed just now, `held` over a second ago.
+    const now = Date.now();
+    const items = await allItems(world.threadSpace(T));
+    const ofThread = (id: string) =>
+      items.filter((item) => item.key === `t/${id}` || item.key.startsWith(`d/${id}/`));
+    const expiredItems = [...ofThread('expired-1'), ...ofThread('expired-2')];
+
+    await world.policies.set(T, { threadTtlSeconds: 1 });
+    const report = only(await world.pruner({ now: () => now }).run(silent));
+    expect(report).toMatchObject({
+      threadsDeleted: 2,
+      threadsBusy: 1,
+      checkpointsDeleted: 0,
+      objectsDeleted: expiredItems.length,
+      bytesFreed: expiredItems.reduce((sum, item) => sum + item.size, 0),
+      more: false,
+    });
+    await expect(world.threads.getThread(T, 'expired-1')).rejects.toBeInstanceOf(NotFoundError);
+    const left = (await allItems(world.threadSpace(T))).map((item) => item.key);
+    expect(left.filter((key) => key.includes('expired'))).toEqual([]);
+    expect((await world.threads.getCheckpoint(T, 'fresh', '')).checkpointId).toBe('c002');
+    expect((await world.threads.getThread(T, 'held')).run?.status).toBe('running');
+    expect((await world.states.read(T)).threadIntents).toEqual([]);
+    // A thread created again under the name starts empty.
+    await world.threads.createThread(T, 'expired-1');
+    await expect(world.threads.getCheckpoint(T, 'expired-1', '')).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it('keepCheckpoints keeps each head and its n - 1 ancestors per namespace, drops branches, and keeps inherited values', async () => {
+    // c001 → c002 → c003 → c004; rewind to c002; c005 → c006 on c002. Namespace sub: s001 → s002 → s003.
+    await putLine(world.threads, T, 't', 4);
+    await world.threads.rewind(T, 't', { ns: '', checkpointId: 'c002' });
+    await world.threads.putCheckpoint(T, 't', put('c005', 'c002', { version: 10 }));
+    await world.threads.putCheckpoint(T, 't', put('c006', 'c005', { version: 11 }));
+    await putLine(world.threads, T, 't', 3, { prefix: 's', ns: 'sub' });
+    const before = await world.threads.getCheckpoint(T, 't', '', 'c005');
+
+    await world.policies.set(T, { keepCheckpoints: 2 });
+    const report = only(await world.pruner().run(silent));
+    expect(report.checkpointsDeleted).toBe(5);
+    expect(report.threadsDeleted).toBe(0);
+    expect(await recordIds()).toEqual(['c005', 'c006', 's002', 's003']);
+    // Values the kept checkpoints inherit (`static`, stored by c001) stay; c005 reads as before.
+    const after = await world.threads.getCheckpoint(T, 't', '', 'c005');
+    expect(after.values).toEqual(before.values);
+    expect(after.values['static']?.data.toString()).toBe(JSON.stringify({ static: true }));
+    // Values and writes of removed checkpoints are gone; nothing unreferenced is left.
+    const verify = await world.verifier().verifyTenant(T, { readData: true });
+    expect(verify).toMatchObject({ ok: true, findingCount: 0, orphanCount: 0 });
+    // A second run finds nothing more.
+    expect(only(await world.pruner().run(silent))).toMatchObject({
+      checkpointsDeleted: 0,
+      objectsDeleted: 0,
+    });
+  });
+
+  it('dropBranches keeps every head chain and deletes what rewinds left behind', async () => {
+    await putLine(world.threads, T, 't', 4);
+    await world.threads.rewind(T, 't', { ns: '', checkpointId: 'c002' });
+    await world.threads.putCheckpoint(T, 't', put('c005', 'c002', { version: 10 }));
+    const writesBefore = (await world.threads.getCheckpoint(T, 't', '', 'c001')).pendingWrites;
+
+    await world.policies.set(T, { dropBranches: true });
+    const report = only(await world.pruner().run(silent));
+    expect(report.checkpointsDeleted).toBe(2);
+    expect(await recordIds()).toEqual(['c001', 'c002', 'c005']);
+    expect((await world.threads.getCheckpoint(T, 't', '', 'c001')).pendingWrites).toEqual(writesBefore);
+    await expect(world.threads.getCheckpoint(T, 't', '', 'c004')).rejects.toBeInstanceOf(NotFoundError);
+    expect(await world.verifier().verifyTenant(T, { readData: true })).toMatchObject({
+      ok: true,
+      orphanCount: 0,
+    });
+  });
+
+  it('collects the values a refused put left once they are older than the grace, and spares younger ones', async () => {
+    await putLine(world.threads, T, 't', 1);
+    // Another instance starts a run; this one, which has not seen it, puts without a runId: the put
+    // stores its value and record, is refused at its commit, and removes the record; the value stays.
+    const other = world.anotherThreadStore();
+    const { run } = await other.startRun(T, 't', { onBusy: 'reject', busyTimeoutMs: 0, leaseMs: 60_000 });
+    await expect(world.threads.putCheckpoint(T, 't', put('c002', 'c001', { version: 5 }))).rejects.toThrow(
+      'held by run',
+    );
+    await other.finishRun(T, 't', run.runId, 'finished');
+    const orphans = (await allItems(world.threadSpace(T), 'd/')).filter((item) =>
+      item.key.includes('/c002/'),
+    );
+    expect(orphans).toHaveLength(1);
+
+    const young = only(await world.pruner({ graceMs: HOUR }).run(silent));
+    expect(young.objectsDeleted).toBe(0);
+    expect((await world.verifier({ graceMs: HOUR }).verifyTenant(T, { readData: false })).ok).toBe(true);
+    expect((await world.verifier().verifyTenant(T, { readData: false })).collectableOrphans).toBe(1);
+
+    const full = only(await world.pruner({ fullPassEveryMs: 0 }).run(silent));
+    expect(full).toMatchObject({ objectsDeleted: 1, bytesFreed: orphans[0]!.size, checkpointsDeleted: 0 });
+    expect((await world.threads.getCheckpoint(T, 't', '')).checkpointId).toBe('c001');
+  });
+
+  it('deletes sessions past their time to live, leaks none of their objects, and keeps the id with its tenant', async () => {
+    const pastArchive = new SessionArchive(
+      world.sessionObjects,
+      world.sessionIndex,
+      noTransactionalAuditLog,
+      () => Date.now() - 2 * HOUR,
+    );
+    await publishFile(pastArchive, T, 'old', 'c1', null, fileBytes(70_000, 'one'));
+    await publishFile(pastArchive, T, 'old', 'c2', 'c1', fileBytes(140_000, 'one'));
+    await publishFile(world.archive, T, 'new', 'c1', null, fileBytes(1000, 'new'));
+    const oldObjects: { key: string; size: number }[] = [];
+    for await (const item of world.sessionObjects.list('old/'))
+      if (item.key !== 'old/latest') oldObjects.push(item);
+
+    await world.policies.set(T, { sessionTtlSeconds: 3600 });
+    const report = only(await world.pruner().run(silent));
+    expect(report).toMatchObject({
+      sessionsDeleted: 1,
+      objectsDeleted: oldObjects.length,
+      bytesFreed: oldObjects.reduce((sum, item) => sum + item.size, 0),
+      more: false,
+    });
+    const left: string[] = [];
+    for await (const item of world.sessionObjects.list('old/')) left.push(item.key);
+    expect(left).toEqual([]);
+    await expect(world.archive.getSession(T, 'old')).rejects.toBeInstanceOf(NotFoundError);
+    await expect(world.archive.readManifest(T, 'old', 'latest')).rejects.toBeInstanceOf(NotFoundError);
+    expect((await world.archive.listSessions(T, { limit: 10 })).sessions.map((s) => s.id)).toEqual(['new']);
+    expect(await restored(world.archive, T, 'new')).toEqual(fileBytes(1000, 'new'));
+    // The id stays the tenant's: another tenant cannot take it; the tenant starts it anew.
+    await expect(world.archive.putObject('tenant-b', 'old', 'tails/c1/g1', Buffer.from('x'))).rejects.toThrow(
+      'tenant mismatch',
+    );
+    await publishFile(world.archive, T, 'old', 'c9', null, fileBytes(10, 'again'));
+    expect(await restored(world.archive, T, 'old')).toEqual(fileBytes(10, 'again'));
+  });
+
+  it('a session being deleted refuses publishes and reads as absent until its young objects can go', async () => {
+    const pastArchive = new SessionArchive(
+      world.sessionObjects,
+      world.sessionIndex,
+      noTransactionalAuditLog,
+      () => Date.now() - 2 * HOUR,
+    );
+    await publishFile(pastArchive, T, 's', 'c1', null, fileBytes(70_000, 'one'));
+    await world.policies.set(T, { sessionTtlSeconds: 3600 });
+    // The objects are younger than an hour's grace: the session is deleted, its objects wait.
+    const first = only(await world.pruner({ graceMs: HOUR }).run(silent));
+    expect(first.sessionsDeleted).toBe(1);
+    await expect(world.archive.readManifest(T, 's', 'latest')).rejects.toBeInstanceOf(NotFoundError);
+    await expect(
+      world.archive.publishCheckpoint(T, 's', { checkpointId: 'c2', parent: null, files: [], data: null }),
+    ).rejects.toBeInstanceOf(ConflictError);
+    expect((await world.states.read(T)).sessionIntents.map((intent) => intent.sessionId)).toEqual(['s']);
+    // Once old enough (a grace of 0 here), the next run finishes it: nothing is left, publishing works.
+    expect(first.objectsDeleted).toBe(1);
+    const second = only(await world.pruner().run(silent));
+    expect(second).toMatchObject({ sessionsDeleted: 0, objectsDeleted: 2 });
+    expect((await world.states.read(T)).sessionIntents).toEqual([]);
+    await world.archive.publishCheckpoint(T, 's', {
+      checkpointId: 'c2',
+      parent: null,
+      files: [],
+      data: null,
+    });
+  });
+
+  it("deletes the interaction log's days older than the policy keeps", async () => {
+    const store = world.kvStores.forTenant(T);
+    const day = (offset: number) => new Date(Date.now() - offset * 86_400_000).toISOString().slice(0, 10);
+    for (const offset of [0, 1, 2, 40])
+      await store.write(`interactions/${day(offset)}.jsonl`, Buffer.from(`{"d":${offset}}\n`));
+    await world.policies.set(T, { interactionDays: 2 });
+    const report = only(await world.pruner().run(silent));
+    expect(report).toMatchObject({ objectsDeleted: 2, bytesFreed: '{"d":2}\n'.length + '{"d":40}\n'.length });
+    const left = (await allItems(store, 'interactions/')).map((item) => item.key);
+    expect(left).toEqual([`interactions/${day(1)}.jsonl`, `interactions/${day(0)}.jsonl`]);
+  });
+
+  it('a full pass collects unreferenced archive objects and snapshot parts, manifests before objects, and nothing a kept one needs', async () => {
+    await publishFile(world.archive, T, 's', 'c1', null, fileBytes(70_000, 'one'));
+    await publishFile(world.archive, T, 's', 'c2', 'c1', fileBytes(140_000, 'one'));
+    // Uploaded, never published; and a manifest that lost its race.
+    await world.archive.putObject(T, 's', 'blocks/abandoned/0', fileBytes(65_536, 'x'));
+    await world.archive.putObject(T, 's', 'tails/c3/g1', Buffer.from('tail'));
+    await world.sessionObjects.put(
+      's/checkpoints/lost',
+      Buffer.from(
+        JSON.stringify({
+          checkpointId: 'lost',
+          parent: 'c1',
+          createdAt: new Date().toISOString(),
+          files: [],
+          data: null,
+        }),
+      ),
+    );
+    const { privateKey } = newKeyPair();
+    const snapshot = buildSnapshot('w1', [{ path: 'a.txt', bytes: Buffer.from('kept') }], privateKey);
+    for (const [sha, part, bytes] of snapshot.parts)
+      await world.snapshots.putPart(T, 'w1', sha, String(part), bytes);
+    await world.snapshots.publish(T, 'w1', {
+      manifest: snapshot.manifest,
+      signature: snapshot.signature,
+      parent: null,
+      allowExternalSymlinks: false,
+    });
+    const stray = buildSnapshot('w1', [{ path: 'b.txt', bytes: Buffer.from('never published') }], privateKey);
+    for (const [sha, part, bytes] of stray.parts)
+      await world.snapshots.putPart(T, 'w1', sha, String(part), bytes);
+
+    // The first run of a tenant is a full pass.
+    const first = only(await world.pruner().run(silent));
+    expect(first.objectsDeleted).toBe(3 + 1);
+    expect(await restored(world.archive, T, 's')).toEqual(fileBytes(140_000, 'one'));
+    expect(await restored(world.archive, T, 's', 'c1')).toEqual(fileBytes(70_000, 'one'));
+    expect((await world.snapshots.read(T, 'w1', 'latest')).id).toBe(snapshot.id);
+    const [part] = snapshot.parts;
+    expect(await world.snapshots.getPart(T, 'w1', part![0], '0')).toEqual(Buffer.from('kept'));
+    await expect(world.snapshots.getPart(T, 'w1', stray.parts[0]![0], '0')).rejects.toBeInstanceOf(
+      NotFoundError,
+    );
+    expect(await world.verifier().verifyTenant(T, { readData: true })).toMatchObject({
+      ok: true,
+      orphanCount: 0,
+    });
+  });
+
+  it('collects nothing of a session whose latest names a manifest that is not stored (damage is left for a human)', async () => {
+    await publishFile(world.archive, T, 's', 'c1', null, fileBytes(70_000, 'one'));
+    await world.sessionObjects.swapPointer('s/latest', 'c1', 'c9');
+    expect(only(await world.pruner({ fullPassEveryMs: 0 }).run(silent)).objectsDeleted).toBe(0);
+    expect(await restored(world.archive, T, 's', 'c1')).toEqual(fileBytes(70_000, 'one'));
+  });
+
+  it('a second run right after a complete one reads no thread: one listing of the thread records', async () => {
+    for (let index = 0; index < 5; index++) await putLine(world.threads, T, `t${index}`, 3);
+    await world.policies.set(T, { keepCheckpoints: 1 });
+    // Blob's modification times are whole seconds: a second apart, the seeding is surely "before".
+    await sleep(1100);
+    expect(only(await world.pruner({ clockMarginMs: 1000 }).run(silent)).checkpointsDeleted).toBe(10);
+    const counter = new RequestCounter();
+    const report = only(await world.pruner({ counter, clockMarginMs: 1000 }).run(silent));
+    expect(report).toMatchObject({ checkpointsDeleted: 0, objectsDeleted: 0 });
+    expect(Object.fromEntries(counter.byMethod)).toEqual({ list: 1 });
+    // A thread that changes is visited again.
+    await world.threads.putCheckpoint(T, 't0', put('c004', 'c003', { version: 9 }));
+    expect(only(await world.pruner({ clockMarginMs: 1000 }).run(silent)).checkpointsDeleted).toBe(1);
+  });
+
+  it('stops at its budget, says what it left, and the next runs go on where it stopped', async () => {
+    for (let index = 0; index < 6; index++) await putLine(world.threads, T, `t${index}`, 4);
+    await world.policies.set(T, { keepCheckpoints: 1 });
+    const totals = { checkpointsDeleted: 0, objectsDeleted: 0, runs: 0 };
+    for (;;) {
+      const report = only(await world.pruner({ maxDeletes: 10 }).run(silent));
+      totals.checkpointsDeleted += report.checkpointsDeleted;
+      totals.objectsDeleted += report.objectsDeleted;
+      totals.runs += 1;
+      if (!report.more) break;
+      expect(report.left).toContain('threads');
+      expect(totals.runs).toBeLessThan(50);
+    }
+    expect(totals.runs).toBeGreaterThan(2);
+    // 6 threads × 3 removed checkpoints, each with its record, value and pending writes.
+    expect(totals).toMatchObject({ checkpointsDeleted: 18, objectsDeleted: 18 * 3 });
+    expect(await world.verifier().verifyTenant(T, { readData: false })).toMatchObject({
+      ok: true,
+      orphanCount: 0,
+    });
+  });
+
+  it('prunes one tenant when asked, and every tenant of the directory otherwise', async () => {
+    await putLine(world.threads, 'tenant-a', 't', 3);
+    await putLine(world.threads, 'tenant-b', 't', 3);
+    await world.policies.set('tenant-a', { keepCheckpoints: 1 });
+    await world.policies.set('tenant-b', { keepCheckpoints: 2 });
+    const one = await world.pruner().run(silent, { tenant: 'tenant-b' });
+    expect(one.tenants.map((entry) => [entry.tenant, entry.checkpointsDeleted])).toEqual([['tenant-b', 1]]);
+    const all = await world.pruner().run(silent);
+    expect(all.tenants.map((entry) => [entry.tenant, entry.checkpointsDeleted])).toEqual([
+      ['tenant-a', 2],
+      ['tenant-b', 0],
+    ]);
+  });
+});
