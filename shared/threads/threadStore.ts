@@ -101,6 +101,8 @@ export interface ThreadStoreOptions {
    */
   readonly audit?: TransactionalAuditLog;
   readonly now?: () => number;
+  /** How long a put's commit retries lost compare-and-swaps; tests shorten it. Default 10 s. */
+  readonly commitBudgetMs?: number;
 }
 
 export interface CheckpointPut {
@@ -208,6 +210,8 @@ const MAX_INLINE_HEADS = 32;
 const THREAD_RECORD_BUDGET_BYTES = 1024 * 1024;
 const ROOT_NAMESPACE = '';
 const MAX_CAS_ATTEMPTS = 10;
+/** How long a put's commit keeps retrying lost compare-and-swaps (at least MAX_CAS_ATTEMPTS times). */
+const COMMIT_BUDGET_MS = 10_000;
 /** Audit events a thread record's outbox may hold before the trail is asked which are appended. */
 const OUTBOX_CHECK_AT = 16;
 /** Audit events pending on one thread beyond which changes are refused (fail closed). */
@@ -299,6 +303,9 @@ function isRefusal(error: unknown): boolean {
 /** The put's checkpoint was stored under an incarnation that lost the race to create the thread. */
 class LostCreation extends Error {}
 
+/** Every compare-and-swap of a put's commit lost (within the budget): it certainly did not commit. */
+class CommitExhausted extends Error {}
+
 function jitteredDelay(attempt: number): number {
   return Math.random() * Math.min(500, 10 * 2 ** attempt);
 }
@@ -329,6 +336,9 @@ export function matchesFilter(
   );
 }
 
+/** A value a record names is not stored: damage, unless the thread was deleted meanwhile. */
+class MissingValueError extends IntegrityError {}
+
 /** Reads values once per request (unchanged channels of several checkpoints share one). */
 class ValueReader {
   private readonly pending = new Map<string, Promise<TypedBytes>>();
@@ -340,7 +350,7 @@ class ValueReader {
     let value = this.pending.get(key);
     if (value === undefined) {
       value = this.store.read(key).then((stored) => {
-        if (stored === null) throw new IntegrityError(`the stored value of ${what} is missing`);
+        if (stored === null) throw new MissingValueError(`the stored value of ${what} is missing`);
         this.bytes += stored.value.length;
         return decodeValue(stored.value, what);
       });
@@ -368,6 +378,7 @@ export class ThreadStore {
   private readonly sealed: boolean;
   private readonly audit: TransactionalAuditLog;
   private readonly now: () => number;
+  private readonly commitBudgetMs: number;
   /**
    * The thread record this instance last read or wrote, per thread: a put names its ETag in the
    * compare-and-swap without reading first. A hint only: a stale one costs a re-read and a retry.
@@ -383,6 +394,7 @@ export class ThreadStore {
     this.sealed = options.sealed ?? false;
     this.audit = options.audit ?? noTransactionalAuditLog;
     this.now = options.now ?? Date.now;
+    this.commitBudgetMs = options.commitBudgetMs ?? COMMIT_BUDGET_MS;
   }
 
   // Threads.
@@ -565,12 +577,13 @@ export class ThreadStore {
         );
       } catch (error) {
         if (error instanceof LostCreation && restart === 0) continue;
-        // A refused put leaves no visible record. (A storage fault leaves it: the commit may have
-        // happened.) A crash right here would leave the record in the history, never as a head.
-        if (stored.created && isRefusal(error)) {
-          await store.delete(keys.record(put.checkpointId, put.ns));
+        // A put that certainly did not commit (refused, or every compare-and-swap lost) leaves no
+        // visible record. (A storage fault leaves it: the commit may have happened.) A crash right
+        // here would leave the record in the history, never as a head.
+        if (stored.created && (isRefusal(error) || error instanceof CommitExhausted)) {
+          await this.removeUncommitted(store, tenant, thread, put);
         }
-        if (error instanceof LostCreation) throw tooBusy();
+        if (error instanceof LostCreation || error instanceof CommitExhausted) throw tooBusy();
         throw error;
       }
     }
@@ -601,7 +614,9 @@ export class ThreadStore {
           : `thread ${threadId} has no checkpoint ${checkpointId} in namespace "${ns}"`,
       );
     }
-    return this.tupleOf(store, thread, record, new ValueReader(store));
+    return this.unlessDeleted(store, tenant, thread, () =>
+      this.tupleOf(store, thread, record, new ValueReader(store)),
+    );
   }
 
   /**
@@ -663,7 +678,9 @@ export class ThreadStore {
           record !== null && (query.filter === undefined || matchesFilter(record.metadata, query.filter)),
       );
       found.push(
-        ...(await Promise.all(matching.map((record) => this.tupleOf(store, thread, record, reader)))),
+        ...(await this.unlessDeleted(store, tenant, thread, () =>
+          Promise.all(matching.map((record) => this.tupleOf(store, thread, record, reader))),
+        )),
       );
     }
     return { checkpoints: found, next: (await scan.hasMore()) ? scan.position() : null };
@@ -1091,7 +1108,10 @@ export class ThreadStore {
     let current = snapshot;
     let base = thread;
     let parentSeen = false;
-    for (let attempt = 0; attempt < MAX_CAS_ATTEMPTS; attempt++) {
+    // A time budget, not a count: many instances committing to one thread (each to its own
+    // namespace) lose many rounds each, yet all get through within it.
+    const deadline = performance.now() + this.commitBudgetMs;
+    for (let attempt = 0; attempt < MAX_CAS_ATTEMPTS || performance.now() < deadline; attempt++) {
       if (!parentSeen && record.parent !== null && base.heads.get(record.ns)?.record.id !== record.parent) {
         await this.checkParentStored(store, base, record);
         parentSeen = true;
@@ -1126,7 +1146,7 @@ export class ThreadStore {
       base = current.record;
       if (attempt > 0) await sleep(jitteredDelay(attempt));
     }
-    throw tooBusy();
+    throw new CommitExhausted();
   }
 
   /**
@@ -1147,6 +1167,49 @@ export class ThreadStore {
       throw new ConflictError(
         `parent: thread ${thread.threadId} has no checkpoint ${parent} in namespace "${record.ns}" any more (retention removed it)`,
       );
+    }
+  }
+
+  /**
+   * Removes the record a put created but did not commit, unless the thread's head names it now:
+   * another instance retrying the same put (which found the record stored, so did not create it)
+   * may have committed it meanwhile.
+   */
+  private async removeUncommitted(
+    store: KeyValueStore,
+    tenant: string,
+    thread: ThreadRecord,
+    put: CheckpointPut,
+  ): Promise<void> {
+    const now = await this.readThread(store, tenant, thread.threadId);
+    if (
+      now !== null &&
+      now.record.incarnation === thread.incarnation &&
+      now.record.heads.get(put.ns)?.record.id === put.checkpointId
+    ) {
+      return;
+    }
+    await store.delete(keysOf(thread).record(put.checkpointId, put.ns));
+  }
+
+  /**
+   * Runs `read` of `thread`'s values; a value found missing because the thread was deleted (or
+   * deleted and created again) meanwhile answers that the thread does not exist, as a read that
+   * came a moment later would. A value missing from a thread that is still there is damage.
+   */
+  private async unlessDeleted<T>(
+    store: KeyValueStore,
+    tenant: string,
+    thread: ThreadRecord,
+    read: () => Promise<T>,
+  ): Promise<T> {
+    try {
+      return await read();
+    } catch (error) {
+      if (!(error instanceof MissingValueError)) throw error;
+      const now = await this.readThread(store, tenant, thread.threadId);
+      if (now === null || now.record.incarnation !== thread.incarnation) throw noThread(thread.threadId);
+      throw error;
     }
   }
 
@@ -1415,12 +1478,18 @@ async function createOnly(store: KeyValueStore, key: string, value: Buffer): Pro
   }
 }
 
+/**
+ * Deletes every key under `prefix`, in one pass through the listing (each key once, whatever is
+ * written meanwhile). A key stored after its page was listed (a put of the deleted incarnation still
+ * in flight) belongs to no thread record: retention collects it.
+ */
 async function deleteAll(store: KeyValueStore, prefix: string): Promise<void> {
-  for (;;) {
-    const page = await store.list({ prefix, limit: 1000 });
-    if (page.keys.length === 0) return;
+  let cursor: string | undefined;
+  do {
+    const page = await store.list({ prefix, limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
     await inBatches(page.keys, PARALLEL_READS, (key) => store.delete(key));
-  }
+    cursor = page.cursor ?? undefined;
+  } while (cursor !== undefined);
 }
 
 function cacheKey(tenant: string, threadId: string): string {

@@ -9,7 +9,9 @@ import {
   InvalidArgumentError,
   NotFoundError,
   PayloadTooLargeError,
+  PreconditionFailedError,
   RunFencedError,
+  StorageUnavailableError,
   ThreadBusyError,
 } from '../../shared/errors';
 import type {
@@ -23,7 +25,7 @@ import type {
   WriteConditions,
   WriteResult,
 } from '../../shared/storage/keyValueStore';
-import { parseDataKey } from '../../shared/threads/layout';
+import { parseDataKey, THREAD_RECORD_PREFIX } from '../../shared/threads/layout';
 import type { TypedBytes } from '../../shared/threads/records';
 import { SealedThreadSpace } from '../../shared/threads/sealedThreadSpace';
 import { type CheckpointPut, ThreadStore } from '../../shared/threads/threadStore';
@@ -936,6 +938,95 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         expect(removed).toBe(true);
         expect((await recordKeys()).map(idOf).sort()).toEqual(['c2']);
         expect((await threads.getCheckpoint(A, 't', '')).checkpointId).toBe('c2');
+      });
+    });
+
+    describe('many writers and deletions', () => {
+      /** A thread store on `tenant`'s space as `wrap` changes it (sealed like the others when a codec is set). */
+      const wrapped = (
+        wrap: (inner: KeyValueStore) => Partial<KeyValueStore>,
+        options: { commitBudgetMs?: number } = {},
+      ) => {
+        const stores = factory();
+        return new ThreadStore({
+          storeOf: (tenant) => {
+            const raw = stores.forSpace('threads', tenant);
+            const inner = codec === undefined ? raw : new SealedThreadSpace(raw, tenant, codec);
+            const changed = wrap(inner);
+            return {
+              read: (key) => inner.read(key),
+              head: (key) => inner.head(key),
+              write: (key, value, conditions) => inner.write(key, value, conditions),
+              append: (key, bytes, conditions) => inner.append(key, bytes, conditions),
+              delete: (key, conditions) => inner.delete(key, conditions),
+              list: (listOptions) => inner.list(listOptions),
+              listItems: (listOptions) => inner.listItems(listOptions),
+              ...changed,
+            };
+          },
+          maxValueBytes: MAX_VALUE_BYTES - (codec === undefined ? 0 : SEAL_OVERHEAD),
+          sealed: codec !== undefined,
+          ...options,
+        });
+      };
+
+      it('16 instances putting at once, each to its own namespace of one thread, all commit', async () => {
+        await threads.createThread(A, 't');
+        const results = await Promise.all(
+          Array.from({ length: 16 }, (_, index) =>
+            instance().putCheckpoint(
+              A,
+              't',
+              put(`c${index}`, { ns: `n${index}`, versions: { a: 1 }, values: { a: `v${index}` } }),
+            ),
+          ),
+        );
+        expect(results.map((result) => result.head)).toEqual(results.map((_, index) => `c${index}`));
+        const thread = await threads.getThread(A, 't');
+        for (let index = 0; index < 16; index++) {
+          const tuple = await threads.getCheckpoint(A, 't', `n${index}`);
+          expect([tuple.checkpointId, text(tuple.values['a'])]).toEqual([`c${index}`, `v${index}`]);
+        }
+        expect(Object.keys(thread.heads).sort()).toEqual(
+          Array.from({ length: 16 }, (_, index) => `n${index}`).sort(),
+        );
+      });
+
+      it('a put whose every compare-and-swap loses answers 503 and leaves no record in the history', async () => {
+        await threads.putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: 'one' } }));
+        const losing = wrapped(
+          (inner) => ({
+            write: async (key, value, conditions) => {
+              // Another writer always changed the thread record first.
+              if (key.startsWith(THREAD_RECORD_PREFIX) && conditions?.ifMatch !== undefined) {
+                throw new PreconditionFailedError('the thread record changed');
+              }
+              return inner.write(key, value, conditions);
+            },
+          }),
+          { commitBudgetMs: 200 },
+        );
+        await expect(
+          losing.putCheckpoint(A, 't', put('c2', { parent: 'c1', versions: { a: 2 }, values: { a: 'two' } })),
+        ).rejects.toBeInstanceOf(StorageUnavailableError);
+        expect((await recordKeys()).map(idOf)).toEqual(['c1']);
+        expect((await threads.getCheckpoint(A, 't', '')).checkpointId).toBe('c1');
+      });
+
+      it('a value found missing because the thread was deleted meanwhile answers 404, not damage', async () => {
+        await threads.putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: 'one' } }));
+        let deleted = false;
+        const reading = wrapped((inner) => ({
+          read: async (key) => {
+            if (!deleted && key.includes('/v/')) {
+              deleted = true;
+              await threads.deleteThread(A, 't');
+            }
+            return inner.read(key);
+          },
+        }));
+        await expect(reading.getCheckpoint(A, 't', '')).rejects.toBeInstanceOf(NotFoundError);
+        expect(deleted).toBe(true);
       });
     });
 
