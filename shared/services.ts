@@ -4,7 +4,6 @@ import path from 'node:path';
 import type { BlobServiceClient } from '@azure/storage-blob';
 
 import { SessionArchive } from './archive/sessionArchive';
-import type { AuditLog } from './audit/auditLog';
 import { AuditTrail } from './audit/auditTrail';
 import { noTransactionalAuditLog, type TransactionalAuditLog } from './audit/pending';
 import { Authenticator, sha256Hex } from './auth';
@@ -16,9 +15,10 @@ import { Encryption, type SealingCodec } from './crypto/encryption';
 import { keyValueRewrapTarget, type RewrapTarget } from './crypto/rewrap';
 import { SEAL_OVERHEAD } from './crypto/sealedFormat';
 import { SealingKeyValueStoreFactory } from './crypto/sealedKeyValueStore';
-import type { ValueCodec } from './crypto/valueCodec';
 import { processLogger } from './logging';
 import { MemoryFacts } from './memory/memory';
+import { memoryRewrapTarget } from './memory/memoryRewrap';
+import type { MemoryStore } from './memory/memoryStore';
 import { TrustedSnapshotKeys } from './snapshots/trustedKeys';
 import { type SnapshotStores, WorkspaceSnapshots } from './snapshots/workspaceSnapshots';
 import { AzureEmailWindowQueue } from './storage/azure/azureEmailWindowQueue';
@@ -79,7 +79,7 @@ export interface Services {
    * thread store, sealed key/value spaces, memory facts). Seals nothing when no key is configured.
    */
   readonly codec: SealingCodec;
-  /** What the `rewrap` job re-seals, by target name (`threads`, `kv`, and any store added here). */
+  /** What the `rewrap` job re-seals, by target name (`threads`, `kv` and, when configured, `memory`). */
   readonly rewrapTargets: ReadonlyMap<string, RewrapTarget>;
   /**
    * The process's one audit log (CAIRN_AUDIT): every store that records actions uses it (threads,
@@ -120,7 +120,9 @@ export function createServices(config: Config): Services {
   const audit = auditTrail ?? noTransactionalAuditLog;
   const sessionArchive = createSessionArchive(config, blobService, audit);
   const trustedSnapshotKeys = new TrustedSnapshotKeys(config.snapshotKeys, kvStores);
-  const memory = createMemory(config, codec, audit);
+  const memoryStore = createMemoryStore(config);
+  const memory =
+    memoryStore === undefined ? undefined : new MemoryFacts({ store: memoryStore, codec, audit });
   const threads = new ThreadStore({
     storeOf: (tenant) => {
       const space = rawKv.forSpace('threads', tenant);
@@ -132,6 +134,9 @@ export function createServices(config: Config): Services {
   });
   auditTrail?.setVerifiers({
     thread: (tenant, threadId) => threads.auditOutbox(tenant, threadId),
+    ...(memory === undefined
+      ? {}
+      : { memory: (tenant, namespace, key) => memory.auditOutbox(tenant, namespace, key) }),
     ...(sessionArchive === undefined
       ? {}
       : {
@@ -139,7 +144,11 @@ export function createServices(config: Config): Services {
             sessionArchive.wasPublished(tenant, sessionId, checkpointId, sinceMs),
         }),
   });
-  const rewrapTargets = [threadRewrapTarget(rawKv, codec), keyValueRewrapTarget(roomyKv, codec, kvTenants)];
+  const rewrapTargets = [
+    threadRewrapTarget(rawKv, codec),
+    keyValueRewrapTarget(roomyKv, codec, kvTenants),
+    ...(memoryStore === undefined ? [] : [memoryRewrapTarget(memoryStore, codec)]),
+  ];
   return {
     config,
     version: packageVersion(),
@@ -196,16 +205,13 @@ function createSnapshotStores(config: Config, blobService?: BlobServiceClient): 
   };
 }
 
-/** Memory facts on the table service when there is one, else locally on the local backend. */
-function createMemory(config: Config, codec: ValueCodec, audit: AuditLog): MemoryFacts | undefined {
+/** The store of memory facts: the table service when there is one, else local files on the local backend. */
+function createMemoryStore(config: Config): MemoryStore | undefined {
   const { tableService, tableName } = config.memory;
   if (tableService !== undefined) {
-    const store = new TableMemoryStore(createTableClient(tableService, tableName), config.storageTimeoutMs);
-    return new MemoryFacts({ store, codec, audit });
+    return new TableMemoryStore(createTableClient(tableService, tableName), config.storageTimeoutMs);
   }
-  if (config.backend.kind === 'local') {
-    return new MemoryFacts({ store: new LocalMemoryStore(config.dataDir), codec, audit });
-  }
+  if (config.backend.kind === 'local') return new LocalMemoryStore(config.dataDir);
   return undefined;
 }
 
