@@ -83,7 +83,7 @@ export interface Services {
   readonly rewrapTargets: ReadonlyMap<string, RewrapTarget>;
   /**
    * The process's one audit log (CAIRN_AUDIT): every store that records actions uses it (threads,
-   * archives, memory facts, admin jobs). Keeps nothing when auditing is off.
+   * archives, memory facts, snapshots, admin jobs). Keeps nothing when auditing is off.
    */
   readonly audit: TransactionalAuditLog;
   /** The audit trail itself (reads, verify, signed heads, repair); undefined when auditing is off. */
@@ -120,6 +120,9 @@ export function createServices(config: Config): Services {
   const audit = auditTrail ?? noTransactionalAuditLog;
   const sessionArchive = createSessionArchive(config, blobService, audit);
   const trustedSnapshotKeys = new TrustedSnapshotKeys(config.snapshotKeys, kvStores);
+  const snapshots = new WorkspaceSnapshots(createSnapshotStores(config, blobService), trustedSnapshotKeys, {
+    audit,
+  });
   const memoryStore = createMemoryStore(config);
   const memory =
     memoryStore === undefined ? undefined : new MemoryFacts({ store: memoryStore, codec, audit });
@@ -134,6 +137,7 @@ export function createServices(config: Config): Services {
   });
   auditTrail?.setVerifiers({
     thread: (tenant, threadId) => threads.auditOutbox(tenant, threadId),
+    snapshot: (tenant, workspaceId, snapshotId) => snapshots.isStored(tenant, workspaceId, snapshotId),
     ...(memory === undefined
       ? {}
       : { memory: (tenant, namespace, key) => memory.auditOutbox(tenant, namespace, key) }),
@@ -164,7 +168,7 @@ export function createServices(config: Config): Services {
     ...(auditTrail === undefined ? {} : { auditTrail }),
     ...(emailWindowQueue === undefined ? {} : { emailWindowQueue }),
     ...(sessionArchive === undefined ? {} : { sessionArchive }),
-    snapshots: new WorkspaceSnapshots(createSnapshotStores(config, blobService), trustedSnapshotKeys),
+    snapshots,
     trustedSnapshotKeys,
     ...(memory === undefined ? {} : { memory }),
   };

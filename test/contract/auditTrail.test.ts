@@ -11,10 +11,12 @@ import type { AuditEvent } from '../../shared/audit/auditLog';
 import type { AuditStore } from '../../shared/audit/auditStore';
 import { AuditTrail } from '../../shared/audit/auditTrail';
 import { type AuditRecord, withHash } from '../../shared/audit/chain';
-import { StorageUnavailableError } from '../../shared/errors';
+import { ConflictError, StorageUnavailableError } from '../../shared/errors';
 import type { Logger } from '../../shared/logging';
 import { MemoryFacts } from '../../shared/memory/memory';
 import type { MemoryStore } from '../../shared/memory/memoryStore';
+import { TrustedSnapshotKeys } from '../../shared/snapshots/trustedKeys';
+import { WorkspaceSnapshots } from '../../shared/snapshots/workspaceSnapshots';
 import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';
 import { TableSessionIndex } from '../../shared/storage/azure/sessionIndexTable';
 import { TableAuditStore } from '../../shared/storage/azure/tableAuditStore';
@@ -32,13 +34,14 @@ import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { azuriteTable } from '../support/tables';
 import { ObservedObjectStore } from '../unit/archiveTestKit';
+import { buildSnapshot, type BuiltSnapshot, newKeyPair } from '../unit/snapshotTestKit';
 
 /**
  * The audit trail on Azure Table Storage (Azurite): gapless seq under concurrent writers on two
  * instances, the hash chain and what verify detects, stable ids recorded once, and the repair of a
  * crash between an action and its record, injected at each step by a wrapper that fails the
  * storage there (the thread store on both key/value backends, memory facts on both of theirs,
- * session archives).
+ * session archives and workspace snapshots).
  */
 
 const T = 'tenant-a';
@@ -887,3 +890,104 @@ describe.each(memoryBackends())(
     });
   },
 );
+
+describe('crash between a snapshot publish and its audit record (workspace snapshots)', () => {
+  let clock: number;
+  let root: string;
+  let keys: TrustedSnapshotKeys;
+  const signer = newKeyPair();
+  beforeEach(() => {
+    clock = Date.now();
+    root = tempDir('audit-snapshots');
+    keys = new TrustedSnapshotKeys(
+      new Map(),
+      new LocalKeyValueStoreFactory(tempDir('audit-snapshot-keys'), 1024),
+    );
+  });
+
+  /** Snapshots and their trail as one app instance has them; `objects` may fail at a chosen step. */
+  const app = (store?: AuditStore) => {
+    const trail = instance(store, () => clock);
+    const objects = new ObservedObjectStore(
+      new LocalImmutableObjectStore(path.join(root, 'snapshots', T), path.join(root, 'tmp')),
+    );
+    const snapshots = new WorkspaceSnapshots({ forTenant: () => objects }, keys, {
+      now: () => new Date(clock),
+      audit: trail,
+    });
+    trail.setVerifiers({
+      snapshot: (tenant, workspaceId, snapshotId) => snapshots.isStored(tenant, workspaceId, snapshotId),
+    });
+    return { trail, snapshots, objects };
+  };
+  const build = (text: string) =>
+    buildSnapshot('w1', [{ path: 'a.txt', bytes: Buffer.from(text) }], signer.privateKey);
+  const publish = async (snapshots: WorkspaceSnapshots, built: BuiltSnapshot, parent: string | null) => {
+    for (const [sha256, part, bytes] of built.parts)
+      await snapshots.putPart(T, 'w1', sha256, String(part), bytes);
+    return snapshots.publish(
+      T,
+      'w1',
+      { manifest: built.manifest, signature: built.signature, parent, allowExternalSymlinks: false },
+      'ops',
+    );
+  };
+
+  it('after the manifest is stored, before the record: the next append repairs it; a retry records nothing twice', async () => {
+    const [one, two] = [build('one'), build('two')];
+    const faulty = faultyTrailStore();
+    const crashed = app(faulty);
+    faulty.failOnce('createRecord');
+    await publish(crashed.snapshots, one, null);
+    expect(await pendingMarkers()).toBe(1);
+    clock += GRACE_MS + 1;
+    const next = app();
+    // The client retries (it never saw the answer): already latest, nothing new to record.
+    expect(await publish(next.snapshots, one, null)).toEqual({ id: one.id, latest: one.id });
+    await publish(next.snapshots, two, one.id);
+    expect(await subjects(next.trail)).toEqual([
+      `1 snapshot.published w1/${two.id}`,
+      `2 snapshot.published w1/${one.id}`,
+    ]);
+    const records = await allRecords(next.trail);
+    expect(records.map((record) => [record.actor, record.details])).toEqual([
+      ['ops', { parent: one.id, files: 1 }],
+      ['ops', { parent: null, files: 1 }],
+    ]);
+    expect(await pendingMarkers()).toBe(0);
+  });
+
+  it('before the manifest is stored (its put failed): the repair drops the marker, no record; a retry records it once', async () => {
+    const one = build('one');
+    const crashed = app();
+    crashed.objects.failWhen = (method, key) => method === 'put' && key.endsWith('/manifest.json');
+    await expect(publish(crashed.snapshots, one, null)).rejects.toBeInstanceOf(StorageUnavailableError);
+    expect(await pendingMarkers()).toBe(1);
+    clock += GRACE_MS + 1;
+    const next = app();
+    await next.trail.repair(T);
+    expect(await subjects(next.trail)).toEqual([]);
+    expect(await pendingMarkers()).toBe(0);
+    await publish(next.snapshots, one, null);
+    await publish(next.snapshots, one, null);
+    expect(await subjects(next.trail)).toEqual([`1 snapshot.published w1/${one.id}`]);
+  });
+
+  it('a snapshot whose publish is not yet in the trail is deleted only once it is; published again after, it is not recorded twice', async () => {
+    const one = build('one');
+    const faulty = faultyTrailStore();
+    const crashed = app(faulty);
+    faulty.failOnce('createRecord');
+    await publish(crashed.snapshots, one, null);
+    const next = app();
+    await expect(next.snapshots.delete(T, 'w1', one.id)).rejects.toBeInstanceOf(ConflictError);
+    expect((await next.snapshots.read(T, 'w1', one.id)).id).toBe(one.id);
+    clock += GRACE_MS + 1;
+    expect(await next.snapshots.delete(T, 'w1', one.id)).toMatchObject({ id: one.id, latest: null });
+    expect(await subjects(next.trail)).toEqual([`1 snapshot.published w1/${one.id}`]);
+    expect(await next.snapshots.isStored(T, 'w1', one.id)).toBe(false);
+    await publish(next.snapshots, one, null);
+    expect(await subjects(next.trail)).toEqual([`1 snapshot.published w1/${one.id}`]);
+    expect(await pendingMarkers()).toBe(0);
+  });
+});
