@@ -1,5 +1,6 @@
 import { z } from 'zod';
 
+import { actorOf } from '../shared/auth';
 import { InternalError, NotFoundError } from '../shared/errors';
 import type { Caller, MemoryFacts } from '../shared/memory/memory';
 import { checkFilter } from '../shared/memory/valueFilter';
@@ -31,7 +32,10 @@ function memoryOf(call: AuthenticatedCall): MemoryFacts {
   return memory;
 }
 
-const callerOf = (call: AuthenticatedCall): Caller => ({ tenant: call.principal.tenant });
+const callerOf = (call: AuthenticatedCall): Caller => ({
+  tenant: call.principal.tenant,
+  actor: actorOf(call.principal),
+});
 
 const required = z.string({ error: 'is required' });
 const wholeNumber = (rule: string) => z.coerce.number({ error: rule }).int(rule);

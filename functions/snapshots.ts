@@ -1,6 +1,7 @@
 import type { HttpRequest } from '@azure/functions';
 import { z } from 'zod';
 
+import { actorOf } from '../shared/auth';
 import { ForbiddenError, NotFoundError } from '../shared/errors';
 import { MAX_PUBLISH_BODY_BYTES } from '../shared/snapshots/manifest';
 import { MAX_KEYS_BODY_BYTES } from '../shared/snapshots/trustedKeys';
@@ -114,6 +115,7 @@ export const workspaceSnapshots = httpHandler('workspaceSnapshots', {
       call.principal.tenant,
       param(request, 'workspaceId'),
       body,
+      actorOf(call.principal),
     );
     return json(201, result);
   },

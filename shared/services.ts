@@ -5,7 +5,6 @@ import type { BlobServiceClient } from '@azure/storage-blob';
 
 import { SessionArchive } from './archive/sessionArchive';
 import { type AuditChainCheck, auditingOff } from './audit/auditChainCheck';
-import type { AuditLog } from './audit/auditLog';
 import { AuditTrail } from './audit/auditTrail';
 import { noTransactionalAuditLog, type TransactionalAuditLog } from './audit/pending';
 import { Authenticator, sha256Hex } from './auth';
@@ -17,9 +16,10 @@ import { Encryption, type SealingCodec } from './crypto/encryption';
 import { keyValueRewrapTarget, type RewrapTarget } from './crypto/rewrap';
 import { SEAL_OVERHEAD } from './crypto/sealedFormat';
 import { SealingKeyValueStoreFactory } from './crypto/sealedKeyValueStore';
-import type { ValueCodec } from './crypto/valueCodec';
 import { processLogger } from './logging';
 import { MemoryFacts } from './memory/memory';
+import { memoryRewrapTarget } from './memory/memoryRewrap';
+import type { MemoryStore } from './memory/memoryStore';
 import { RetentionPolicies } from './retention/policy';
 import { RetentionPruner, type RetentionStores } from './retention/prune';
 import { PruneStates } from './retention/pruneState';
@@ -95,11 +95,11 @@ export interface Services {
    * thread store, sealed key/value spaces, memory facts). Seals nothing when no key is configured.
    */
   readonly codec: SealingCodec;
-  /** What the `rewrap` job re-seals, by target name (`threads`, `kv`, and any store added here). */
+  /** What the `rewrap` job re-seals, by target name (`threads`, `kv` and, when configured, `memory`). */
   readonly rewrapTargets: ReadonlyMap<string, RewrapTarget>;
   /**
    * The process's one audit log (CAIRN_AUDIT): every store that records actions uses it (threads,
-   * archives, memory facts, admin jobs). Keeps nothing when auditing is off.
+   * archives, memory facts, snapshots, admin jobs). Keeps nothing when auditing is off.
    */
   readonly audit: TransactionalAuditLog;
   /** The audit trail itself (reads, verify, signed heads, repair); undefined when auditing is off. */
@@ -160,7 +160,13 @@ export function createServices(config: Config): Services {
       ? undefined
       : new SessionArchive(sessionStorage.objects, sessionStorage.index, audit);
   const trustedSnapshotKeys = new TrustedSnapshotKeys(config.snapshotKeys, kvStores);
-  const memory = createMemory(config, tenants, codec, audit);
+  const snapshotStores = recordingSnapshotStores(createSnapshotStores(config, blobService), tenants);
+  const snapshots = new WorkspaceSnapshots(snapshotStores, trustedSnapshotKeys, { audit });
+  const plainMemoryStore = createMemoryStore(config);
+  const memoryStore =
+    plainMemoryStore === undefined ? undefined : recordingMemoryStore(plainMemoryStore, tenants);
+  const memory =
+    memoryStore === undefined ? undefined : new MemoryFacts({ store: memoryStore, codec, audit });
   const threads = new ThreadStore({
     storeOf: threadSpaceOf,
     maxValueBytes: rawKv.maxValueBytes - (encryption.enabled ? SEAL_OVERHEAD : 0),
@@ -169,6 +175,10 @@ export function createServices(config: Config): Services {
   });
   auditTrail?.setVerifiers({
     thread: (tenant, threadId) => threads.auditOutbox(tenant, threadId),
+    snapshot: (tenant, workspaceId, snapshotId) => snapshots.isStored(tenant, workspaceId, snapshotId),
+    ...(memory === undefined
+      ? {}
+      : { memory: (tenant, namespace, key) => memory.auditOutbox(tenant, namespace, key) }),
     ...(sessionArchive === undefined
       ? {}
       : {
@@ -176,8 +186,11 @@ export function createServices(config: Config): Services {
             sessionArchive.wasPublished(tenant, sessionId, checkpointId, sinceMs),
         }),
   });
-  const rewrapTargets = [threadRewrapTarget(rawKv, codec), keyValueRewrapTarget(roomyKv, codec, kvTenants)];
-  const snapshotStores = recordingSnapshotStores(createSnapshotStores(config, blobService), tenants);
+  const rewrapTargets = [
+    threadRewrapTarget(rawKv, codec),
+    keyValueRewrapTarget(roomyKv, codec, kvTenants),
+    ...(memoryStore === undefined ? [] : [memoryRewrapTarget(memoryStore, codec)]),
+  ];
   const retentionPolicies = new RetentionPolicies(baseKv, config.retention.defaults);
   const retentionStores: RetentionStores = {
     kvStores,
@@ -208,7 +221,7 @@ export function createServices(config: Config): Services {
     ...(auditTrail === undefined ? {} : { auditTrail }),
     ...(emailWindowQueue === undefined ? {} : { emailWindowQueue }),
     ...(sessionArchive === undefined ? {} : { sessionArchive }),
-    snapshots: new WorkspaceSnapshots(snapshotStores, trustedSnapshotKeys),
+    snapshots,
     trustedSnapshotKeys,
     ...(memory === undefined ? {} : { memory }),
     retentionPolicies,
@@ -255,22 +268,13 @@ function createSnapshotStores(config: Config, blobService?: BlobServiceClient): 
   };
 }
 
-/** Memory facts on the table service when there is one, else locally on the local backend. */
-function createMemory(
-  config: Config,
-  tenants: TenantDirectory,
-  codec: ValueCodec,
-  audit: AuditLog,
-): MemoryFacts | undefined {
+/** The store of memory facts: the table service when there is one, else local files on the local backend. */
+function createMemoryStore(config: Config): MemoryStore | undefined {
   const { tableService, tableName } = config.memory;
   if (tableService !== undefined) {
-    const store = new TableMemoryStore(createTableClient(tableService, tableName), config.storageTimeoutMs);
-    return new MemoryFacts({ store: recordingMemoryStore(store, tenants), codec, audit });
+    return new TableMemoryStore(createTableClient(tableService, tableName), config.storageTimeoutMs);
   }
-  if (config.backend.kind === 'local') {
-    const store = new LocalMemoryStore(config.dataDir);
-    return new MemoryFacts({ store: recordingMemoryStore(store, tenants), codec, audit });
-  }
+  if (config.backend.kind === 'local') return new LocalMemoryStore(config.dataDir);
   return undefined;
 }
 

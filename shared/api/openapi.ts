@@ -1181,7 +1181,7 @@ const workspaceSnapshotPath = {
   delete: operation({
     operationId: 'deleteSnapshot',
     summary: 'Delete a snapshot',
-    description: `Moves \`latest\` off it first (to the newest remaining snapshot, or removes it), then deletes the manifest (the snapshot is gone from then on), its signature and its id's entry, then the parts no other manifest of the tenant references and that were stored over an hour ago. \`latest\` is refused (400): name the snapshot. 409 when the workspace keeps being published to while \`latest\` is moved: delete again. ${SNAPSHOTS_NOTE}`,
+    description: `Moves \`latest\` off it first (to the newest remaining snapshot, or removes it), then deletes the manifest (the snapshot is gone from then on), its signature and its id's entry, then the parts no other manifest of the tenant references and that were stored over an hour ago. \`latest\` is refused (400): name the snapshot. 409 when the workspace keeps being published to while \`latest\` is moved, or, with the audit trail on, while the snapshot's publish is not yet recorded in it (its publisher stopped after storing the manifest; the trail's repair records it within minutes): delete again. ${SNAPSHOTS_NOTE}`,
     tag: TAGS.snapshots,
     access: 'tenant',
     answers: { 200: jsonAnswer('Deleted.', schemaRef('SnapshotDeleteReport')) },
@@ -1717,7 +1717,7 @@ const rewrapsPath = {
     operationId: 'startRewrap',
     summary: 'Start re-sealing every stored sealed value with the first key',
     description:
-      "Re-seals, with the first key of CAIRN_ENCRYPTION_KEYS, every value of every tenant that was sealed with another key: thread records, checkpoints, channel values, pending writes, and the key/value values of the tenants CAIRN_ENCRYPT_TENANTS lists. Idempotent and resumable: running it again re-seals nothing twice. When the report's `remaining` is 0 for a key, that key can be removed. 409 when encryption is off.",
+      "Re-seals, with the first key of CAIRN_ENCRYPTION_KEYS, every value of every tenant that was sealed with another key: thread records, checkpoints, channel values, pending writes, memory facts (their ETags change), and the key/value values of the tenants CAIRN_ENCRYPT_TENANTS lists. Idempotent and resumable: running it again re-seals nothing twice. When the report's `remaining` is 0 for a key, that key can be removed. 409 when encryption is off.",
     tag: TAGS.encryption,
     access: 'admin',
     body: {

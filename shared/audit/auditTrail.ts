@@ -80,6 +80,23 @@ export type ArchivePublishCheck = (
   sinceMs: number,
 ) => Promise<boolean | null>;
 
+/**
+ * The incarnation of a memory fact's row and the ids of the audit events its outbox holds (what
+ * decides whether a pending memory event committed); null when the row is absent.
+ */
+export type MemoryOutboxReader = (
+  tenant: string,
+  namespace: string,
+  key: string,
+) => Promise<{ readonly incarnation: string; readonly outbox: readonly string[] } | null>;
+
+/** Whether a workspace snapshot's manifest is stored (the commit point of its publish). */
+export type SnapshotStoredCheck = (
+  tenant: string,
+  workspaceId: string,
+  snapshotId: string,
+) => Promise<boolean>;
+
 interface Head {
   readonly seq: number;
   readonly hash: string;
@@ -114,6 +131,7 @@ const HINT_EVERY = 64;
 const MARKERS_PER_REPAIR = 100;
 const VERIFY_PAGE = 1000;
 const EVENT_ID = /^[A-Za-z0-9._:~-]{1,512}$/;
+const MAX_SUBJECT_CHARS = 4096;
 const ACTION = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/;
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f]/;
@@ -138,6 +156,8 @@ export class AuditTrail implements TransactionalAuditLog {
   private readonly known = new LruMap<string, true>(100_000);
   private threadReader: ThreadOutboxReader | undefined;
   private archiveCheck: ArchivePublishCheck | undefined;
+  private memoryReader: MemoryOutboxReader | undefined;
+  private snapshotCheck: SnapshotStoredCheck | undefined;
 
   constructor(private readonly options: AuditTrailOptions) {
     this.store = options.store;
@@ -146,10 +166,20 @@ export class AuditTrail implements TransactionalAuditLog {
     this.repairIntervalMs = options.repairIntervalMs ?? 10_000;
   }
 
-  /** How the repair tells whether a thread's or an archive's pending event committed. */
-  setVerifiers(verifiers: { thread?: ThreadOutboxReader; archive?: ArchivePublishCheck }): void {
+  /**
+   * How the repair tells whether a pending event of a thread, an archive, a memory fact or a
+   * snapshot committed. A marker whose kind has no verifier here stays pending (undecided).
+   */
+  setVerifiers(verifiers: {
+    thread?: ThreadOutboxReader;
+    archive?: ArchivePublishCheck;
+    memory?: MemoryOutboxReader;
+    snapshot?: SnapshotStoredCheck;
+  }): void {
     if (verifiers.thread !== undefined) this.threadReader = verifiers.thread;
     if (verifiers.archive !== undefined) this.archiveCheck = verifiers.archive;
+    if (verifiers.memory !== undefined) this.memoryReader = verifiers.memory;
+    if (verifiers.snapshot !== undefined) this.snapshotCheck = verifiers.snapshot;
   }
 
   get signs(): boolean {
@@ -179,11 +209,18 @@ export class AuditTrail implements TransactionalAuditLog {
     await Promise.all(events.map((event) => this.store.putMarker(tenant, event, check)));
   }
 
-  async commit(tenant: string, events: readonly PendingEvent[], options: { keepMarkers?: boolean } = {}) {
+  async commit(
+    tenant: string,
+    events: readonly PendingEvent[],
+    options: { keepMarkers?: boolean; dedupe?: boolean } = {},
+  ) {
     try {
       // The events first (their window is short), then whatever pends from earlier crashes.
       for (const event of events) {
-        await this.append(tenant, event, { dedupe: false, deadlineMs: event.createdAtMs + this.graceMs / 2 });
+        await this.append(tenant, event, {
+          dedupe: options.dedupe === true,
+          deadlineMs: event.createdAtMs + this.graceMs / 2,
+        });
       }
       if (options.keepMarkers !== true) {
         await Promise.all(events.map((event) => this.store.deleteMarker(tenant, event.id)));
@@ -223,6 +260,13 @@ export class AuditTrail implements TransactionalAuditLog {
     if (head.eventId !== eventId) return false;
     this.known.set(eventId, true);
     return true;
+  }
+
+  async settled(tenant: string, eventId: string): Promise<boolean> {
+    if ((await this.store.readMarker(tenant, eventId)) === null) return true;
+    if (await this.appended(tenant, eventId)) return true;
+    await this.repair(tenant);
+    return (await this.store.readMarker(tenant, eventId)) === null;
   }
 
   // Reading, verifying, signing.
@@ -318,7 +362,9 @@ export class AuditTrail implements TransactionalAuditLog {
       if (fate === 'committed') {
         const deadlineMs = now + this.graceMs / 2;
         const events =
-          marker.check.kind === 'thread-delete' ? [...marker.check.carried, marker.event] : [marker.event];
+          marker.check.kind === 'thread-delete' || marker.check.kind === 'memory-forget'
+            ? [...marker.check.carried, marker.event]
+            : [marker.event];
         for (const event of events) await this.append(tenant, event, { dedupe: true, deadlineMs });
       }
       await this.store.deleteMarker(tenant, marker.event.id);
@@ -368,6 +414,27 @@ export class AuditTrail implements TransactionalAuditLog {
           event.createdAtMs,
         );
         return published === null ? 'undecided' : published ? 'committed' : 'not-committed';
+      }
+      case 'memory': {
+        if (await this.appended(tenant, event.id)) return 'committed';
+        if (this.memoryReader === undefined) return 'undecided';
+        // Not in the row's outbox: the write did not land, or its row was deleted since, and the
+        // deletion's marker carries the event (it appends it); only events known to be in the
+        // trail ever leave an outbox otherwise.
+        const fact = await this.memoryReader(tenant, check.namespace, check.key);
+        return fact !== null && fact.outbox.includes(event.id) ? 'committed' : 'not-committed';
+      }
+      case 'memory-forget': {
+        if (this.memoryReader === undefined) return 'undecided';
+        const fact = await this.memoryReader(tenant, check.namespace, check.key);
+        return fact === null || fact.incarnation !== check.incarnation ? 'committed' : 'not-committed';
+      }
+      case 'snapshot': {
+        if (await this.appended(tenant, event.id)) return 'committed';
+        if (this.snapshotCheck === undefined) return 'undecided';
+        return (await this.snapshotCheck(tenant, check.workspaceId, check.snapshotId))
+          ? 'committed'
+          : 'not-committed';
       }
     }
   }
@@ -507,8 +574,11 @@ function eventProblem(event: PendingEvent): string | null {
     outcome: event.outcome,
   })) {
     if (value === undefined) continue;
-    if (value.length === 0 || value.length > 1024 || CONTROL.test(value))
-      return `${name} must be 1-1024 characters`;
+    // A subject may name two names of up to 512 bytes each (a memory fact's namespace and key,
+    // as a JSON pair); every other field is an id.
+    const max = name === 'subject' ? MAX_SUBJECT_CHARS : 1024;
+    if (value.length === 0 || value.length > max || CONTROL.test(value))
+      return `${name} must be 1-${max} characters`;
   }
   const details = Object.entries(event.details ?? {});
   if (details.length > 32) return 'at most 32 details';

@@ -4,13 +4,14 @@ import type { AuditEvent, AuditLog } from './auditLog';
 
 /**
  * Audit events of actions that have an atomic commit point of their own (a thread record's
- * compare-and-swap, an archive's `latest` pointer), recorded so that a record and the action it
- * describes never disagree after a crash:
+ * compare-and-swap, an archive's `latest` pointer, a memory fact's conditional write or delete, a
+ * snapshot manifest's create-only put), recorded so that a record and the action it describes
+ * never disagree after a crash:
  *
  * 1. before the commit point, a pending marker for the event is stored in the trail's storage
  *    ({@link TransactionalAuditLog.begin});
  * 2. the action commits; where it can, it carries the event in its own atomic write (a thread
- *    record's `outbox`), which is the proof that it committed;
+ *    record's or a memory fact's `outbox`), which is the proof that it committed;
  * 3. after the commit point, the event is appended and the marker removed
  *    ({@link TransactionalAuditLog.commit}); an action refused before its commit point removes the
  *    marker instead ({@link TransactionalAuditLog.abandon}).
@@ -42,7 +43,23 @@ export type PendingCheck =
       readonly carried: readonly PendingEvent[];
     }
   /** A session archive checkpoint: committed when `latest` moved to it. */
-  | { readonly kind: 'archive'; readonly sessionId: string; readonly checkpointId: string };
+  | { readonly kind: 'archive'; readonly sessionId: string; readonly checkpointId: string }
+  /** A memory fact's write: committed when the fact's row carries the event in its outbox. */
+  | { readonly kind: 'memory'; readonly namespace: string; readonly key: string }
+  /**
+   * A memory fact's deletion (a forget, or the first row a forget of a namespace deletes):
+   * committed when the row of `incarnation` is gone. `carried` are the outbox events of the row(s)
+   * deleted that are not known to be appended: they committed with the rows, and are appended too.
+   */
+  | {
+      readonly kind: 'memory-forget';
+      readonly namespace: string;
+      readonly key: string;
+      readonly incarnation: string;
+      readonly carried: readonly PendingEvent[];
+    }
+  /** A workspace snapshot: committed when its manifest is stored (its create-only put). */
+  | { readonly kind: 'snapshot'; readonly workspaceId: string; readonly snapshotId: string };
 
 export interface TransactionalAuditLog extends AuditLog {
   /** Stores a pending marker of each event (before the action's commit point); throws when it could not. */
@@ -51,15 +68,27 @@ export interface TransactionalAuditLog extends AuditLog {
    * Appends the events and removes their markers (after the commit point). Never throws: the action
    * has happened; what could not be appended now stays pending, for the repair (it is logged).
    * `keepMarkers`: the markers stay for the repair (they name more events than these, see
-   * `thread-delete`).
+   * `thread-delete`). `dedupe`: an event the trail already holds is not appended again (an event
+   * id whose action can commit more than once, e.g. a snapshot stored again after a deletion).
    */
-  commit(tenant: string, events: readonly PendingEvent[], options?: { keepMarkers?: boolean }): Promise<void>;
+  commit(
+    tenant: string,
+    events: readonly PendingEvent[],
+    options?: { keepMarkers?: boolean; dedupe?: boolean },
+  ): Promise<void>;
   /** Removes the markers of events whose action was refused before its commit point (best effort). */
   abandon(tenant: string, events: readonly PendingEvent[]): Promise<void>;
   /** True when this instance appended (or found appended) the event: it may leave an outbox. */
   isKnownAppended(eventId: string): boolean;
   /** Whether the trail holds the event (a storage read). */
   appended(tenant: string, eventId: string): Promise<boolean>;
+  /**
+   * True when no marker of the event is pending, or the trail holds the event already; otherwise
+   * the tenant's markers that are due are repaired first, and then it tells whether the event's
+   * marker is gone. For an action that would remove what a repair decides by (a snapshot's
+   * deletion asks about its publish).
+   */
+  settled(tenant: string, eventId: string): Promise<boolean>;
 }
 
 /** Auditing off: nothing is kept, nothing pends. */
@@ -71,6 +100,7 @@ export const noTransactionalAuditLog: TransactionalAuditLog = {
   abandon: async () => {},
   isKnownAppended: () => false,
   appended: async () => false,
+  settled: async () => true,
 };
 
 /** `event` as a pending event: a fresh random id unless it has a stable one. */

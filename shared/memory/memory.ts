@@ -1,6 +1,13 @@
+import { createHash, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { type AuditEvent, type AuditLog, noAuditLog } from '../audit/auditLog';
+import {
+  noTransactionalAuditLog,
+  type PendingEvent,
+  pendingEvent,
+  type TransactionalAuditLog,
+} from '../audit/pending';
+import { eachLimited } from '../crypto/rewrap';
 import { plainCodec, type ValueCodec, type ValuePlace } from '../crypto/valueCodec';
 import {
   IntegrityError,
@@ -27,7 +34,13 @@ import {
   serialiseValue,
 } from './facts';
 import { bm25Scores, type DocumentTerms, documentTerms, matchesAny, queryWords } from './keywordSearch';
-import type { FactHeader, MemoryStore, StoredFact } from './memoryStore';
+import {
+  type FactHeader,
+  type FactWrite,
+  MAX_OUTBOX_CHARS,
+  type MemoryStore,
+  type StoredFact,
+} from './memoryStore';
 import { matchesFilter, type ValueFilter } from './valueFilter';
 
 /**
@@ -43,10 +56,47 @@ import { matchesFilter, type ValueFilter } from './valueFilter';
  *   `expiresAt` on, before anything deletes it; reads never extend it; `remember` without one
  *   clears it. Expired rows are removed by {@link MemoryFacts.pruneExpired} (retention).
  * - Every value goes through the codec (sealed to its place: tenant, `memory.fact`, namespace and
- *   key), and every change is reported to the audit log with ids and counts, never values.
+ *   key), and every change is recorded in the audit trail with names and counts, never values, so
+ *   that a record and its change never disagree after a crash (below).
  * - Search reads the namespace and below, never the rest of the tenant, and at most
  *   {@link MAX_SEARCH_SCAN_ROWS} rows or {@link MAX_SEARCH_SCAN_BYTES} of values (then `truncated`).
  */
+
+/*
+ * The audit trail (docs/audit.md), with the pending-marker protocol of shared/audit/pending.ts. The
+ * commit point of every change is one conditional single-row operation, and the proof that it
+ * happened lives in the row itself, as for a thread record:
+ *
+ * - `memory.written`: a marker first (check `memory`), then the write, which carries the event in
+ *   the row's `outbox`, then the record. The repair decides by the row: committed when the row
+ *   carries the event. Writes keep the outbox, dropping only events known to be in the trail, so a
+ *   later write never hides an earlier one; a write refused by its compare-and-swap abandons its
+ *   marker (certainly not written).
+ * - `memory.forgotten`: a marker (check `memory-forget`, with the row's incarnation) whose check
+ *   carries the row's outbox events not yet in the trail, then the delete at the version read, then
+ *   the record. Committed when the row of that incarnation is gone; the repair then appends the
+ *   carried events too, so a deletion never loses the record of a write it removed. The event id is
+ *   one per incarnation (`memory.forgotten:<fact digest>:<incarnation>`), so two forgets of the same
+ *   version, or a repair and a forget, record it once.
+ * - `forgetAll` (a namespace and below): one record per call that deleted a row, `memory.forgotten`
+ *   with `subject` `["<namespace>"]` and `details.count` (live facts deleted) and `more`. It is many
+ *   deletes, not one: its commit point is the first row it deletes, which its marker names (as a
+ *   forget of that row, carrying the outbox events of every row the call is about to delete); the
+ *   rest go one by one at the version listed. A call interrupted after its first delete (a fault,
+ *   or a crash repaired later) records `count: null`: some facts were deleted, how many is not
+ *   known.
+ * - Expired rows still carrying events not in the trail are left by `forget` and `pruneExpired`
+ *   until those are (the repair appends them first).
+ */
+
+/** Audit events a fact's outbox may hold before the trail is asked which are appended. */
+const OUTBOX_CHECK_AT = 2;
+/** Audit events pending on one fact from which its writes are refused (fail closed). */
+const OUTBOX_MAX = 4;
+/** The events one `forgetAll` call may carry in its marker (characters of JSON); more: 503. */
+const MAX_CARRIED_CHARS = 16 * 1024;
+/** Deletes one `forgetAll` call runs at once (audited). */
+const DELETE_WIDTH = 8;
 
 /** Rows a search reads at most; past this the answer says `truncated`. */
 export const MAX_SEARCH_SCAN_ROWS = 10_000;
@@ -65,8 +115,8 @@ export interface MemoryFactsOptions {
   readonly store: MemoryStore;
   /** Seals values at rest; default: stored as they are. */
   readonly codec?: ValueCodec;
-  /** Receives `memory.written`, `memory.forgotten` and `memory.forgotAll`; default: off. */
-  readonly audit?: AuditLog;
+  /** Receives `memory.written` and `memory.forgotten` (see above); default: off. */
+  readonly audit?: TransactionalAuditLog;
   /** The clock (Unix ms); tests may move it. */
   readonly now?: () => number;
 }
@@ -109,7 +159,7 @@ export interface NamespaceListing {
 export class MemoryFacts {
   private readonly store: MemoryStore;
   private readonly codec: ValueCodec;
-  private readonly audit: AuditLog;
+  private readonly audit: TransactionalAuditLog;
   private readonly now: () => number;
   /**
    * The last version of each fact this instance wrote or read (bounded): a hint that lets
@@ -120,7 +170,7 @@ export class MemoryFacts {
   constructor(options: MemoryFactsOptions) {
     this.store = options.store;
     this.codec = options.codec ?? plainCodec;
-    this.audit = options.audit ?? noAuditLog;
+    this.audit = options.audit ?? noTransactionalAuditLog;
     this.now = options.now ?? Date.now;
   }
 
@@ -142,7 +192,7 @@ export class MemoryFacts {
     }
     await this.codec.prepare?.(caller.tenant);
     const sealed = this.codec.seal(plain, placeOf(caller.tenant, namespace, key));
-    const versionKey = JSON.stringify([caller.tenant, namespace, key]);
+    const versionKey = versionKeyOf(caller.tenant, namespace, key);
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
       if (attempt > 0) await sleep(Math.random() * Math.min(100, 2 * 2 ** attempt));
       // First try on the version this instance saw last, without reading: the write is conditional
@@ -157,7 +207,21 @@ export class MemoryFacts {
       const current = usable ? known : await this.store.get(caller.tenant, namespace, key);
       const live = current !== null && !isExpired(current, now) ? current : null;
       checkWriteConditions(conditions, live);
-      const stored = await this.tryWrite(caller.tenant, current, {
+      const created = live === null;
+      const event = this.audit.enabled
+        ? pendingEvent(
+            {
+              tenant: caller.tenant,
+              action: 'memory.written',
+              ...actorOf(caller),
+              subject: subjectOf(namespace, key),
+              outcome: 'ok',
+              details: { created },
+            },
+            now,
+          )
+        : null;
+      const write: FactWrite = {
         namespace,
         key,
         value: sealed,
@@ -165,14 +229,23 @@ export class MemoryFacts {
         // Strictly increasing per row, also when the clock has not moved (or moved back).
         updatedAt: current === null ? now : Math.max(now, current.updatedAt + 1),
         expiresAt: options.ttl === undefined ? null : now + options.ttl * 1000,
-      });
+        incarnation: current === null ? newIncarnation() : incarnationOf(current),
+        outbox: await this.nextOutbox(caller.tenant, current, event),
+      };
+      if (event !== null) {
+        await this.audit.begin(caller.tenant, [event], { kind: 'memory', namespace, key });
+      }
+      // A storage fault leaves the marker: the write may have landed, and the row's outbox tells.
+      const stored = await this.tryWrite(caller.tenant, current, write);
       if (stored === null) {
+        // Refused by the compare-and-swap: certainly not written, so the marker goes.
+        if (event !== null) await this.audit.abandon(caller.tenant, [event]);
         this.versions.delete(versionKey);
         continue;
       }
       this.versions.set(versionKey, headerOf(stored));
-      await this.record(caller, 'memory.written', namespace, { key, created: live === null });
-      return { item: itemOf(stored, JSON.parse(plain.toString('utf8'))), created: live === null };
+      if (event !== null) await this.audit.commit(caller.tenant, [event]);
+      return { item: itemOf(stored, JSON.parse(plain.toString('utf8'))), created };
     }
     throw new StorageUnavailableError('the fact is changing too fast to write; retry');
   }
@@ -183,7 +256,7 @@ export class MemoryFacts {
     checkFactKey(key);
     await this.codec.prepare?.(caller.tenant);
     const stored = await this.store.get(caller.tenant, namespace, key);
-    const versionKey = JSON.stringify([caller.tenant, namespace, key]);
+    const versionKey = versionKeyOf(caller.tenant, namespace, key);
     if (stored === null) {
       this.versions.delete(versionKey);
       return null;
@@ -208,21 +281,54 @@ export class MemoryFacts {
     if (conditions.ifMatch !== undefined && conditions.ifAbsent === true) {
       throw new InvalidArgumentError('If-Match', 'cannot be combined with If-None-Match');
     }
+    const versionKey = versionKeyOf(caller.tenant, namespace, key);
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
       const current = await this.store.get(caller.tenant, namespace, key);
-      const live = current !== null && !isExpired(current, this.now()) ? current : null;
+      const now = this.now();
+      const live = current !== null && !isExpired(current, now) ? current : null;
       checkWriteConditions(conditions, live);
       if (current === null) return false;
-      try {
-        // On the version read: a write that came in between is not deleted unseen.
-        await this.store.delete(caller.tenant, namespace, key, current.etag);
-      } catch (error) {
-        if (error instanceof PreconditionFailedError) continue;
-        throw error;
+      const carried = await this.unsettled(caller.tenant, [current]);
+      if (live === null) {
+        // Expired: absent already, nothing to record. A row whose outbox holds events not yet in
+        // the trail stays until they are (deleting it would take the proof of those writes).
+        if (carried.length > 0) return false;
+        if (await this.deleteRow(caller.tenant, current)) this.versions.delete(versionKey);
+        return false;
       }
-      this.versions.delete(JSON.stringify([caller.tenant, namespace, key]));
-      if (live !== null) await this.record(caller, 'memory.forgotten', namespace, { key });
-      return live !== null;
+      const incarnation = incarnationOf(current);
+      const event = this.audit.enabled
+        ? pendingEvent(
+            {
+              id: forgottenEventId(namespace, key, incarnation),
+              tenant: caller.tenant,
+              action: 'memory.forgotten',
+              ...actorOf(caller),
+              subject: subjectOf(namespace, key),
+              outcome: 'ok',
+            },
+            now,
+          )
+        : null;
+      if (event !== null) {
+        await this.audit.begin(caller.tenant, [event], {
+          kind: 'memory-forget',
+          namespace,
+          key,
+          incarnation,
+          carried,
+        });
+      }
+      // On the version read: a write that came in between is not deleted unseen. The marker of a
+      // delete that did not happen stays until a repair finds the row alive and drops it (another
+      // forget of this incarnation may hold the same marker).
+      if (!(await this.deleteRow(caller.tenant, current))) continue;
+      this.versions.delete(versionKey);
+      // With carried events the marker stays: the repair appends them once their own appenders'
+      // window has passed.
+      if (event !== null)
+        await this.audit.commit(caller.tenant, [event], { keepMarkers: carried.length > 0 });
+      return true;
     }
     throw new StorageUnavailableError('the fact is changing too fast to delete; retry');
   }
@@ -244,14 +350,81 @@ export class MemoryFacts {
         'must not be empty (set all=true to forget every fact of the tenant)',
       );
     }
+    if (this.audit.enabled) return this.forgetAllAudited(caller, namespace);
     const result = await this.store.deleteSubtree(caller.tenant, namespace, {
       now: this.now(),
       budget: FORGET_ALL_BUDGET,
     });
-    if (result.deleted > 0 || !result.more) {
-      await this.record(caller, 'memory.forgotAll', namespace, { count: result.deleted, more: result.more });
-    }
     return result;
+  }
+
+  /**
+   * `forgetAll` with the audit trail on (see the comment above the class): the rows are listed,
+   * then deleted one by one at the version listed; the first delete is the commit point.
+   */
+  private async forgetAllAudited(
+    caller: Caller,
+    namespace: string,
+  ): Promise<{ deleted: number; more: boolean }> {
+    const { tenant } = caller;
+    const page = await this.store.headers(tenant, namespace, { pageSize: FORGET_ALL_BUDGET + 1 });
+    const rows = page.headers.slice(0, FORGET_ALL_BUDGET);
+    const more = page.headers.length > FORGET_ALL_BUDGET;
+    if (rows.length === 0) return { deleted: 0, more };
+    const now = this.now();
+    const carried = await this.unsettled(tenant, rows);
+    if (JSON.stringify(carried).length > MAX_CARRIED_CHARS) throw outboxFull('these facts');
+    let deleted = 0;
+    let first: PendingEvent | null = null;
+    let next = 0;
+    // Until a row is deleted, each attempt names the row it deletes in the marker (its commit
+    // point). A row that changed or went meanwhile is not deleted; its marker stays for the repair,
+    // which drops it (or finds the event recorded by whoever deleted the row).
+    while (first === null && next < rows.length) {
+      const row = rows[next++] as FactHeader;
+      const incarnation = incarnationOf(row);
+      const event = pendingEvent(
+        {
+          id: forgottenEventId(row.namespace, row.key, incarnation),
+          tenant,
+          action: 'memory.forgotten',
+          ...actorOf(caller),
+          subject: JSON.stringify([namespace]),
+          outcome: 'ok',
+          details: { count: null },
+        },
+        now,
+      );
+      await this.audit.begin(tenant, [event], {
+        kind: 'memory-forget',
+        namespace: row.namespace,
+        key: row.key,
+        incarnation,
+        carried,
+      });
+      if (await this.deleteRow(tenant, row)) {
+        first = event;
+        if (!isExpired(row, now)) deleted++;
+      }
+    }
+    if (first === null) return { deleted: 0, more };
+    const failures: unknown[] = [];
+    await eachLimited(rows.slice(next), DELETE_WIDTH, async (row) => {
+      try {
+        if ((await this.deleteRow(tenant, row)) && !isExpired(row, now)) deleted++;
+      } catch (error) {
+        failures.push(error);
+      }
+    });
+    for (const row of rows) this.versions.delete(versionKeyOf(tenant, row.namespace, row.key));
+    const keepMarkers = carried.length > 0;
+    if (failures.length > 0) {
+      // Facts were deleted, how many is not known for sure: the record says `count: null`.
+      await this.audit.commit(tenant, [first], { keepMarkers });
+      throw failures[0];
+    }
+    await this.audit.commit(tenant, [{ ...first, details: { count: deleted, more } }], { keepMarkers });
+    return { deleted, more };
   }
 
   /**
@@ -365,14 +538,85 @@ export class MemoryFacts {
    */
   async pruneExpired(tenant: string, budget: number): Promise<{ deleted: number; more: boolean }> {
     checkRange('budget', budget, 1, 100_000);
-    return this.store.pruneExpired(tenant, { now: this.now(), budget });
+    return this.store.pruneExpired(tenant, {
+      now: this.now(),
+      budget,
+      // A row carrying events not yet in the audit trail is their proof: it stays until they are.
+      ...(this.audit.enabled
+        ? { keep: async (row: FactHeader) => (await this.unsettled(tenant, [row])).length > 0 }
+        : {}),
+    });
+  }
+
+  /**
+   * The incarnation of a fact's row and the ids of the audit events its outbox holds (what the
+   * audit repair decides by); null when the row is absent.
+   */
+  async auditOutbox(
+    tenant: string,
+    namespace: string,
+    key: string,
+  ): Promise<{ incarnation: string; outbox: string[] } | null> {
+    const row = await this.store.get(tenant, namespace, key);
+    if (row === null) return null;
+    return { incarnation: incarnationOf(row), outbox: parseOutbox(row.outbox).map((event) => event.id) };
+  }
+
+  /**
+   * The outbox of a write over `current`: its events not known to be in the trail (the trail is
+   * asked once a few pend), and `event`. Refuses (503) when too many pend: the trail is unreachable.
+   */
+  private async nextOutbox(
+    tenant: string,
+    current: FactHeader | null,
+    event: PendingEvent | null,
+  ): Promise<string | null> {
+    let kept = parseOutbox(current?.outbox ?? null).filter(
+      (pending) => !this.audit.isKnownAppended(pending.id),
+    );
+    if (this.audit.enabled && kept.length >= OUTBOX_CHECK_AT) {
+      kept = await this.notAppended(tenant, kept);
+      if (kept.length >= OUTBOX_MAX) throw outboxFull('this fact');
+    }
+    if (event !== null) kept.push(event);
+    if (kept.length === 0) return null;
+    const text = JSON.stringify(kept);
+    if (text.length > MAX_OUTBOX_CHARS) throw outboxFull('this fact');
+    return text;
+  }
+
+  /** The outbox events of `rows` that the trail does not hold (none when auditing is off). */
+  private async unsettled(tenant: string, rows: readonly FactHeader[]): Promise<PendingEvent[]> {
+    if (!this.audit.enabled) return [];
+    const events = rows
+      .flatMap((row) => parseOutbox(row.outbox))
+      .filter((event) => !this.audit.isKnownAppended(event.id));
+    return this.notAppended(tenant, events);
+  }
+
+  private async notAppended(tenant: string, events: PendingEvent[]): Promise<PendingEvent[]> {
+    const appended = new Set<string>();
+    await eachLimited(events, 16, async (event) => {
+      if (await this.audit.appended(tenant, event.id)) appended.add(event.id);
+    });
+    return events.filter((event) => !appended.has(event.id));
+  }
+
+  /** Deletes the row at the version given; false when it changed or went meanwhile. */
+  private async deleteRow(tenant: string, row: FactHeader): Promise<boolean> {
+    try {
+      return await this.store.delete(tenant, row.namespace, row.key, row.etag);
+    } catch (error) {
+      if (error instanceof PreconditionFailedError) return false;
+      throw error;
+    }
   }
 
   /** The stored row's write, or null when another write came first (the caller reads again). */
   private async tryWrite(
     tenant: string,
     current: { readonly etag: string } | null,
-    fact: Parameters<MemoryStore['write']>[1],
+    fact: FactWrite,
   ): Promise<StoredFact | null> {
     try {
       return await this.store.write(tenant, fact, current?.etag ?? null);
@@ -389,23 +633,6 @@ export class MemoryFacts {
     } catch {
       throw new IntegrityError('a stored fact is not JSON; it was damaged');
     }
-  }
-
-  private async record(
-    caller: Caller,
-    action: string,
-    namespace: string,
-    details: NonNullable<AuditEvent['details']>,
-  ): Promise<void> {
-    if (!this.audit.enabled) return;
-    await this.audit.record({
-      tenant: caller.tenant,
-      action,
-      ...(caller.actor === undefined ? {} : { actor: caller.actor }),
-      subject: namespace,
-      outcome: 'ok',
-      details,
-    });
   }
 }
 
@@ -425,8 +652,57 @@ function headerOf(fact: StoredFact): FactHeader {
     createdAt: fact.createdAt,
     updatedAt: fact.updatedAt,
     expiresAt: fact.expiresAt,
+    incarnation: fact.incarnation,
+    outbox: fact.outbox,
     etag: fact.etag,
   };
+}
+
+function versionKeyOf(tenant: string, namespace: string, key: string): string {
+  return JSON.stringify([tenant, namespace, key]);
+}
+
+/** A fact as an audit record's subject: namespace and key as a JSON pair (no two facts share one). */
+export function subjectOf(namespace: string, key: string): string {
+  return JSON.stringify([namespace, key]);
+}
+
+/** The id of the deletion of one incarnation of a fact, whoever deletes it. */
+export function forgottenEventId(namespace: string, key: string, incarnation: string): string {
+  const digest = createHash('sha256')
+    .update(JSON.stringify([namespace, key]), 'utf8')
+    .digest('hex');
+  return `memory.forgotten:${digest.slice(0, 32)}:${incarnation}`;
+}
+
+function newIncarnation(): string {
+  return randomBytes(12).toString('hex');
+}
+
+/** A row's incarnation; rows stored before incarnations were kept are told apart by `createdAt`. */
+function incarnationOf(row: FactHeader): string {
+  return row.incarnation ?? `c${row.createdAt}`;
+}
+
+function parseOutbox(text: string | null): PendingEvent[] {
+  if (text === null) return [];
+  try {
+    const events = JSON.parse(text) as unknown;
+    if (Array.isArray(events)) return events as PendingEvent[];
+  } catch {
+    // Reported below.
+  }
+  throw new IntegrityError("a stored fact's audit outbox is damaged");
+}
+
+function outboxFull(what: string): StorageUnavailableError {
+  return new StorageUnavailableError(
+    `audit events of ${what} are not yet in the audit trail; retry once the trail is reachable`,
+  );
+}
+
+function actorOf(caller: Caller): { actor?: string } {
+  return caller.actor === undefined ? {} : { actor: caller.actor };
 }
 
 function itemOf(fact: StoredFact, value: unknown): MemoryItem {

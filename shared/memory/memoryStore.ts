@@ -11,11 +11,20 @@
  * - make `scan` read the namespace and what is below it by whole segments, and nothing else (no
  *   other namespace's rows, so its cost follows the subtree, not the tenant): pages in a fixed
  *   order, each row exactly once across pages while nothing changes;
- * - return expired rows from `get` and `scan` as they are (the domain decides what is expired);
+ * - return expired rows from `get`, `scan` and `headers` as they are (the domain decides what is
+ *   expired);
+ * - store `incarnation` and `outbox` with the row and return them unchanged (null when a row has
+ *   none); an `outbox` is at most {@link MAX_OUTBOX_CHARS} characters;
+ * - in `pruneExpired`, leave a row for which `keep` answers true, and delete every other row only
+ *   at the version it was found at (a row written again since is not expired any more);
  * - report a storage fault as StorageUnavailableError, never as absent or empty.
  *
- * Values are opaque bytes here (sealed by the domain's codec): implementations never parse them.
+ * Values, incarnations and outboxes are opaque here (the value sealed by the domain's codec, the
+ * other two the domain's audit bookkeeping): implementations never parse them.
  */
+
+/** The longest outbox a row holds (characters); the domain keeps it far below. */
+export const MAX_OUTBOX_CHARS = 24 * 1024;
 
 export interface StoredFact {
   /** The namespace path, e.g. `users/42`. */
@@ -28,6 +37,14 @@ export interface StoredFact {
   readonly updatedAt: number;
   /** Unix milliseconds, or null: never expires. */
   readonly expiresAt: number | null;
+  /**
+   * Set when the row is created and kept by every write over it: a row deleted and created again
+   * has another one (the audit repair tells a deletion from a later write by it). Null for rows
+   * stored before incarnations were kept.
+   */
+  readonly incarnation: string | null;
+  /** Audit events of writes of this row not yet known to be in the trail (the domain's text), or null. */
+  readonly outbox: string | null;
   /** The row's version, quoted (`"…"`), as the API hands it out. */
   readonly etag: string;
 }
@@ -39,6 +56,12 @@ export type FactHeader = Omit<StoredFact, 'value'>;
 
 export interface FactPage {
   readonly facts: StoredFact[];
+  /** Pass back as `cursor` for the next page; null after the last. */
+  readonly cursor: string | null;
+}
+
+export interface FactHeaderPage {
+  readonly headers: FactHeader[];
   /** Pass back as `cursor` for the next page; null after the last. */
   readonly cursor: string | null;
 }
@@ -66,6 +89,15 @@ export interface MemoryStore {
   /** One page of the rows of `namespace` and below (`""`: the whole tenant), at most `pageSize`. */
   scan(tenant: string, namespace: string, options: { cursor?: string; pageSize: number }): Promise<FactPage>;
   /**
+   * The same rows as `scan`, in the same order and with the same cursors, without their values
+   * (what a deletion needs: cheaper when values are large).
+   */
+  headers(
+    tenant: string,
+    namespace: string,
+    options: { cursor?: string; pageSize: number },
+  ): Promise<FactHeaderPage>;
+  /**
    * The distinct namespaces at or below `prefix` that hold a row not expired at `now`, in no
    * particular order, at most `max` of them (then `complete` is false). Costs about one request per
    * namespace found, not one per row.
@@ -86,7 +118,11 @@ export interface MemoryStore {
   ): Promise<SubtreeDeletion>;
   /**
    * Deletes rows whose `expiresAt` is at or before `now`, at most `budget` per call. A row written
-   * again since it was found (a new etag) is left alone.
+   * again since it was found (a new etag) is left alone, and so is a row for which `keep` (when
+   * given) answers true; `more` says whether expired rows were left for lack of budget.
    */
-  pruneExpired(tenant: string, options: { now: number; budget: number }): Promise<SubtreeDeletion>;
+  pruneExpired(
+    tenant: string,
+    options: { now: number; budget: number; keep?: (row: FactHeader) => Promise<boolean> },
+  ): Promise<SubtreeDeletion>;
 }

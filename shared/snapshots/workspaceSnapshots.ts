@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 
+import { noTransactionalAuditLog, pendingEvent, type TransactionalAuditLog } from '../audit/pending';
 import {
   CairnError,
   ConflictError,
@@ -55,6 +56,16 @@ import type { TrustedSnapshotKeys } from './trustedKeys';
  *   parts no other manifest of the tenant references. Parts stored less than {@link GRACE_MS} ago are
  *   never deleted, so that an upload or a publish in flight never loses its parts; this instance
  *   vouches for parts it stored for a shorter time than that ({@link KNOWN_PART_MS}).
+ * - With the audit trail on, a publish is recorded as `snapshot.published` (subject
+ *   `<workspaceId>/<snapshotId>`) by the pending-marker protocol of shared/audit/pending.ts. Its
+ *   commit point is the manifest's create-only put (the snapshot exists from then on; of several
+ *   publishers of one id exactly one creates it): a marker before it, the record after it, by the
+ *   publisher that created the manifest only; a crash in between is repaired by the next append,
+ *   which finds the manifest stored. A publisher that loses the race at `latest` after storing the
+ *   manifest gets 409 but its snapshot is stored (listed, loadable by id), so it is recorded. The
+ *   event id is one per workspace and snapshot id (an identical manifest published again after its
+ *   deletion is recorded once), and a snapshot whose publish is not yet settled in the trail
+ *   cannot be deleted (409, delete again), since its manifest is what the repair decides by.
  * - Absent is NotFoundError, a storage fault StorageUnavailableError: never confused.
  */
 
@@ -123,14 +134,31 @@ const CONCURRENCY = 16;
 /** Attempts to move `latest` off a snapshot being deleted while others publish. */
 const MOVE_ATTEMPTS = 8;
 
+export interface WorkspaceSnapshotsOptions {
+  /** The clock; tests may move it. */
+  readonly now?: () => Date;
+  /** The audit trail (`snapshot.published`); default: off. */
+  readonly audit?: TransactionalAuditLog;
+}
+
+/** The audit event id of a snapshot's publish: one per workspace and snapshot. */
+export function snapshotPublishedEventId(workspaceId: string, snapshotId: string): string {
+  return `snapshot.published:${workspaceId}:${snapshotId}`;
+}
+
 export class WorkspaceSnapshots {
   private readonly known = new LruMap<string, { size: number; at: number }>(KNOWN_PARTS);
+  private readonly now: () => Date;
+  private readonly audit: TransactionalAuditLog;
 
   constructor(
     private readonly stores: SnapshotStores,
     private readonly trustedKeys: TrustedSnapshotKeys,
-    private readonly now: () => Date = () => new Date(),
-  ) {}
+    options: WorkspaceSnapshotsOptions = {},
+  ) {
+    this.now = options.now ?? (() => new Date());
+    this.audit = options.audit ?? noTransactionalAuditLog;
+  }
 
   /** Stores one part of a file. Idempotent: the same bytes again are `created: false`. */
   async putPart(
@@ -188,6 +216,7 @@ export class WorkspaceSnapshots {
     tenant: string,
     workspaceId: string,
     request: PublishSnapshotRequest,
+    actor?: string,
   ): Promise<{ id: string; latest: string }> {
     validateWorkspaceId(workspaceId);
     const { parent } = request;
@@ -235,7 +264,28 @@ export class WorkspaceSnapshots {
     await store.put(idIndexKey(id), Buffer.from(workspaceId, 'utf8'));
     await storeParent(store, workspaceId, id, parent);
     await this.storeSignature(store, workspaceId, id, request.signature);
-    await store.put(manifestKey(workspaceId, id), request.manifest);
+    // The commit point. Its marker first, unless `latest` shows a retry of a publish that got past
+    // it (its own marker or record covers it). A publisher that finds the manifest stored already
+    // leaves its marker (it shares the id with the creator's): the repair finds the event recorded
+    // or the manifest stored, and settles it.
+    const event = pendingEvent(
+      {
+        id: snapshotPublishedEventId(workspaceId, id),
+        tenant,
+        action: 'snapshot.published',
+        ...(actor === undefined ? {} : { actor }),
+        subject: `${workspaceId}/${id}`,
+        outcome: 'ok',
+        details: { parent, files: manifest.files.length },
+      },
+      this.now().getTime(),
+    );
+    const audited = this.audit.enabled && latest !== id;
+    if (audited) {
+      await this.audit.begin(tenant, [event], { kind: 'snapshot', workspaceId, snapshotId: id });
+    }
+    const { created } = await store.put(manifestKey(workspaceId, id), request.manifest);
+    if (audited && created) await this.audit.commit(tenant, [event], { dedupe: true });
     const swap = await store.swapPointer(latestKey(workspaceId), parent, id);
     // Already moved to this snapshot: a retry of a publish that got this far.
     if (!swap.swapped && swap.current !== id) throw staleParent(swap.current);
@@ -273,6 +323,11 @@ export class WorkspaceSnapshots {
       }
       return { id, workspaceId, manifest, signature };
     }
+  }
+
+  /** Whether the manifest of snapshot `id` is stored in the workspace (what the audit repair asks). */
+  async isStored(tenant: string, workspaceId: string, id: string): Promise<boolean> {
+    return (await this.stores.forTenant(tenant).head(manifestKey(workspaceId, id))) !== null;
   }
 
   /** Snapshot `id` of any of the tenant's workspaces. */
@@ -318,6 +373,16 @@ export class WorkspaceSnapshots {
     const store = this.stores.forTenant(tenant);
     const manifest = await store.get(manifestKey(workspaceId, id));
     if (manifest === null) throw new NotFoundError(`no snapshot ${id} in workspace ${workspaceId}`);
+    // The repair of a pending publish decides by the manifest: it stays until the publish is in the
+    // trail (a publisher that crashed after storing it: the next append, at most a grace period on).
+    if (
+      this.audit.enabled &&
+      !(await this.audit.settled(tenant, snapshotPublishedEventId(workspaceId, id)))
+    ) {
+      throw new ConflictError(
+        `the publish of snapshot ${id} is not yet in the audit trail; delete again in a minute`,
+      );
+    }
     const latest = await this.moveLatestOff(store, workspaceId, id);
     await store.delete(manifestKey(workspaceId, id));
     await store.delete(signatureKey(workspaceId, id));

@@ -52,6 +52,7 @@ export function recordingMemoryStore(inner: MemoryStore, directory: TenantDirect
     },
     delete: (tenant, namespace, key, ifEtag) => inner.delete(tenant, namespace, key, ifEtag),
     scan: (tenant, namespace, options) => inner.scan(tenant, namespace, options),
+    headers: (tenant, namespace, options) => inner.headers(tenant, namespace, options),
     namespaces: (tenant, prefix, options) => inner.namespaces(tenant, prefix, options),
     deleteSubtree: (tenant, namespace, options) => inner.deleteSubtree(tenant, namespace, options),
     pruneExpired: (tenant, options) => inner.pruneExpired(tenant, options),

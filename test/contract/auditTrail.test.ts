@@ -11,11 +11,16 @@ import type { AuditEvent } from '../../shared/audit/auditLog';
 import type { AuditStore } from '../../shared/audit/auditStore';
 import { AuditTrail } from '../../shared/audit/auditTrail';
 import { type AuditRecord, withHash } from '../../shared/audit/chain';
-import { StorageUnavailableError } from '../../shared/errors';
+import { ConflictError, StorageUnavailableError } from '../../shared/errors';
 import type { Logger } from '../../shared/logging';
+import { MemoryFacts } from '../../shared/memory/memory';
+import type { MemoryStore } from '../../shared/memory/memoryStore';
+import { TrustedSnapshotKeys } from '../../shared/snapshots/trustedKeys';
+import { WorkspaceSnapshots } from '../../shared/snapshots/workspaceSnapshots';
 import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';
 import { TableSessionIndex } from '../../shared/storage/azure/sessionIndexTable';
 import { TableAuditStore } from '../../shared/storage/azure/tableAuditStore';
+import { TableMemoryStore } from '../../shared/storage/azure/tableMemoryStore';
 import type {
   KeyValueStore,
   KeyValueStoreFactory,
@@ -23,17 +28,20 @@ import type {
 } from '../../shared/storage/keyValueStore';
 import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
+import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { ThreadStore } from '../../shared/threads/threadStore';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { azuriteTable } from '../support/tables';
 import { ObservedObjectStore } from '../unit/archiveTestKit';
+import { buildSnapshot, type BuiltSnapshot, newKeyPair } from '../unit/snapshotTestKit';
 
 /**
  * The audit trail on Azure Table Storage (Azurite): gapless seq under concurrent writers on two
  * instances, the hash chain and what verify detects, stable ids recorded once, and the repair of a
  * crash between an action and its record, injected at each step by a wrapper that fails the
- * storage there (the thread store on both key/value backends).
+ * storage there (the thread store on both key/value backends, memory facts on both of theirs,
+ * session archives and workspace snapshots).
  */
 
 const T = 'tenant-a';
@@ -611,5 +619,378 @@ describe('crash between a checkpoint publish and its audit record (session archi
     await publish(next.archive, 'c1', null);
     await publish(next.archive, 'c1', null);
     expect(await actions(next.trail)).toEqual(['1 checkpoint.published s1/c1']);
+  });
+});
+
+/** A memory store whose next write or delete fails when armed (the storage failed at the commit point). */
+class FailingFactStore implements MemoryStore {
+  armed: 'write' | 'delete' | null = null;
+  constructor(private readonly inner: MemoryStore) {}
+  private check(step: 'write' | 'delete'): void {
+    if (this.armed !== step) return;
+    this.armed = null;
+    throw new StorageUnavailableError(`injected fault at the fact ${step}`);
+  }
+  get(...args: Parameters<MemoryStore['get']>) {
+    return this.inner.get(...args);
+  }
+  write(...args: Parameters<MemoryStore['write']>) {
+    this.check('write');
+    return this.inner.write(...args);
+  }
+  delete(...args: Parameters<MemoryStore['delete']>) {
+    this.check('delete');
+    return this.inner.delete(...args);
+  }
+  scan(...args: Parameters<MemoryStore['scan']>) {
+    return this.inner.scan(...args);
+  }
+  headers(...args: Parameters<MemoryStore['headers']>) {
+    return this.inner.headers(...args);
+  }
+  namespaces(...args: Parameters<MemoryStore['namespaces']>) {
+    return this.inner.namespaces(...args);
+  }
+  deleteSubtree(...args: Parameters<MemoryStore['deleteSubtree']>) {
+    return this.inner.deleteSubtree(...args);
+  }
+  pruneExpired(...args: Parameters<MemoryStore['pruneExpired']>) {
+    return this.inner.pruneExpired(...args);
+  }
+}
+
+function memoryBackends(): [string, () => MemoryStore][] {
+  return [
+    ['local filesystem', () => new LocalMemoryStore(tempDir('audit-memory'))],
+    [
+      'Azure Table Storage (Azurite)',
+      () => new TableMemoryStore(azuriteTable(azurite().tableEndpoint), 10_000),
+    ],
+  ];
+}
+
+/** The trail's table with a fault injected where a test chooses. */
+const faultyTrailStore = () =>
+  new FaultyAuditStore(new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000));
+const pendingMarkers = async () => (await new TableAuditStore(table, 10_000).listMarkers(T, 100)).length;
+const subjects = async (trail: AuditTrail) =>
+  (await allRecords(trail)).map((record) => `${record.seq} ${record.action} ${record.subject ?? ''}`);
+/** Each line without its seq, sorted; and the seqs, which must be 1…n. */
+const unordered = (lines: string[]) => ({
+  seqs: lines.map((line) => Number(line.split(' ')[0])),
+  actions: lines.map((line) => line.split(' ').slice(1).join(' ')).sort(),
+});
+const upTo = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+
+describe.each(memoryBackends())(
+  'crash between a memory change and its audit record, facts on the %s backend',
+  (_name, make) => {
+    let facts: MemoryStore;
+    let clock: number;
+    beforeEach(() => {
+      facts = make();
+      clock = Date.now();
+    });
+    /** The crashed instance is gone; the others' clocks move past the repair grace period. */
+    const later = () => {
+      clock += GRACE_MS + 1;
+    };
+    /** Memory facts and their trail as one app instance has them; its fact store may fail. */
+    const app = (store?: AuditStore) => {
+      const trail = instance(store, () => clock);
+      const failing = new FailingFactStore(facts);
+      const memory = new MemoryFacts({ store: failing, audit: trail, now: () => clock });
+      trail.setVerifiers({ memory: (tenant, namespace, key) => memory.auditOutbox(tenant, namespace, key) });
+      return { trail, memory, failing };
+    };
+    const ops = { tenant: T, actor: 'ops' };
+
+    it('a write after its commit point, before its record: the next append (another instance) repairs it, no number skipped', async () => {
+      const faulty = faultyTrailStore();
+      const crashed = app(faulty);
+      faulty.failOnce('createRecord');
+      await crashed.memory.remember(ops, 'users/42', 'lang', 'fr');
+      expect(await subjects(crashed.trail)).toEqual([]);
+      expect(await pendingMarkers()).toBe(1);
+
+      later();
+      const next = app();
+      await next.memory.remember(ops, 'users/43', 'lang', 'de');
+      expect(await subjects(next.trail)).toEqual([
+        '1 memory.written ["users/43","lang"]',
+        '2 memory.written ["users/42","lang"]',
+      ]);
+      const records = await allRecords(next.trail);
+      expect(records.map((record) => [record.actor, record.details])).toEqual([
+        ['ops', { created: true }],
+        ['ops', { created: true }],
+      ]);
+      expect(await pendingMarkers()).toBe(0);
+      expect((await next.trail.verify(T)).ok).toBe(true);
+    });
+
+    it('a write that failed at the storage (before its commit point): the repair drops the marker, no record', async () => {
+      const crashed = app();
+      crashed.failing.armed = 'write';
+      await expect(crashed.memory.remember(ops, 'users/42', 'lang', 'fr')).rejects.toBeInstanceOf(
+        StorageUnavailableError,
+      );
+      expect(await pendingMarkers()).toBe(1);
+      later();
+      const next = app();
+      await next.memory.remember(ops, 'users/43', 'lang', 'de');
+      expect(await subjects(next.trail)).toEqual(['1 memory.written ["users/43","lang"]']);
+      expect(await pendingMarkers()).toBe(0);
+      expect(await next.memory.recall(ops, 'users/42', 'lang')).toBeNull();
+    });
+
+    it('a write not yet recorded, then written again on another instance: the row carries it on, each write is recorded once', async () => {
+      const faulty = faultyTrailStore();
+      const crashed = app(faulty);
+      faulty.failOnce('createRecord');
+      await crashed.memory.remember(ops, 'users/42', 'lang', 'fr');
+      const next = app();
+      await next.memory.remember(ops, 'users/42', 'lang', 'en');
+      expect((await next.memory.auditOutbox(T, 'users/42', 'lang'))?.outbox).toHaveLength(2);
+      later();
+      await next.memory.remember(ops, 'users/43', 'lang', 'de');
+      const lines = await subjects(next.trail);
+      expect(unordered(lines)).toEqual({
+        seqs: upTo(3),
+        actions: [
+          'memory.written ["users/42","lang"]',
+          'memory.written ["users/42","lang"]',
+          'memory.written ["users/43","lang"]',
+        ],
+      });
+      expect(await pendingMarkers()).toBe(0);
+      // The next write drops from the outbox what is now known to be in the trail.
+      await next.memory.remember(ops, 'users/42', 'lang', 'it');
+      expect((await next.memory.auditOutbox(T, 'users/42', 'lang'))?.outbox).toHaveLength(1);
+    });
+
+    it('a write not yet recorded, then its fact forgotten on another instance: the forget carries it, both are recorded once', async () => {
+      const faulty = faultyTrailStore();
+      const crashed = app(faulty);
+      faulty.failOnce('createRecord');
+      await crashed.memory.remember(ops, 'users/42', 'lang', 'fr');
+      const next = app();
+      expect(await next.memory.forget(ops, 'users/42', 'lang')).toBe(true);
+      // The forget is recorded at once; its marker stays for the write it carries.
+      expect(await subjects(next.trail)).toEqual(['1 memory.forgotten ["users/42","lang"]']);
+      later();
+      await app().memory.remember(ops, 'users/43', 'lang', 'de');
+      expect(unordered(await subjects(next.trail))).toEqual({
+        seqs: upTo(3),
+        actions: [
+          'memory.forgotten ["users/42","lang"]',
+          'memory.written ["users/42","lang"]',
+          'memory.written ["users/43","lang"]',
+        ],
+      });
+      expect(await pendingMarkers()).toBe(0);
+    });
+
+    it('a forget after its delete, before its record: repaired; a forget whose delete failed: no record', async () => {
+      const first = app();
+      await first.memory.remember(ops, 'a', 'gone', 1);
+      await first.memory.remember(ops, 'a', 'kept', 2);
+      const faulty = faultyTrailStore();
+      const crashed = app(faulty);
+      faulty.failOnce('createRecord');
+      expect(await crashed.memory.forget(ops, 'a', 'gone')).toBe(true);
+      crashed.failing.armed = 'delete';
+      await expect(crashed.memory.forget(ops, 'a', 'kept')).rejects.toBeInstanceOf(StorageUnavailableError);
+      expect(await pendingMarkers()).toBe(2);
+      later();
+      const next = app();
+      await next.memory.remember(ops, 'b', 'k', 3);
+      expect(await subjects(next.trail)).toEqual([
+        '1 memory.written ["a","gone"]',
+        '2 memory.written ["a","kept"]',
+        '3 memory.written ["b","k"]',
+        '4 memory.forgotten ["a","gone"]',
+      ]);
+      expect(await pendingMarkers()).toBe(0);
+      expect((await next.memory.recall(ops, 'a', 'kept'))?.value).toBe(2);
+    });
+
+    it('a forget of a namespace: after its first delete, before its record, it is repaired with count null; a fault before its first delete leaves no record', async () => {
+      const first = app();
+      for (const key of ['k1', 'k2', 'k3']) await first.memory.remember(ops, 'ns', key, key);
+      const failing = app();
+      failing.failing.armed = 'delete';
+      await expect(failing.memory.forgetAll(ops, 'ns')).rejects.toBeInstanceOf(StorageUnavailableError);
+      expect((await failing.memory.search(ops, { namespace: 'ns' })).items).toHaveLength(3);
+
+      const faulty = faultyTrailStore();
+      const crashed = app(faulty);
+      faulty.failOnce('createRecord');
+      expect(await crashed.memory.forgetAll(ops, 'ns')).toEqual({ deleted: 3, more: false });
+      later();
+      const next = app();
+      await next.memory.remember(ops, 'other', 'k', 1);
+      const records = await allRecords(next.trail);
+      expect(records.map((record) => `${record.seq} ${record.action} ${record.subject}`)).toEqual([
+        '1 memory.written ["ns","k1"]',
+        '2 memory.written ["ns","k2"]',
+        '3 memory.written ["ns","k3"]',
+        '4 memory.written ["other","k"]',
+        '5 memory.forgotten ["ns"]',
+      ]);
+      expect(records[4]?.details).toEqual({ count: null });
+      expect(await pendingMarkers()).toBe(0);
+      // Not interrupted: the count.
+      await next.memory.remember(ops, 'ns2', 'k', 1);
+      expect(await next.memory.forgetAll(ops, 'ns2')).toEqual({ deleted: 1, more: false });
+      expect((await allRecords(next.trail)).at(-1)).toMatchObject({
+        action: 'memory.forgotten',
+        subject: '["ns2"]',
+        details: { count: 1, more: false },
+      });
+    });
+
+    it('a forget of a namespace carries the writes not yet recorded of the facts it deletes', async () => {
+      const faulty = faultyTrailStore();
+      const crashed = app(faulty);
+      faulty.failOnce('createRecord');
+      await crashed.memory.remember(ops, 'ns/a', 'k', 1);
+      const next = app();
+      await next.memory.remember(ops, 'ns/b', 'k', 2);
+      expect(await next.memory.forgetAll(ops, 'ns')).toEqual({ deleted: 2, more: false });
+      later();
+      await app().memory.remember(ops, 'other', 'k', 3);
+      expect(unordered(await subjects(next.trail))).toEqual({
+        seqs: upTo(4),
+        actions: [
+          'memory.forgotten ["ns"]',
+          'memory.written ["ns/a","k"]',
+          'memory.written ["ns/b","k"]',
+          'memory.written ["other","k"]',
+        ],
+      });
+      expect(await pendingMarkers()).toBe(0);
+    });
+
+    it('pruning keeps an expired fact whose write is not yet recorded until it is', async () => {
+      const faulty = faultyTrailStore();
+      const crashed = app(faulty);
+      faulty.failOnce('createRecord');
+      await crashed.memory.remember(ops, 'ns', 'short', 1, { ttl: 1 });
+      clock += 2000;
+      const next = app();
+      expect(await next.memory.recall(ops, 'ns', 'short')).toBeNull();
+      expect(await next.memory.pruneExpired(T, 10)).toEqual({ deleted: 0, more: false });
+      expect(await next.memory.forget(ops, 'ns', 'short')).toBe(false);
+      expect(await facts.get(T, 'ns', 'short')).not.toBeNull();
+      later();
+      await next.memory.remember(ops, 'other', 'k', 1);
+      expect(await subjects(next.trail)).toEqual([
+        '1 memory.written ["other","k"]',
+        '2 memory.written ["ns","short"]',
+      ]);
+      expect(await next.memory.pruneExpired(T, 10)).toEqual({ deleted: 1, more: false });
+    });
+  },
+);
+
+describe('crash between a snapshot publish and its audit record (workspace snapshots)', () => {
+  let clock: number;
+  let root: string;
+  let keys: TrustedSnapshotKeys;
+  const signer = newKeyPair();
+  beforeEach(() => {
+    clock = Date.now();
+    root = tempDir('audit-snapshots');
+    keys = new TrustedSnapshotKeys(
+      new Map(),
+      new LocalKeyValueStoreFactory(tempDir('audit-snapshot-keys'), 1024),
+    );
+  });
+
+  /** Snapshots and their trail as one app instance has them; `objects` may fail at a chosen step. */
+  const app = (store?: AuditStore) => {
+    const trail = instance(store, () => clock);
+    const objects = new ObservedObjectStore(
+      new LocalImmutableObjectStore(path.join(root, 'snapshots', T), path.join(root, 'tmp')),
+    );
+    const snapshots = new WorkspaceSnapshots({ forTenant: () => objects }, keys, {
+      now: () => new Date(clock),
+      audit: trail,
+    });
+    trail.setVerifiers({
+      snapshot: (tenant, workspaceId, snapshotId) => snapshots.isStored(tenant, workspaceId, snapshotId),
+    });
+    return { trail, snapshots, objects };
+  };
+  const build = (text: string) =>
+    buildSnapshot('w1', [{ path: 'a.txt', bytes: Buffer.from(text) }], signer.privateKey);
+  const publish = async (snapshots: WorkspaceSnapshots, built: BuiltSnapshot, parent: string | null) => {
+    for (const [sha256, part, bytes] of built.parts)
+      await snapshots.putPart(T, 'w1', sha256, String(part), bytes);
+    return snapshots.publish(
+      T,
+      'w1',
+      { manifest: built.manifest, signature: built.signature, parent, allowExternalSymlinks: false },
+      'ops',
+    );
+  };
+
+  it('after the manifest is stored, before the record: the next append repairs it; a retry records nothing twice', async () => {
+    const [one, two] = [build('one'), build('two')];
+    const faulty = faultyTrailStore();
+    const crashed = app(faulty);
+    faulty.failOnce('createRecord');
+    await publish(crashed.snapshots, one, null);
+    expect(await pendingMarkers()).toBe(1);
+    clock += GRACE_MS + 1;
+    const next = app();
+    // The client retries (it never saw the answer): already latest, nothing new to record.
+    expect(await publish(next.snapshots, one, null)).toEqual({ id: one.id, latest: one.id });
+    await publish(next.snapshots, two, one.id);
+    expect(await subjects(next.trail)).toEqual([
+      `1 snapshot.published w1/${two.id}`,
+      `2 snapshot.published w1/${one.id}`,
+    ]);
+    const records = await allRecords(next.trail);
+    expect(records.map((record) => [record.actor, record.details])).toEqual([
+      ['ops', { parent: one.id, files: 1 }],
+      ['ops', { parent: null, files: 1 }],
+    ]);
+    expect(await pendingMarkers()).toBe(0);
+  });
+
+  it('before the manifest is stored (its put failed): the repair drops the marker, no record; a retry records it once', async () => {
+    const one = build('one');
+    const crashed = app();
+    crashed.objects.failWhen = (method, key) => method === 'put' && key.endsWith('/manifest.json');
+    await expect(publish(crashed.snapshots, one, null)).rejects.toBeInstanceOf(StorageUnavailableError);
+    expect(await pendingMarkers()).toBe(1);
+    clock += GRACE_MS + 1;
+    const next = app();
+    await next.trail.repair(T);
+    expect(await subjects(next.trail)).toEqual([]);
+    expect(await pendingMarkers()).toBe(0);
+    await publish(next.snapshots, one, null);
+    await publish(next.snapshots, one, null);
+    expect(await subjects(next.trail)).toEqual([`1 snapshot.published w1/${one.id}`]);
+  });
+
+  it('a snapshot whose publish is not yet in the trail is deleted only once it is; published again after, it is not recorded twice', async () => {
+    const one = build('one');
+    const faulty = faultyTrailStore();
+    const crashed = app(faulty);
+    faulty.failOnce('createRecord');
+    await publish(crashed.snapshots, one, null);
+    const next = app();
+    await expect(next.snapshots.delete(T, 'w1', one.id)).rejects.toBeInstanceOf(ConflictError);
+    expect((await next.snapshots.read(T, 'w1', one.id)).id).toBe(one.id);
+    clock += GRACE_MS + 1;
+    expect(await next.snapshots.delete(T, 'w1', one.id)).toMatchObject({ id: one.id, latest: null });
+    expect(await subjects(next.trail)).toEqual([`1 snapshot.published w1/${one.id}`]);
+    expect(await next.snapshots.isStored(T, 'w1', one.id)).toBe(false);
+    await publish(next.snapshots, one, null);
+    expect(await subjects(next.trail)).toEqual([`1 snapshot.published w1/${one.id}`]);
+    expect(await pendingMarkers()).toBe(0);
   });
 });

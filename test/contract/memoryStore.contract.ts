@@ -1,18 +1,66 @@
+import { randomBytes } from 'node:crypto';
+
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
-import { InvalidArgumentError, PayloadTooLargeError, PreconditionFailedError } from '../../shared/errors';
-import { MemoryFacts } from '../../shared/memory/memory';
-import type { MemoryStore } from '../../shared/memory/memoryStore';
+import { Encryption, type SealingCodec } from '../../shared/crypto/encryption';
+import { addCounts, emptyCounts, type RewrapPage } from '../../shared/crypto/rewrap';
+import { sealedKeyId } from '../../shared/crypto/sealedFormat';
+import {
+  IntegrityError,
+  InvalidArgumentError,
+  PayloadTooLargeError,
+  PreconditionFailedError,
+} from '../../shared/errors';
+import { MemoryFacts, placeOf } from '../../shared/memory/memory';
+import { memoryRewrapTarget } from '../../shared/memory/memoryRewrap';
+import type { FactHeader, MemoryStore, StoredFact } from '../../shared/memory/memoryStore';
+import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
+import { tempDir } from '../support/cleanup';
+import { type RecordingAudit, recordingAudit } from '../support/recordingAudit';
 
 /**
  * The memory contract, as obligations every implementation of MemoryStore must meet, checked
  * through the memory facts on top of it (what callers rely on). Each test gets a fresh store and a
- * clock it moves itself, so expiry needs no waiting.
+ * clock it moves itself, so expiry needs no waiting. With `sealed`, the whole contract runs again
+ * as the app runs with encryption keys and the audit trail on: every value sealed with a key, every
+ * change through the audit protocol (a log in memory); plus what sealing must add.
  */
 export interface MemoryStoreFixture {
   readonly name: string;
-  /** A fresh, empty store, and `another()`: a second store over the same storage (another instance). */
-  create(): Promise<{ store: MemoryStore; another: () => MemoryStore; destroy: () => Promise<void> }>;
+  /** Values sealed (key `k1`) and changes audited. */
+  readonly sealed?: boolean;
+  /**
+   * A fresh, empty store, `another()`: a second store over the same storage (another instance),
+   * and `raw()`: every stored row's bytes as the storage holds them (files, table entities).
+   */
+  create(): Promise<{
+    store: MemoryStore;
+    another: () => MemoryStore;
+    destroy: () => Promise<void>;
+    raw: () => Promise<Buffer[]>;
+  }>;
+}
+
+/** The codec of encryption at rest with `keys` (the first seals), its key check passed. */
+export async function sealingCodec(
+  keys: readonly { id: string; key: Buffer }[],
+  kvDir = tempDir('memory-keys'),
+): Promise<SealingCodec> {
+  const encryption = new Encryption({ keys, kvStores: new LocalKeyValueStoreFactory(kvDir, 1024 * 1024) });
+  await encryption.check();
+  return encryption.codec;
+}
+
+/** Every row of `tenant`, values included, through the store's own paging. */
+export async function allRows(store: MemoryStore, tenant: string): Promise<StoredFact[]> {
+  const rows: StoredFact[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await store.scan(tenant, '', { pageSize: 7, ...(cursor === undefined ? {} : { cursor }) });
+    rows.push(...page.facts);
+    cursor = page.cursor ?? undefined;
+  } while (cursor !== undefined);
+  return rows;
 }
 
 const A = { tenant: 'tenant-a' };
@@ -23,16 +71,143 @@ export function describeMemoryStoreContract(fixture: MemoryStoreFixture): void {
     let store: MemoryStore;
     let another: () => MemoryStore;
     let destroy: () => Promise<void>;
+    let raw: () => Promise<Buffer[]>;
     let clock: number;
     let memory: MemoryFacts;
-    const facts = (over: MemoryStore = store) => new MemoryFacts({ store: over, now: () => clock });
+    let codec: SealingCodec | undefined;
+    let audit: RecordingAudit | undefined;
+    const facts = (over: MemoryStore = store) =>
+      new MemoryFacts({
+        store: over,
+        now: () => clock,
+        ...(codec === undefined ? {} : { codec }),
+        ...(audit === undefined ? {} : { audit: audit.log }),
+      });
 
     beforeEach(async () => {
-      ({ store, another, destroy } = await fixture.create());
+      ({ store, another, destroy, raw } = await fixture.create());
       clock = Date.UTC(2026, 0, 1);
+      if (fixture.sealed === true) {
+        codec = await sealingCodec([{ id: 'k1', key: randomBytes(32) }]);
+        audit = recordingAudit();
+      }
       memory = facts();
     });
     afterEach(async () => destroy());
+
+    it('keeps incarnation and outbox as written; headers are the rows of scan without values, same order and cursors', async () => {
+      const row = (key: string, extra: Partial<StoredFact> = {}) => ({
+        namespace: 'h',
+        key,
+        value: Buffer.from(`"${key}"`),
+        createdAt: 1,
+        updatedAt: 2,
+        expiresAt: null,
+        incarnation: null,
+        outbox: null,
+        ...extra,
+      });
+      const outbox = JSON.stringify([{ id: 'ev-1', subject: '["h","k0"]' }]) + ' '.repeat(20_000);
+      await store.write(A.tenant, row('k0', { incarnation: 'inc-0', outbox, expiresAt: 5 }), null);
+      for (let i = 1; i < 5; i++) await store.write(A.tenant, row(`k${i}`), null);
+      const k0 = await store.get(A.tenant, 'h', 'k0');
+      expect(k0).toMatchObject({ incarnation: 'inc-0', outbox, expiresAt: 5 });
+      expect(await store.get(A.tenant, 'h', 'k1')).toMatchObject({ incarnation: null, outbox: null });
+      // A write over it replaces both (here: removes them).
+      await store.write(A.tenant, row('k0'), k0?.etag ?? null);
+      expect(await store.get(A.tenant, 'h', 'k0')).toMatchObject({ incarnation: null, outbox: null });
+
+      const header = (fact: StoredFact): FactHeader => {
+        const { namespace, key, createdAt, updatedAt, expiresAt, incarnation, outbox, etag } = fact;
+        return { namespace, key, createdAt, updatedAt, expiresAt, incarnation, outbox, etag };
+      };
+      let cursor: string | undefined;
+      let pages = 0;
+      do {
+        const options = { pageSize: 2, ...(cursor === undefined ? {} : { cursor }) };
+        const [scanned, listed] = await Promise.all([
+          store.scan(A.tenant, 'h', options),
+          store.headers(A.tenant, 'h', options),
+        ]);
+        expect(listed).toEqual({ headers: scanned.facts.map(header), cursor: scanned.cursor });
+        cursor = listed.cursor ?? undefined;
+        pages++;
+      } while (cursor !== undefined);
+      expect(pages).toBe(3);
+      expect(await store.headers(B.tenant, '', { pageSize: 10 })).toEqual({ headers: [], cursor: null });
+    });
+
+    it('prunes only the expired rows `keep` does not spare', async () => {
+      for (const key of ['spared', 'pruned', 'live']) {
+        await memory.remember(A, 'k', key, key, key === 'live' ? {} : { ttl: 1 });
+      }
+      clock += 1000;
+      const asked: string[] = [];
+      const result = await store.pruneExpired(A.tenant, {
+        now: clock,
+        budget: 10,
+        keep: async (row) => {
+          asked.push(row.key);
+          return row.key === 'spared';
+        },
+      });
+      expect(result).toEqual({ deleted: 1, more: false });
+      expect(asked.sort()).toEqual(['pruned', 'spared']);
+      expect(await store.get(A.tenant, 'k', 'spared')).not.toBeNull();
+      expect(await store.get(A.tenant, 'k', 'pruned')).toBeNull();
+      expect(await store.get(A.tenant, 'k', 'live')).not.toBeNull();
+    });
+
+    if (fixture.sealed === true) {
+      it('stores no plaintext of a value; a sealed value moved to another fact or tenant, or plain bytes, are integrity_error', async () => {
+        const marker = `MARKER${randomBytes(8).toString('hex')}`;
+        await memory.remember(A, 'users/42', 'secret', { text: marker, list: [marker] });
+        await memory.remember(A, 'users/42', 'other', `${marker} again`, { ttl: 60 });
+        expect((await memory.recall(A, 'users/42', 'secret'))?.value).toEqual({
+          text: marker,
+          list: [marker],
+        });
+        const rows = await raw();
+        expect(rows.length).toBe(2);
+        // The storage's own bytes, and each value as the store hands it back, both sealed with k1.
+        for (const bytes of rows) expect(bytes.includes(marker)).toBe(false);
+        for (const row of await allRows(store, A.tenant)) {
+          expect(row.value.includes(marker)).toBe(false);
+          expect(sealedKeyId(row.value)).toBe('k1');
+        }
+        // No record holds the value either.
+        expect(JSON.stringify(audit?.committed)).not.toContain(marker);
+
+        const row = await store.get(A.tenant, 'users/42', 'secret');
+        if (row === null) throw new Error('the fact is missing');
+        const sealed = { ...row, etag: undefined };
+        await store.write(A.tenant, { ...sealed, key: 'copy' }, null);
+        await store.write(B.tenant, sealed, null);
+        await store.write(A.tenant, { ...sealed, namespace: 'users/43' }, null);
+        for (const [caller, namespace, key] of [
+          [A, 'users/42', 'copy'],
+          [B, 'users/42', 'secret'],
+          [A, 'users/43', 'secret'],
+        ] as const) {
+          await expect(memory.recall(caller, namespace, key)).rejects.toBeInstanceOf(IntegrityError);
+        }
+        await expect(memory.search(A, { namespace: 'users', text: 'x' })).rejects.toBeInstanceOf(
+          IntegrityError,
+        );
+        // Plain bytes where sealed ones are expected: tampering, not an old format.
+        await store.write(
+          A.tenant,
+          { ...sealed, key: 'plain', value: Buffer.from(JSON.stringify('plain')) },
+          null,
+        );
+        await expect(memory.recall(A, 'users/42', 'plain')).rejects.toBeInstanceOf(IntegrityError);
+        // The original still reads.
+        expect((await memory.recall(A, 'users/42', 'secret'))?.value).toEqual({
+          text: marker,
+          list: [marker],
+        });
+      });
+    }
 
     it('answers absent and empty before anything is stored, never an error', async () => {
       expect(await memory.recall(A, 'users/42', 'language')).toBeNull();
@@ -440,8 +615,165 @@ function poisoned(): MemoryStore {
     write: fail,
     delete: fail,
     scan: fail,
+    headers: fail,
     namespaces: fail,
     deleteSubtree: fail,
     pruneExpired: fail,
   };
+}
+
+/** A store that runs a hook (once) before the first write of a chosen fact: another writer got there first. */
+class Interfering implements MemoryStore {
+  constructor(
+    private readonly inner: MemoryStore,
+    private readonly before: Map<string, () => Promise<void>>,
+  ) {}
+  get(...args: Parameters<MemoryStore['get']>) {
+    return this.inner.get(...args);
+  }
+  async write(...args: Parameters<MemoryStore['write']>) {
+    const hook = this.before.get(args[1].key);
+    this.before.delete(args[1].key);
+    await hook?.();
+    return this.inner.write(...args);
+  }
+  delete(...args: Parameters<MemoryStore['delete']>) {
+    return this.inner.delete(...args);
+  }
+  scan(...args: Parameters<MemoryStore['scan']>) {
+    return this.inner.scan(...args);
+  }
+  headers(...args: Parameters<MemoryStore['headers']>) {
+    return this.inner.headers(...args);
+  }
+  namespaces(...args: Parameters<MemoryStore['namespaces']>) {
+    return this.inner.namespaces(...args);
+  }
+  deleteSubtree(...args: Parameters<MemoryStore['deleteSubtree']>) {
+    return this.inner.deleteSubtree(...args);
+  }
+  pruneExpired(...args: Parameters<MemoryStore['pruneExpired']>) {
+    return this.inner.pruneExpired(...args);
+  }
+}
+
+/**
+ * The memory target of the `rewrap` job on a store: after a new first key, every stored value ends
+ * sealed with it, page by page from a cursor (a page run by a fresh target resumes); a fact written
+ * or forgotten while the job runs keeps that change (the job's write is conditional: it reads the
+ * fact again, counts what it then finds, or skips it when gone); a second run re-seals nothing; and
+ * with the old key removed every fact still reads.
+ */
+export function describeMemoryRewrap(fixture: MemoryStoreFixture): void {
+  describe(`memory rewrap target: ${fixture.name}`, () => {
+    let store: MemoryStore;
+    let destroy: () => Promise<void>;
+    beforeEach(async () => {
+      ({ store, destroy } = await fixture.create());
+    });
+    afterEach(async () => destroy());
+
+    /** Every page of `tenant` with `limit`, each page by a fresh target (as each activity is). */
+    const runJob = async (over: MemoryStore, codec: SealingCodec, tenant: string) => {
+      const total = emptyCounts();
+      let cursor: string | null = null;
+      let pages = 0;
+      do {
+        const page: RewrapPage = await memoryRewrapTarget(over, codec).rewrapPage(tenant, cursor, 4);
+        addCounts(total, page);
+        cursor = page.next;
+        pages++;
+      } while (cursor !== null);
+      return { ...total, pages };
+    };
+
+    it('re-seals every fact with the first key, keeps what writers change meanwhile, and loses nothing once the old key is gone', async () => {
+      const kvDir = tempDir('memory-rewrap-keys');
+      const k1 = { id: 'k1', key: randomBytes(32) };
+      const k2 = { id: 'k2', key: randomBytes(32) };
+      let clock = Date.UTC(2026, 0, 1);
+      const now = () => clock;
+      const expected = new Map<string, unknown>();
+      const remember = async (
+        facts: MemoryFacts,
+        tenant: string,
+        namespace: string,
+        key: string,
+        value: unknown,
+      ) => {
+        await facts.remember({ tenant }, namespace, key, value);
+        expected.set(JSON.stringify([tenant, namespace, key]), value);
+      };
+
+      const before = new MemoryFacts({ store, now, codec: await sealingCodec([k1], kvDir) });
+      for (let i = 0; i < 22; i++)
+        await remember(before, A.tenant, `ns/${i % 4}`, `k${i}`, { i, text: `value ${i}` });
+      for (let i = 0; i < 3; i++) await remember(before, B.tenant, 'b', `k${i}`, i);
+      // An expired fact is a stored sealed value too: re-sealed like the others.
+      await before.remember(A, 'ns/x', 'expired', 'old', { ttl: 1 });
+      clock += 2000;
+
+      const rotated = await sealingCodec([k2, k1], kvDir);
+      const after = new MemoryFacts({ store, now, codec: rotated });
+      for (let i = 22; i < 26; i++) await remember(after, A.tenant, 'ns/new', `k${i}`, i);
+      await remember(after, A.tenant, 'ns/0', 'k0', 'rewritten');
+
+      // Just before the job writes them back: k5 is written anew (with k2), k6 is forgotten.
+      const interfering = new Interfering(
+        store,
+        new Map([
+          ['k5', () => remember(after, A.tenant, 'ns/1', 'k5', 'changed meanwhile')],
+          [
+            'k6',
+            async () => {
+              await after.forget(A, 'ns/2', 'k6');
+              expected.delete(JSON.stringify([A.tenant, 'ns/2', 'k6']));
+            },
+          ],
+        ]),
+      );
+      const first = await runJob(interfering, rotated, A.tenant);
+      // 27 rows; k6 went (not counted); k5 was read again and found sealed with k2.
+      expect(first).toMatchObject({
+        examined: 26,
+        resealed: 20,
+        sealedWith: { k1: 20, k2: 6 },
+        remaining: {},
+        errors: [],
+      });
+      expect(first.pages).toBe(7);
+      expect(await runJob(store, rotated, B.tenant)).toMatchObject({
+        examined: 3,
+        resealed: 3,
+        sealedWith: { k1: 3 },
+        remaining: {},
+      });
+      for (const tenant of [A.tenant, B.tenant]) {
+        expect(new Set((await allRows(store, tenant)).map((row) => sealedKeyId(row.value)))).toEqual(
+          new Set(['k2']),
+        );
+      }
+      // Idempotent: nothing is left to re-seal.
+      expect(await runJob(store, rotated, A.tenant)).toMatchObject({
+        examined: 26,
+        resealed: 0,
+        sealedWith: { k2: 26 },
+      });
+
+      // The old key removed: every fact reads, the expired one's bytes open too.
+      const onlyK2 = await sealingCodec([k2], kvDir);
+      const last = new MemoryFacts({ store, now, codec: onlyK2 });
+      for (const [place, value] of expected) {
+        const [tenant, namespace, key] = JSON.parse(place) as [string, string, string];
+        expect((await last.recall({ tenant }, namespace, key))?.value, place).toEqual(value);
+      }
+      expect((await last.recall(A, 'ns/1', 'k5'))?.value).toBe('changed meanwhile');
+      expect(await last.recall(A, 'ns/2', 'k6')).toBeNull();
+      expect((await last.search(A, { namespace: '', limit: 100 })).items).toHaveLength(25);
+      const expired = await store.get(A.tenant, 'ns/x', 'expired');
+      expect(
+        onlyK2.open(expired?.value ?? Buffer.alloc(0), placeOf(A.tenant, 'ns/x', 'expired')).toString(),
+      ).toBe('"old"');
+    });
+  });
 }

@@ -1,4 +1,5 @@
-import { rm } from 'node:fs/promises';
+import { readdir, readFile, rm } from 'node:fs/promises';
+import path from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
@@ -11,33 +12,85 @@ import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { azuriteTable } from '../support/tables';
-import { describeMemoryStoreContract } from './memoryStore.contract';
+import {
+  describeMemoryRewrap,
+  describeMemoryStoreContract,
+  type MemoryStoreFixture,
+} from './memoryStore.contract';
 
-describeMemoryStoreContract({
-  name: 'local filesystem',
-  async create() {
-    const dir = tempDir('memory');
-    return {
-      store: new LocalMemoryStore(dir),
-      another: () => new LocalMemoryStore(dir),
-      destroy: () => rm(dir, { recursive: true, force: true }),
-    };
-  },
-});
+/** Every file under `folder`, its bytes. */
+async function filesUnder(folder: string): Promise<Buffer[]> {
+  const found: Buffer[] = [];
+  const walk = async (current: string): Promise<void> => {
+    for (const entry of await readdir(current, { withFileTypes: true }).catch(() => [])) {
+      const full = path.join(current, entry.name);
+      if (entry.isDirectory()) await walk(full);
+      else found.push(await readFile(full));
+    }
+  };
+  await walk(folder);
+  return found;
+}
 
-describeMemoryStoreContract({
-  name: 'Azure Table Storage (Azurite)',
-  async create() {
-    const table = azuriteTable(azurite().tableEndpoint);
-    return {
-      store: new TableMemoryStore(table, 10_000),
-      another: () => new TableMemoryStore(azuriteTable(azurite().tableEndpoint, table.tableName), 10_000),
-      async destroy() {
-        await table.deleteTable();
-      },
-    };
-  },
-});
+/** A table property's bytes: binary as it is, anything else as text. */
+function propertyBytes(property: unknown): Buffer {
+  if (property instanceof Uint8Array) return Buffer.from(property);
+  if (typeof property !== 'object' || property === null) return Buffer.from(String(property));
+  return Buffer.from(
+    JSON.stringify(property, (_key, value: unknown) => (typeof value === 'bigint' ? String(value) : value)),
+  );
+}
+
+function local(sealed: boolean): MemoryStoreFixture {
+  return {
+    name: sealed ? 'local filesystem, values sealed, changes audited' : 'local filesystem',
+    sealed,
+    async create() {
+      const dir = tempDir('memory');
+      return {
+        store: new LocalMemoryStore(dir),
+        another: () => new LocalMemoryStore(dir),
+        destroy: () => rm(dir, { recursive: true, force: true }),
+        raw: () => filesUnder(path.join(dir, 'memory')),
+      };
+    },
+  };
+}
+
+function table(sealed: boolean): MemoryStoreFixture {
+  return {
+    name: sealed
+      ? 'Azure Table Storage (Azurite), values sealed, changes audited'
+      : 'Azure Table Storage (Azurite)',
+    sealed,
+    async create() {
+      const client = azuriteTable(azurite().tableEndpoint);
+      return {
+        store: new TableMemoryStore(client, 10_000),
+        another: () => new TableMemoryStore(azuriteTable(azurite().tableEndpoint, client.tableName), 10_000),
+        async destroy() {
+          await client.deleteTable();
+        },
+        // Each entity as Azurite answers it: every property, the binary value as its bytes.
+        async raw() {
+          const rows: Buffer[] = [];
+          for await (const entity of client.listEntities<Record<string, unknown>>()) {
+            const parts = Object.values(entity).map(propertyBytes);
+            rows.push(Buffer.concat(parts));
+          }
+          return rows;
+        },
+      };
+    },
+  };
+}
+
+describeMemoryStoreContract(local(false));
+describeMemoryStoreContract(table(false));
+describeMemoryStoreContract(local(true));
+describeMemoryStoreContract(table(true));
+describeMemoryRewrap(local(false));
+describeMemoryRewrap(table(false));
 
 describe('TableMemoryStore faults', () => {
   it('reports an unreachable table service as unavailable on every call, never as absent', async () => {

@@ -18,11 +18,13 @@ import {
 } from '../support/app';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
-import { azuriteTable, sessionIndexSettings } from '../support/tables';
+import { azuriteTable, memoryTableSettings, sessionIndexSettings } from '../support/tables';
+import { buildSnapshot, newKeyPair } from '../unit/snapshotTestKit';
 
 /**
  * The audit trail end to end (docs/audit.md): the routes over real HTTP against the app in the
- * local runtime, records of every audited action, verification with and without an expected head,
+ * local runtime, records of every audited action (threads, archives, memory facts, snapshots, admin
+ * jobs), verification with and without an expected head,
  * signed heads (on verify and by the timer) checked by `cairn audit verify` with the public key
  * alone, tampering caught, the setting off, and 16 writers on two app processes with gapless seq.
  */
@@ -65,6 +67,7 @@ async function json<T>(response: Promise<Response>, status = 200): Promise<T> {
 function auditSettings(): Record<string, string> {
   return {
     ...sessionIndexSettings(azurite().tableEndpoint),
+    ...memoryTableSettings(azurite().tableEndpoint),
     CAIRN_AUDIT: 'true',
     CAIRN_AUDIT_TABLE: `audit${randomUUID().replaceAll('-', '').slice(0, 20)}`,
   };
@@ -73,6 +76,7 @@ function auditSettings(): Record<string, string> {
 describe('audit trail end to end', () => {
   const ops = newTenant('ops', true);
   const other = newTenant('other');
+  const agent = newTenant('agent');
   let app: RunningApp;
   let settings: Record<string, string>;
   let asOps: Call;
@@ -90,7 +94,7 @@ describe('audit trail end to end', () => {
     expect((await cairn(['audit', 'keygen', '--public-key', publicKeyFile], {})).code).toBe(2);
     settings = { ...backendSettings('blob', azurite().blobEndpoint), ...auditSettings() };
     app = await startApp({
-      CAIRN_API_KEYS: apiKeysSetting([ops, other]),
+      CAIRN_API_KEYS: apiKeysSetting([ops, other, agent]),
       CAIRN_AUDIT_SIGNING_KEY: keygen.stdout.trim(),
       CAIRN_ENCRYPTION_KEYS: `k1:${randomBytes(32).toString('hex')}`,
       ...settings,
@@ -174,6 +178,65 @@ describe('audit trail end to end', () => {
     expect(JSON.stringify(trail)).not.toContain('SECRET-CONTENT');
     // Another tenant's trail is its own.
     expect((await records(asOther)).records).toEqual([]);
+  });
+
+  it('records memory writes and forgets and snapshot publishes, with names and counts, never a value', async () => {
+    const asAgent = client(app.url, agent.key);
+    const fact = (namespace: string, key: string) =>
+      `/api/memory/facts?${new URLSearchParams({ namespace, key }).toString()}`;
+    const remember = (key: string, value: string) =>
+      asAgent(fact('users/42', key), { method: 'PUT', body: JSON.stringify({ value }) });
+    expect((await remember('lang', 'SECRET-FACT fr')).status).toBe(201);
+    expect((await remember('lang', 'SECRET-FACT en')).status).toBe(200);
+    expect((await remember('a/b', 'SECRET-FACT x')).status).toBe(201);
+    expect((await asAgent(fact('users/42', 'lang'), { method: 'DELETE' })).status).toBe(204);
+    // Absent: nothing was forgotten, nothing is recorded.
+    expect((await asAgent(fact('users/42', 'lang'), { method: 'DELETE' })).status).toBe(204);
+    expect(await json(asAgent('/api/memory/namespaces?namespace=users', { method: 'DELETE' }))).toEqual({
+      deleted: 1,
+      more: false,
+    });
+
+    const built = buildSnapshot(
+      'w1',
+      [{ path: 'a.txt', bytes: Buffer.from('SECRET-FILE') }],
+      newKeyPair().privateKey,
+    );
+    for (const [sha256, part, bytes] of built.parts) {
+      const put = await asAgent(`/api/workspaces/w1/snapshots/objects/${sha256}/${part}`, {
+        method: 'PUT',
+        body: bytes,
+      });
+      expect(put.status).toBe(201);
+    }
+    const publish = () =>
+      asAgent('/api/workspaces/w1/snapshots', {
+        method: 'POST',
+        body: JSON.stringify({
+          manifest: built.manifest.toString('base64'),
+          signature: built.signature.toString('base64'),
+          parent: null,
+        }),
+      });
+    expect((await publish()).status).toBe(201);
+    expect((await publish()).status).toBe(201); // a retry: recorded once
+
+    const { records: trail } = await records(asAgent);
+    expect(trail.map((record) => [record.seq, record.action, record.subject, record.details])).toEqual([
+      [1, 'memory.written', '["users/42","lang"]', { created: true }],
+      [2, 'memory.written', '["users/42","lang"]', { created: false }],
+      [3, 'memory.written', '["users/42","a/b"]', { created: true }],
+      [4, 'memory.forgotten', '["users/42","lang"]', undefined],
+      [5, 'memory.forgotten', '["users"]', { count: 1, more: false }],
+      [6, 'snapshot.published', `w1/${built.id}`, { parent: null, files: 1 }],
+    ]);
+    expect(trail.every((record) => record.actor === agent.tenant && record.outcome === 'ok')).toBe(true);
+    expect(JSON.stringify(trail)).not.toMatch(/SECRET/);
+    expect(await json(asAgent('/api/audit/verify'))).toMatchObject({
+      ok: true,
+      records: 6,
+      firstBroken: null,
+    });
   });
 
   it('filters by thread and action, and pages with afterSeq and limit', async () => {

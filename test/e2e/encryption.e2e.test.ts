@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { copyFileSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { copyFileSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -9,7 +9,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { sealedKeyId } from '../../shared/crypto/sealedFormat';
+import { keyDigest, segmentDigests } from '../../shared/memory/layout';
 import { tenantContainerName } from '../../shared/storage/azure/blobKeyValueStore';
+import { rowKeyOf } from '../../shared/storage/azure/tableMemoryStore';
 import {
   apiKeysSetting,
   type Backend,
@@ -20,12 +22,14 @@ import {
   startApp,
 } from '../support/app';
 import { azurite } from '../support/azurite';
+import { azuriteTable, memoryTableSettings } from '../support/tables';
 
 /**
- * Encryption at rest end to end (docs/encryption.md), on both backends: what reaches the disk or
- * Azurite holds no plaintext of a value; bytes moved to another place fail with integrity_error;
- * a key rotation (new first key, rewrap, old key removed) loses nothing; the app refuses to start
- * on keys its data was not written with.
+ * Encryption at rest end to end (docs/encryption.md), on both backends (memory facts in local
+ * files, or in Table Storage beside Blob): what reaches the disk or Azurite holds no plaintext of a
+ * value; bytes moved to another place fail with integrity_error; a key rotation (new first key,
+ * rewrap, old key removed) loses nothing; the app refuses to start on keys its data was not
+ * written with.
  */
 
 const CLI = path.resolve('dist/client/cli/main.js');
@@ -34,7 +38,12 @@ const keyText = (id: string, material: Buffer) => `${id}:${material.toString('he
 
 type Call = ReturnType<typeof client>;
 
-/** Every stored byte of the app's data: files under the data folder, or blobs of its containers. */
+/**
+ * Every stored byte of the app's data: files under the data folder, or blobs of its containers and
+ * the entities of its memory table. A memory fact's stored value is listed on its own too (`#value`:
+ * the local file holds it in base64, the table as a binary property), so that it is checked as the
+ * bytes the storage keeps.
+ */
 async function storedObjects(settings: Record<string, string>): Promise<Map<string, Buffer>> {
   const objects = new Map<string, Buffer>();
   const dir = settings['CAIRN_DATA_DIR'];
@@ -42,8 +51,17 @@ async function storedObjects(settings: Record<string, string>): Promise<Map<stri
     const walk = (folder: string) => {
       for (const name of readdirSync(folder)) {
         const full = path.join(folder, name);
-        if (statSync(full).isDirectory()) walk(full);
-        else objects.set(path.relative(dir, full), readFileSync(full));
+        if (statSync(full).isDirectory()) {
+          walk(full);
+          continue;
+        }
+        const relative = path.relative(dir, full);
+        const bytes = readFileSync(full);
+        objects.set(relative, bytes);
+        if (relative.startsWith(`memory${path.sep}`)) {
+          const { value } = JSON.parse(bytes.toString()) as { value: string };
+          objects.set(`${relative}#value`, Buffer.from(value, 'base64'));
+        }
       }
     };
     walk(dir);
@@ -57,7 +75,67 @@ async function storedObjects(settings: Record<string, string>): Promise<Map<stri
       objects.set(`${container.name}/${blob.name}`, await client.getBlobClient(blob.name).downloadToBuffer());
     }
   }
+  const memory = memoryTable(settings);
+  for await (const entity of memory.listEntities<Record<string, unknown>>()) {
+    const name = `${memory.tableName}/${entity.partitionKey}/${entity.rowKey}`;
+    const value = entity['value'] as Uint8Array;
+    const text = JSON.stringify({ ...entity, value: undefined }, (_key, property: unknown) =>
+      typeof property === 'bigint' ? String(property) : property,
+    );
+    objects.set(name, Buffer.concat([Buffer.from(text), value]));
+    objects.set(`${name}#value`, Buffer.from(value));
+  }
   return objects;
+}
+
+function memoryTable(settings: Record<string, string>) {
+  return azuriteTable(azurite().tableEndpoint, settings['CAIRN_MEMORY_TABLE']);
+}
+
+/** The app's settings for `backend`: with Blob, memory facts on a fresh table of Azurite. */
+function storageSettings(backend: Backend): Record<string, string> {
+  const settings = backendSettings(backend, azurite().blobEndpoint);
+  return backend === 'local' ? settings : { ...settings, ...memoryTableSettings(azurite().tableEndpoint) };
+}
+
+type FactPlace = readonly [tenant: string, namespace: string, key: string];
+
+/** Puts the stored value of one memory fact in another fact's place, maybe another tenant's (an attacker's move). */
+async function moveStoredFact(settings: Record<string, string>, from: FactPlace, to: FactPlace) {
+  const dir = settings['CAIRN_DATA_DIR'];
+  if (dir !== undefined) {
+    const file = ([tenant, namespace, key]: FactPlace) =>
+      path.join(dir, 'memory', tenant, ...segmentDigests(namespace), `${keyDigest(key)}.json`);
+    const source = JSON.parse(readFileSync(file(from), 'utf8')) as { value: string };
+    const target = JSON.parse(readFileSync(file(to), 'utf8')) as { value: string };
+    writeFileSync(file(to), JSON.stringify({ ...target, value: source.value }));
+    return;
+  }
+  const table = memoryTable(settings);
+  const source = await table.getEntity<{ value: Uint8Array }>(from[0], rowKeyOf(from[1], from[2]));
+  await table.updateEntity(
+    { partitionKey: to[0], rowKey: rowKeyOf(to[1], to[2]), value: source.value },
+    'Merge',
+  );
+}
+
+async function remember(call: Call, namespace: string, key: string, value: unknown) {
+  const query = new URLSearchParams({ namespace, key }).toString();
+  const response = await call(`/api/memory/facts?${query}`, {
+    method: 'PUT',
+    body: JSON.stringify({ value }),
+  });
+  expect([200, 201]).toContain(response.status);
+}
+
+async function recall(call: Call, namespace: string, key: string): Promise<Response> {
+  return call(`/api/memory/facts?${new URLSearchParams({ namespace, key }).toString()}`);
+}
+
+async function recalled(call: Call, namespace: string, key: string): Promise<unknown> {
+  const response = await recall(call, namespace, key);
+  expect(response.status).toBe(200);
+  return ((await response.json()) as { value: unknown }).value;
 }
 
 function blobService(): BlobServiceClient {
@@ -165,7 +243,7 @@ describe.each<Backend>(['local', 'blob'])('encryption at rest on the %s backend'
   });
 
   it('stores no plaintext of a value, answers it in plain, and refuses bytes moved to another key', async () => {
-    const settings = backendSettings(backend, azurite().blobEndpoint);
+    const settings = storageSettings(backend);
     app = await startApp({
       CAIRN_API_KEYS: apiKeysSetting([sealed, plain]),
       CAIRN_ENCRYPTION_KEYS: keyText('k1', randomBytes(32)),
@@ -183,8 +261,11 @@ describe.each<Backend>(['local', 'blob'])('encryption at rest on the %s backend'
     expect((await asSealed('/api/kv/notes/b', { method: 'PUT', body: 'other' })).status).toBe(201);
     await putThread(asSealed, 't1', marker);
     expect((await asPlain('/api/kv/notes/a', { method: 'PUT', body: plainMarker })).status).toBe(201);
-    // Threads are sealed for every tenant, key/value values only for the listed ones.
+    // Threads and memory facts are sealed for every tenant, key/value values only for the listed ones.
     await putThread(asPlain, 't1', marker);
+    await remember(asSealed, 'users/42', 'secret', { note: marker });
+    await remember(asSealed, 'users/42', 'other', 'other fact');
+    await remember(asPlain, 'users/42', 'secret', [marker]);
 
     const read = await asSealed('/api/kv/notes/a');
     expect(await read.text()).toBe(`secret ${marker} and more`);
@@ -192,6 +273,8 @@ describe.each<Backend>(['local', 'blob'])('encryption at rest on the %s backend'
     expect(head.headers.get('content-length')).toBe(String(`secret ${marker} and more`.length));
     await readThread(asSealed, 't1', marker);
     await readThread(asPlain, 't1', marker);
+    expect(await recalled(asSealed, 'users/42', 'secret')).toEqual({ note: marker });
+    expect(await recalled(asPlain, 'users/42', 'secret')).toEqual([marker]);
 
     const objects = await storedObjects(settings);
     const holding = (text: string) =>
@@ -200,7 +283,10 @@ describe.each<Backend>(['local', 'blob'])('encryption at rest on the %s backend'
     // The scan does see stored values: the plain tenant's key/value value is there as sent.
     expect(holding(plainMarker)).toHaveLength(1);
     const sealedNames = [...objects].filter(([, bytes]) => sealedKeyId(bytes) === 'k1');
-    expect(sealedNames.length).toBeGreaterThanOrEqual(6);
+    expect(sealedNames.length).toBeGreaterThanOrEqual(9);
+    const factValues = [...objects].filter(([name]) => name.endsWith('#value'));
+    expect(factValues).toHaveLength(3);
+    expect(factValues.every(([, bytes]) => sealedKeyId(bytes) === 'k1')).toBe(true);
 
     await moveStoredValue(settings, sealed.tenant, 'notes/a', 'notes/b');
     const moved = await asSealed('/api/kv/notes/b');
@@ -208,10 +294,24 @@ describe.each<Backend>(['local', 'blob'])('encryption at rest on the %s backend'
     expect(((await moved.json()) as { error: { code: string } }).error.code).toBe('integrity_error');
     // Never taken for absent, and the value at its own key still reads.
     expect((await asSealed('/api/kv/notes/a')).status).toBe(200);
+
+    // A memory fact's sealed value in another fact's place, and in another tenant's: refused.
+    const secret = [sealed.tenant, 'users/42', 'secret'] as const;
+    await moveStoredFact(settings, secret, [sealed.tenant, 'users/42', 'other']);
+    await moveStoredFact(settings, secret, [plain.tenant, 'users/42', 'secret']);
+    for (const [call, key] of [
+      [asSealed, 'other'],
+      [asPlain, 'secret'],
+    ] as const) {
+      const movedFact = await recall(call, 'users/42', key);
+      expect(movedFact.status).toBe(500);
+      expect(((await movedFact.json()) as { error: { code: string } }).error.code).toBe('integrity_error');
+    }
+    expect(await recalled(asSealed, 'users/42', 'secret')).toEqual({ note: marker });
   });
 
   it('rotates keys: a new first key seals, old values still open, rewrap, then the old key goes and nothing is lost', async () => {
-    const settings = backendSettings(backend, azurite().blobEndpoint);
+    const settings = storageSettings(backend);
     const [k1, k2] = [randomBytes(32), randomBytes(32)];
     const start = (keys: string) =>
       startApp({
@@ -226,6 +326,8 @@ describe.each<Backend>(['local', 'blob'])('encryption at rest on the %s backend'
     await putThread(asSealed, 'old', 'before');
     await putThread(asPlain, 'old', 'before-plain');
     expect((await asPlain('/api/kv/kept', { method: 'PUT', body: 'kept value' })).status).toBe(201);
+    for (let i = 0; i < 5; i++) await remember(asSealed, `notes/${i % 2}`, `old-${i}`, { i });
+    await remember(asPlain, 'notes', 'old', 'plain tenant fact');
     await app.stop();
 
     app = await start(`${keyText('k2', k2)},${keyText('k1', k1)}`);
@@ -234,8 +336,17 @@ describe.each<Backend>(['local', 'blob'])('encryption at rest on the %s backend'
     await readThread(asSealed, 'old', 'before');
     expect(await (await asPlain('/api/kv/kept')).text()).toBe('kept value');
     await putThread(asSealed, 'new', 'after');
+    expect(await recalled(asSealed, 'notes/1', 'old-1')).toEqual({ i: 1 });
+    await remember(asSealed, 'notes/0', 'old-0', 'rewritten');
+    await remember(asSealed, 'notes', 'new', 'after');
     const ids = [...(await storedObjects(settings)).values()].map(sealedKeyId).filter((id) => id !== null);
     expect(new Set(ids)).toEqual(new Set(['k1', 'k2']));
+    const factKeys = async () =>
+      [...(await storedObjects(settings))]
+        .filter(([name]) => name.endsWith('#value'))
+        .map(([, bytes]) => sealedKeyId(bytes))
+        .sort();
+    expect(await factKeys()).toEqual(['k1', 'k1', 'k1', 'k1', 'k1', 'k2', 'k2']);
 
     // The CLI runs the job and prints its report (exit 0: nothing is left with k1).
     const cli = await cairn(['rewrap'], { CAIRN_URL: app.url, CAIRN_KEY: sealed.key });
@@ -257,6 +368,12 @@ describe.each<Backend>(['local', 'blob'])('encryption at rest on the %s backend'
     await readThread(asPlain, 'old', 'before-plain');
     await readThread(asSealed, 'new', 'after');
     expect(await (await asPlain('/api/kv/kept')).text()).toBe('kept value');
+    for (const i of [1, 2, 3, 4])
+      expect(await recalled(asSealed, `notes/${i % 2}`, `old-${i}`)).toEqual({ i });
+    expect(await recalled(asSealed, 'notes/0', 'old-0')).toBe('rewritten');
+    expect(await recalled(asSealed, 'notes', 'new')).toBe('after');
+    expect(await recalled(asPlain, 'notes', 'old')).toBe('plain tenant fact');
+    expect(await factKeys()).toEqual(['k2', 'k2', 'k2', 'k2', 'k2', 'k2', 'k2']);
     const left = [...(await storedObjects(settings)).values()].map(sealedKeyId).filter((id) => id !== null);
     expect(new Set(left)).toEqual(new Set(['k2']));
     expect(await rewrap(asSealed)).toMatchObject({ resealed: 0, remaining: {} });

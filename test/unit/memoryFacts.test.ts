@@ -3,13 +3,14 @@ import path from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import type { AuditEvent, AuditLog } from '../../shared/audit/auditLog';
+import type { PendingEvent } from '../../shared/audit/pending';
 import type { ValueCodec, ValuePlace } from '../../shared/crypto/valueCodec';
 import { IntegrityError } from '../../shared/errors';
 import { bm25Scores, documentTerms, queryWords, words } from '../../shared/memory/keywordSearch';
 import { MemoryFacts } from '../../shared/memory/memory';
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { tempDir } from '../support/cleanup';
+import { recordingAudit } from '../support/recordingAudit';
 
 /**
  * The seams of memory facts: every value goes through the codec bound to its place, and every
@@ -36,17 +37,6 @@ function bindingCodec(): ValueCodec & { places: ValuePlace[] } {
         throw new IntegrityError('the value does not belong here');
       }
       return scramble(stored.subarray(2 + length));
-    },
-  };
-}
-
-function recordingAudit(enabled = true): AuditLog & { events: AuditEvent[] } {
-  const events: AuditEvent[] = [];
-  return {
-    enabled,
-    events,
-    record: async (event) => {
-      events.push(event);
     },
   };
 }
@@ -93,66 +83,110 @@ describe('memory facts and the codec', () => {
 });
 
 describe('memory facts and the audit log', () => {
-  it('records writes, forgets and forgetAll with ids and counts, never values', async () => {
+  const shape = (event: PendingEvent) => ({
+    action: event.action,
+    actor: event.actor,
+    subject: event.subject,
+    details: event.details,
+  });
+
+  it('records writes, forgets and a forget of a namespace (one record with its count), names only, never values', async () => {
     const audit = recordingAudit();
-    const memory = new MemoryFacts({ store: new LocalMemoryStore(tempDir('memory-audit')), audit });
+    const store = new LocalMemoryStore(tempDir('memory-audit'));
+    const memory = new MemoryFacts({ store, audit: audit.log });
     const caller = { tenant: 'tenant-a', actor: 'key-1' };
     await memory.remember(caller, 'users/42', 'language', 'value-marker-1');
     await memory.remember(caller, 'users/42', 'language', 'value-marker-2');
     await memory.remember(caller, 'users/43', 'language', 'value-marker-3');
+    await memory.remember(caller, 'users/43', 'a/b', 'value-marker-4');
     expect(await memory.forget(caller, 'users/42', 'language')).toBe(true);
     expect(await memory.forget(caller, 'users/42', 'language')).toBe(false);
-    expect(await memory.forgetAll(caller, 'users')).toEqual({ deleted: 1, more: false });
-    expect(audit.events).toEqual([
+    expect(await memory.forgetAll(caller, 'users')).toEqual({ deleted: 2, more: false });
+    expect(await memory.forgetAll(caller, 'users')).toEqual({ deleted: 0, more: false });
+    expect(audit.committed.map(shape)).toEqual([
       {
-        tenant: 'tenant-a',
-        actor: 'key-1',
         action: 'memory.written',
-        subject: 'users/42',
-        outcome: 'ok',
-        details: { key: 'language', created: true },
+        actor: 'key-1',
+        subject: '["users/42","language"]',
+        details: { created: true },
       },
       {
-        tenant: 'tenant-a',
-        actor: 'key-1',
         action: 'memory.written',
-        subject: 'users/42',
-        outcome: 'ok',
-        details: { key: 'language', created: false },
+        actor: 'key-1',
+        subject: '["users/42","language"]',
+        details: { created: false },
       },
       {
-        tenant: 'tenant-a',
-        actor: 'key-1',
         action: 'memory.written',
-        subject: 'users/43',
-        outcome: 'ok',
-        details: { key: 'language', created: true },
-      },
-      {
-        tenant: 'tenant-a',
         actor: 'key-1',
+        subject: '["users/43","language"]',
+        details: { created: true },
+      },
+      { action: 'memory.written', actor: 'key-1', subject: '["users/43","a/b"]', details: { created: true } },
+      { action: 'memory.forgotten', actor: 'key-1', subject: '["users/42","language"]', details: undefined },
+      {
         action: 'memory.forgotten',
-        subject: 'users/42',
-        outcome: 'ok',
-        details: { key: 'language' },
-      },
-      {
-        tenant: 'tenant-a',
         actor: 'key-1',
-        action: 'memory.forgotAll',
-        subject: 'users',
-        outcome: 'ok',
-        details: { count: 1, more: false },
+        subject: '["users"]',
+        details: { count: 2, more: false },
       },
     ]);
-    expect(JSON.stringify(audit.events)).not.toContain('value-marker');
+    // Each change: its marker before the storage commit, its record after, no marker left.
+    expect(audit.calls).toEqual([
+      ...Array.from({ length: 4 }, () => ['begin memory.written memory', 'commit memory.written']).flat(),
+      'begin memory.forgotten memory-forget',
+      'commit memory.forgotten',
+      'begin memory.forgotten memory-forget',
+      'commit memory.forgotten',
+    ]);
+    expect(audit.markers.size).toBe(0);
+    expect(JSON.stringify([...audit.committed, ...audit.calls])).not.toContain('value-marker');
   });
 
-  it('does not call a log that is off', async () => {
+  it('carries the event in the row until it is known to be in the trail; a write refused by its compare-and-swap abandons its marker', async () => {
+    const audit = recordingAudit();
+    const store = new LocalMemoryStore(tempDir('memory-outbox'));
+    const caller = { tenant: 'tenant-a' };
+    const one = new MemoryFacts({ store, audit: audit.log });
+    const first = await one.remember(caller, 'ns', 'k', 1);
+    const row = await store.get('tenant-a', 'ns', 'k');
+    const [written] = audit.committed;
+    expect(JSON.parse(row?.outbox ?? '[]')).toEqual([written]);
+    // The next write drops the event it knows to be appended and carries its own.
+    await one.remember(caller, 'ns', 'k', 2);
+    const after = JSON.parse((await store.get('tenant-a', 'ns', 'k'))?.outbox ?? '[]') as PendingEvent[];
+    expect(after.map((event) => event.id)).toEqual([audit.committed[1]?.id]);
+    expect((await store.get('tenant-a', 'ns', 'k'))?.incarnation).toBe(row?.incarnation);
+
+    // Another instance wrote meanwhile: this one's known version is stale, its first write loses.
+    await new MemoryFacts({ store, audit: audit.log }).remember(caller, 'ns', 'k', 3);
+    audit.calls.length = 0;
+    await one.remember(caller, 'ns', 'k', 4, { conditions: {} });
+    expect(audit.calls).toEqual([
+      'begin memory.written memory',
+      'abandon memory.written',
+      'begin memory.written memory',
+      'commit memory.written',
+    ]);
+    expect(audit.markers.size).toBe(0);
+    expect(first.created).toBe(true);
+
+    // Forgotten and remembered again: a new incarnation.
+    await one.forget(caller, 'ns', 'k');
+    await one.remember(caller, 'ns', 'k', 5);
+    expect((await store.get('tenant-a', 'ns', 'k'))?.incarnation).not.toBe(row?.incarnation);
+  });
+
+  it('does not call a log that is off, and keeps no outbox', async () => {
     const audit = recordingAudit(false);
-    const memory = new MemoryFacts({ store: new LocalMemoryStore(tempDir('memory-audit-off')), audit });
+    const store = new LocalMemoryStore(tempDir('memory-audit-off'));
+    const memory = new MemoryFacts({ store, audit: audit.log });
     await memory.remember({ tenant: 't' }, 'a', 'k', 1);
-    expect(audit.events).toEqual([]);
+    await memory.forget({ tenant: 't' }, 'a', 'k');
+    await memory.remember({ tenant: 't' }, 'a', 'k', 1);
+    expect((await store.get('t', 'a', 'k'))?.outbox).toBeNull();
+    expect(await memory.forgetAll({ tenant: 't' }, 'a')).toEqual({ deleted: 1, more: false });
+    expect(audit.calls).toEqual([]);
   });
 });
 

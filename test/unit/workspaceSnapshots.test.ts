@@ -355,7 +355,7 @@ describe.each(backends)('WorkspaceSnapshots on the $name store', (backend) => {
     const second = await save([shared, { path: 'only-second', bytes: randomBytes(100) }], first.id);
     // Another workspace of the tenant holds `shared` too.
     const other = await save([shared], null, 'w2');
-    const later = new WorkspaceSnapshots(stores, keys, () => new Date(Date.now() + GRACE_MS + HOUR));
+    const later = new WorkspaceSnapshots(stores, keys, { now: () => new Date(Date.now() + GRACE_MS + HOUR) });
 
     // Deleting the latest moves latest to the remaining one; its own parts are young: they stay.
     const report = await snapshots.delete(alpha, 'w1', second.id);

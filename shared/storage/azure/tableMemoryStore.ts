@@ -2,7 +2,15 @@ import { odata, type TableClient, type TableEntityResult, type TransactionAction
 
 import { InternalError, PreconditionFailedError } from '../../errors';
 import { keyDigest, namespaceDigest } from '../../memory/layout';
-import type { FactPage, FactWrite, MemoryStore, StoredFact, SubtreeDeletion } from '../../memory/memoryStore';
+import type {
+  FactHeader,
+  FactHeaderPage,
+  FactPage,
+  FactWrite,
+  MemoryStore,
+  StoredFact,
+  SubtreeDeletion,
+} from '../../memory/memoryStore';
 import { isAzureError, isNotFound, storageCall } from './azureErrors';
 
 /** How long one namespace listing may scan before it answers what it found as incomplete. */
@@ -20,7 +28,9 @@ const NAMESPACE_SCAN_BUDGET_MS = 4000;
  *   before every hex digit.
  * - Properties: `ns` and `key` (the names, checked on every read), `value` (Edm.Binary, the
  *   sealed value, at most 32 KiB plus the codec's overhead: under the 64 KiB property limit),
- *   `createdAt`, `updatedAt` and, for facts with a time to live, `expiresAt` (Edm.Int64, Unix ms).
+ *   `createdAt`, `updatedAt` and, for facts with a time to live, `expiresAt` (Edm.Int64, Unix ms);
+ *   `inc` (the row's incarnation) and, while it holds audit events, `outbox` (strings, the latter
+ *   at most 24 Ki characters: under the property limit of 32 Ki UTF-16 characters).
  *
  * Writes are create-only inserts (`createEntity`) or replacements on the etag read
  * (`updateEntity(..., 'Replace', { etag })`); never batches with etags. The API's ETag is the
@@ -107,27 +117,48 @@ export class TableMemoryStore implements MemoryStore {
     namespace: string,
     options: { cursor?: string; pageSize: number },
   ): Promise<FactPage> {
+    const page = await this.page(tenant, namespace, options, undefined, (entity) => factOf(entity));
+    return { facts: page.items, cursor: page.cursor };
+  }
+
+  async headers(
+    tenant: string,
+    namespace: string,
+    options: { cursor?: string; pageSize: number },
+  ): Promise<FactHeaderPage> {
+    const page = await this.page(tenant, namespace, options, HEADER_COLUMNS, (entity) => headerOf(entity));
+    return { headers: page.items, cursor: page.cursor };
+  }
+
+  /** One page of the rows of `namespace` and below, in RowKey order, each made into a `T`. */
+  private async page<T>(
+    tenant: string,
+    namespace: string,
+    options: { cursor?: string; pageSize: number },
+    select: string[] | undefined,
+    make: (entity: TableEntityResult<Record<string, unknown>>) => T,
+  ): Promise<{ items: T[]; cursor: string | null }> {
     return this.call(async (abortSignal) => {
-      const facts: StoredFact[] = [];
+      const items: T[] = [];
       const filter = rangeFilter(tenant, namespace, options.cursor);
       let last: string | undefined;
       try {
         const entities = this.table.listEntities<Record<string, unknown>>({
-          queryOptions: { filter },
+          queryOptions: { filter, ...(select === undefined ? {} : { select }) },
           abortSignal,
         });
         for await (const page of entities.byPage({ maxPageSize: Math.min(1000, options.pageSize) })) {
           for (const entity of page) {
-            facts.push(factOf(entity));
+            items.push(make(entity));
             last = String(entity.rowKey);
-            if (facts.length >= options.pageSize) break;
+            if (items.length >= options.pageSize) break;
           }
-          if (facts.length >= options.pageSize) break;
+          if (items.length >= options.pageSize) break;
         }
       } catch (error) {
         if (!isNotFound(error)) throw error;
       }
-      return { facts, cursor: facts.length >= options.pageSize && last !== undefined ? last : null };
+      return { items, cursor: items.length >= options.pageSize && last !== undefined ? last : null };
     });
   }
 
@@ -203,21 +234,39 @@ export class TableMemoryStore implements MemoryStore {
     });
   }
 
-  async pruneExpired(tenant: string, options: { now: number; budget: number }): Promise<SubtreeDeletion> {
+  async pruneExpired(
+    tenant: string,
+    options: { now: number; budget: number; keep?: (row: FactHeader) => Promise<boolean> },
+  ): Promise<SubtreeDeletion> {
     return this.call(async (abortSignal) => {
       const filter = `${odata`PartitionKey eq ${tenant}`} and expiresAt le ${Math.floor(options.now)}L`;
-      const rows = await this.listRows(filter, options.budget + 1, abortSignal);
       let deleted = 0;
-      for (const row of rows.slice(0, options.budget)) {
-        try {
-          // On the version found: a fact written again since then is not expired any more.
-          await this.table.deleteEntity(tenant, row.rowKey, { etag: row.etag, abortSignal });
-          deleted++;
-        } catch (error) {
-          if (!isNotFound(error) && !isAzureError(error, 412)) throw error;
+      try {
+        const entities = this.table.listEntities<Record<string, unknown>>({
+          queryOptions: { filter, select: HEADER_COLUMNS },
+          abortSignal,
+        });
+        for await (const page of entities.byPage({ maxPageSize: Math.min(1000, options.budget + 1) })) {
+          for (const entity of page) {
+            const row = headerOf(entity);
+            if (options.keep !== undefined && (await options.keep(row))) continue;
+            if (deleted >= options.budget) return { deleted, more: true };
+            try {
+              // On the version found: a fact written again since then is not expired any more.
+              await this.table.deleteEntity(tenant, String(entity.rowKey), {
+                etag: entity.etag,
+                abortSignal,
+              });
+              deleted++;
+            } catch (error) {
+              if (!isNotFound(error) && !isAzureError(error, 412)) throw error;
+            }
+          }
         }
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
       }
-      return { deleted, more: rows.length > options.budget };
+      return { deleted, more: false };
     });
   }
 
@@ -288,6 +337,8 @@ export class TableMemoryStore implements MemoryStore {
 }
 
 const TRANSACTION_SIZE = 100;
+/** Every property but the value: what `headers` and pruning read. */
+const HEADER_COLUMNS = ['RowKey', 'ns', 'key', 'createdAt', 'updatedAt', 'expiresAt', 'inc', 'outbox'];
 
 export function rowKeyOf(namespace: string, key: string): string {
   return `${namespaceDigest(namespace)}-${keyDigest(key)}`;
@@ -322,6 +373,8 @@ function entityOf(tenant: string, fact: FactWrite) {
     createdAt: int64(fact.createdAt),
     updatedAt: int64(fact.updatedAt),
     ...(fact.expiresAt === null ? {} : { expiresAt: int64(fact.expiresAt) }),
+    ...(fact.incarnation === null ? {} : { inc: fact.incarnation }),
+    ...(fact.outbox === null ? {} : { outbox: fact.outbox }),
   };
 }
 
@@ -334,11 +387,11 @@ function optionalNumber(property: unknown): number | null {
   return number;
 }
 
-function factOf(
+function headerOf(
   entity: TableEntityResult<Record<string, unknown>>,
   namespace?: string,
   key?: string,
-): StoredFact {
+): FactHeader {
   const stored = { namespace: String(entity['ns']), key: String(entity['key']) };
   // The row key is made of digests: a row of other names there would be a collision, never served.
   if (
@@ -347,16 +400,32 @@ function factOf(
   ) {
     throw new InternalError('two facts share a storage key; refusing to answer with the other one');
   }
-  const value = entity['value'];
-  if (!(value instanceof Uint8Array)) throw new InternalError('a stored fact has no value');
   return {
     ...stored,
-    value: Buffer.from(value.buffer, value.byteOffset, value.byteLength),
     createdAt: optionalNumber(entity['createdAt']) ?? 0,
     updatedAt: optionalNumber(entity['updatedAt']) ?? 0,
     expiresAt: optionalNumber(entity['expiresAt']),
+    incarnation: optionalText(entity['inc']),
+    outbox: optionalText(entity['outbox']),
     etag: apiEtag(entity.etag),
   };
+}
+
+function factOf(
+  entity: TableEntityResult<Record<string, unknown>>,
+  namespace?: string,
+  key?: string,
+): StoredFact {
+  const header = headerOf(entity, namespace, key);
+  const value = entity['value'];
+  if (!(value instanceof Uint8Array)) throw new InternalError('a stored fact has no value');
+  return { ...header, value: Buffer.from(value.buffer, value.byteOffset, value.byteLength) };
+}
+
+function optionalText(property: unknown): string | null {
+  if (property === undefined || property === null) return null;
+  if (typeof property !== 'string') throw new InternalError('a stored fact has an unreadable property');
+  return property;
 }
 
 function apiEtag(tableEtag: string | undefined): string {

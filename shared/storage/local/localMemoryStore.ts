@@ -4,7 +4,15 @@ import path from 'node:path';
 
 import { IntegrityError, InternalError, PreconditionFailedError } from '../../errors';
 import { keyDigest, segmentDigests } from '../../memory/layout';
-import type { FactPage, FactWrite, MemoryStore, StoredFact, SubtreeDeletion } from '../../memory/memoryStore';
+import type {
+  FactHeader,
+  FactHeaderPage,
+  FactPage,
+  FactWrite,
+  MemoryStore,
+  StoredFact,
+  SubtreeDeletion,
+} from '../../memory/memoryStore';
 import { KeyedMutex } from '../keyedMutex';
 import { writeDurableTempFile } from './durableTempFile';
 import { errnoOf, guarded, isAbsence } from './localFiles';
@@ -12,8 +20,8 @@ import { errnoOf, guarded, isAbsence } from './localFiles';
 /**
  * Memory facts on the local filesystem, under `<dataDir>/memory/<tenant>/`: one folder per
  * namespace segment, named by the segment's digest (shared/memory/layout.ts), and in it one JSON
- * file per fact, `<digest of the key>.json`, holding the names, times, version and the sealed value
- * (base64). So a namespace and everything below it is one folder tree (a search reads only that),
+ * file per fact, `<digest of the key>.json`, holding the names, times, version, incarnation, audit
+ * outbox and the sealed value (base64). So a namespace and everything below it is one folder tree (a search reads only that),
  * and names of any length and any characters fit the filesystem's limits.
  *
  * - Writes never change a file in place: a synced temp file replaces the fact by `rename`, so a
@@ -109,6 +117,15 @@ export class LocalMemoryStore implements MemoryStore {
     });
   }
 
+  async headers(
+    tenant: string,
+    namespace: string,
+    options: { cursor?: string; pageSize: number },
+  ): Promise<FactHeaderPage> {
+    const page = await this.scan(tenant, namespace, options);
+    return { headers: page.facts.map(headerOf), cursor: page.cursor };
+  }
+
   async namespaces(
     tenant: string,
     prefix: string,
@@ -164,7 +181,10 @@ export class LocalMemoryStore implements MemoryStore {
     });
   }
 
-  async pruneExpired(tenant: string, options: { now: number; budget: number }): Promise<SubtreeDeletion> {
+  async pruneExpired(
+    tenant: string,
+    options: { now: number; budget: number; keep?: (row: FactHeader) => Promise<boolean> },
+  ): Promise<SubtreeDeletion> {
     return guarded(async () => {
       const base = this.folderOf(tenant, '');
       let deleted = 0;
@@ -172,6 +192,7 @@ export class LocalMemoryStore implements MemoryStore {
         const file = path.join(base, relative);
         const found = await readFact(file);
         if (found === null || found.expiresAt === null || found.expiresAt > options.now) continue;
+        if (options.keep !== undefined && (await options.keep(headerOf(found)))) continue;
         if (deleted >= options.budget) return { deleted, more: true };
         await locks.run(file, async () => {
           // On the version found: a fact written again since then is not expired any more.
@@ -219,8 +240,16 @@ interface FactFile {
   readonly updatedAt: number;
   readonly expiresAt: number | null;
   readonly etag: string;
+  /** Absent in files written before incarnations and outboxes were kept. */
+  readonly incarnation?: string | null;
+  readonly outbox?: string | null;
   /** The sealed value, base64. */
   readonly value: string;
+}
+
+function headerOf(fact: StoredFact): FactHeader {
+  const { namespace, key, createdAt, updatedAt, expiresAt, incarnation, outbox, etag } = fact;
+  return { namespace, key, createdAt, updatedAt, expiresAt, incarnation, outbox, etag };
 }
 
 function serialise(fact: StoredFact): Buffer {
@@ -245,6 +274,8 @@ async function readFact(file: string): Promise<StoredFact | null> {
       updatedAt: parsed.updatedAt,
       expiresAt: parsed.expiresAt,
       etag: parsed.etag,
+      incarnation: parsed.incarnation ?? null,
+      outbox: parsed.outbox ?? null,
       value: Buffer.from(parsed.value, 'base64'),
     };
   } catch {

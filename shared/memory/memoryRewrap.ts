@@ -1,0 +1,78 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import type { SealingCodec } from '../crypto/encryption';
+import {
+  addCounts,
+  eachLimited,
+  emptyCounts,
+  resealValue,
+  type RewrapCounts,
+  type RewrapTarget,
+} from '../crypto/rewrap';
+import { CairnError, PreconditionFailedError } from '../errors';
+import { placeOf } from './memory';
+import type { MemoryStore, StoredFact } from './memoryStore';
+
+/**
+ * The `rewrap` job's target for memory facts (see shared/crypto/rewrap.ts): it pages through every
+ * row of a tenant, expired ones included (their bytes are sealed values too), in the store's scan
+ * order, and re-seals each value sealed with another key than the first. The row is written back
+ * whole (times, incarnation and audit outbox as read, so the fact and its audit proof are unchanged)
+ * and only over the version read: a fact written or forgotten meanwhile is read again (and, if gone,
+ * skipped), so a writer never loses a write to the job and nothing is counted twice (the counts of
+ * the attempt that settled are the ones added). The cursor is the store's scan cursor, so a page
+ * runs again from where the job stopped.
+ */
+
+const WRITE_ATTEMPTS = 5;
+
+export function memoryRewrapTarget(store: MemoryStore, codec: SealingCodec): RewrapTarget {
+  return {
+    name: 'memory',
+    async rewrapPage(tenant, cursor, limit) {
+      const counts = emptyCounts();
+      const page = await store.scan(tenant, '', { pageSize: limit, ...(cursor === null ? {} : { cursor }) });
+      await eachLimited(page.facts, 8, (fact) => resealFact(store, codec, tenant, fact, counts));
+      return { ...counts, next: page.cursor };
+    },
+  };
+}
+
+async function resealFact(
+  store: MemoryStore,
+  codec: SealingCodec,
+  tenant: string,
+  listed: StoredFact,
+  into: RewrapCounts,
+): Promise<void> {
+  const place = placeOf(tenant, listed.namespace, listed.key);
+  let fact: StoredFact | null = listed;
+  for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
+    if (attempt > 0) {
+      await sleep(Math.random() * 20 * 2 ** attempt);
+      fact = await store.get(tenant, listed.namespace, listed.key);
+    }
+    if (fact === null) return;
+    const counts = emptyCounts();
+    const resealed = resealValue(codec, fact.value, place, counts);
+    if (resealed !== null) {
+      const { etag, ...row } = fact;
+      try {
+        await store.write(tenant, { ...row, value: resealed }, etag);
+      } catch (error) {
+        if (error instanceof PreconditionFailedError) continue;
+        if (error instanceof CairnError && error.fault === 'caller') {
+          counts.errors.push([`memory.fact ${place.key}`, error.message]);
+        } else {
+          throw error;
+        }
+      }
+    }
+    addCounts(into, counts);
+    return;
+  }
+  into.errors.push([
+    `memory.fact ${place.key}`,
+    'the fact kept changing while it was re-sealed; run the job again',
+  ]);
+}
