@@ -1,11 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { odata, type TableClient, type TableEntityResult } from '@azure/data-tables';
+import { odata, type TableClient } from '@azure/data-tables';
 
 import { StorageUnavailableError } from '../../errors';
 import { LruMap } from '../../lruMap';
 import type { SessionIndex, SessionPage, SessionRecord } from '../sessionIndex';
 import { isAzureError, isNotFound, storageCall } from './azureErrors';
+import { TableRows } from './tableRows';
 
 /**
  * The session index on Azure Table Storage (Azurite locally), in one table with two kinds of rows:
@@ -23,18 +24,20 @@ import { isAzureError, isNotFound, storageCall } from './azureErrors';
  */
 export class TableSessionIndex implements SessionIndex {
   private readonly owners = new LruMap<string, string>(10_000);
-  private tableReady: Promise<void> | undefined;
+  private readonly rows: TableRows;
 
   constructor(
     private readonly table: TableClient,
     private readonly timeoutMs: number,
-  ) {}
+  ) {
+    this.rows = new TableRows(table);
+  }
 
   async ownerOf(sessionId: string): Promise<string | null> {
     const known = this.owners.get(sessionId);
     if (known !== undefined) return known;
     const owner = await this.call(async (abortSignal) => {
-      const entity = await this.getEntity(ownerPartition(sessionId), OWNER_ROW, abortSignal);
+      const entity = await this.rows.get(ownerPartition(sessionId), OWNER_ROW, abortSignal);
       return entity === null ? null : String(entity['tenant']);
     });
     if (owner !== null) this.remember(sessionId, owner);
@@ -45,7 +48,7 @@ export class TableSessionIndex implements SessionIndex {
     const known = await this.ownerOf(sessionId);
     if (known !== null) return known;
     const owner = await this.call(async (abortSignal) => {
-      const created = await this.createEntity(
+      const created = await this.rows.create(
         {
           partitionKey: ownerPartition(sessionId),
           rowKey: OWNER_ROW,
@@ -55,7 +58,7 @@ export class TableSessionIndex implements SessionIndex {
         abortSignal,
       );
       if (created) return tenant;
-      const entity = await this.getEntity(ownerPartition(sessionId), OWNER_ROW, abortSignal);
+      const entity = await this.rows.get(ownerPartition(sessionId), OWNER_ROW, abortSignal);
       if (entity === null)
         throw new StorageUnavailableError('the session owner could not be read back; retry');
       return String(entity['tenant']);
@@ -66,7 +69,7 @@ export class TableSessionIndex implements SessionIndex {
 
   async get(tenant: string, sessionId: string): Promise<SessionRecord | null> {
     return this.call(async (abortSignal) => {
-      const entity = await this.getEntity(tenantPartition(tenant), sessionId, abortSignal);
+      const entity = await this.rows.get(tenantPartition(tenant), sessionId, abortSignal);
       return entity === null ? null : recordOf(entity);
     });
   }
@@ -106,7 +109,7 @@ export class TableSessionIndex implements SessionIndex {
       // Jittered backoff after a lost race, so that contenders spread out instead of colliding again.
       if (attempt > 0) await sleep(Math.random() * Math.min(250, 10 * 2 ** attempt));
       const done = await this.call(async (abortSignal) => {
-        const entity = await this.getEntity(partitionKey, sessionId, abortSignal);
+        const entity = await this.rows.get(partitionKey, sessionId, abortSignal);
         const next = await decide(entity === null ? null : recordOf(entity));
         if (next === null) return true;
         const row = {
@@ -116,7 +119,7 @@ export class TableSessionIndex implements SessionIndex {
           updatedAt: next.updatedAt,
           ...(next.data === null ? {} : { data: JSON.stringify(next.data) }),
         };
-        if (entity === null) return this.createEntity(row, abortSignal);
+        if (entity === null) return this.rows.create(row, abortSignal);
         try {
           await this.table.updateEntity(row, 'Replace', { etag: entity.etag, abortSignal });
           return true;
@@ -144,43 +147,6 @@ export class TableSessionIndex implements SessionIndex {
 
   private call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
     return storageCall(this.timeoutMs, operation);
-  }
-
-  private async getEntity(
-    partitionKey: string,
-    rowKey: string,
-    abortSignal: AbortSignal,
-  ): Promise<TableEntityResult<Record<string, unknown>> | null> {
-    try {
-      return await this.table.getEntity<Record<string, unknown>>(partitionKey, rowKey, { abortSignal });
-    } catch (error) {
-      // 404 is an absent entity, and also an absent table (nothing was ever written).
-      if (isNotFound(error)) return null;
-      throw error;
-    }
-  }
-
-  /** Create-only insert; false when the entity exists. Makes the table on first use. */
-  private async createEntity(
-    entity: { partitionKey: string; rowKey: string } & Record<string, unknown>,
-    abortSignal: AbortSignal,
-  ): Promise<boolean> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await this.table.createEntity(entity, { abortSignal });
-        return true;
-      } catch (error) {
-        if (isAzureError(error, 409, 'EntityAlreadyExists')) return false;
-        if (isAzureError(error, 404) && attempt === 0) {
-          this.tableReady ??= this.table.createTable({ abortSignal }).finally(() => {
-            this.tableReady = undefined;
-          });
-          await this.tableReady;
-          continue;
-        }
-        throw error;
-      }
-    }
   }
 
   private remember(sessionId: string, owner: string): void {

@@ -5,6 +5,7 @@ import type { AuditRecord } from '../../audit/chain';
 import type { SignedHead } from '../../audit/headSignature';
 import type { PendingCheck, PendingEvent } from '../../audit/pending';
 import { isAzureError, isNotFound, storageCall } from './azureErrors';
+import { TableRows } from './tableRows';
 
 /**
  * The audit trail on Azure Table Storage (Azurite locally), one table (CAIRN_AUDIT_TABLE), one
@@ -21,16 +22,18 @@ import { isAzureError, isNotFound, storageCall } from './azureErrors';
  * use. Tenant ids (`[A-Za-z0-9._-]`) and event ids (`[A-Za-z0-9._:~-]`) are legal in keys.
  */
 export class TableAuditStore implements AuditStore {
-  private tableReady: Promise<void> | undefined;
+  private readonly rows: TableRows;
 
   constructor(
     private readonly table: TableClient,
     private readonly timeoutMs: number,
-  ) {}
+  ) {
+    this.rows = new TableRows(table);
+  }
 
   createRecord(tenant: string, record: AuditRecord): Promise<boolean> {
     return this.call((signal) =>
-      this.create(
+      this.rows.create(
         {
           partitionKey: partition(tenant),
           rowKey: recordRow(record.seq),
@@ -45,7 +48,7 @@ export class TableAuditStore implements AuditStore {
 
   readRecord(tenant: string, seq: number): Promise<AuditRecord | null> {
     return this.call(async (signal) => {
-      const entity = await this.get(partition(tenant), recordRow(seq), signal);
+      const entity = await this.rows.get(partition(tenant), recordRow(seq), signal);
       return entity === null ? null : recordOf(entity);
     });
   }
@@ -74,20 +77,20 @@ export class TableAuditStore implements AuditStore {
 
   createReceipt(tenant: string, eventId: string, seq: number): Promise<void> {
     return this.call(async (signal) => {
-      await this.create({ partitionKey: partition(tenant), rowKey: `e:${eventId}`, seq }, signal);
+      await this.rows.create({ partitionKey: partition(tenant), rowKey: `e:${eventId}`, seq }, signal);
     });
   }
 
   readReceipt(tenant: string, eventId: string): Promise<number | null> {
     return this.call(async (signal) => {
-      const entity = await this.get(partition(tenant), `e:${eventId}`, signal);
+      const entity = await this.rows.get(partition(tenant), `e:${eventId}`, signal);
       return entity === null ? null : Number(entity['seq']);
     });
   }
 
   putMarker(tenant: string, event: PendingEvent, check: PendingCheck): Promise<void> {
     return this.call((signal) =>
-      this.upsert(
+      this.rows.upsert(
         { partitionKey: partition(tenant), rowKey: `p:${event.id}`, json: JSON.stringify({ event, check }) },
         signal,
       ),
@@ -96,7 +99,7 @@ export class TableAuditStore implements AuditStore {
 
   readMarker(tenant: string, eventId: string): Promise<StoredMarker | null> {
     return this.call(async (signal) => {
-      const entity = await this.get(partition(tenant), `p:${eventId}`, signal);
+      const entity = await this.rows.get(partition(tenant), `p:${eventId}`, signal);
       return entity === null ? null : markerOf(entity);
     });
   }
@@ -158,18 +161,20 @@ export class TableAuditStore implements AuditStore {
 
   readHeadHint(tenant: string): Promise<number | null> {
     return this.call(async (signal) => {
-      const entity = await this.get(partition(tenant), 'h', signal);
+      const entity = await this.rows.get(partition(tenant), 'h', signal);
       return entity === null ? null : Number(entity['seq']);
     });
   }
 
   writeHeadHint(tenant: string, seq: number): Promise<void> {
-    return this.call((signal) => this.upsert({ partitionKey: partition(tenant), rowKey: 'h', seq }, signal));
+    return this.call((signal) =>
+      this.rows.upsert({ partitionKey: partition(tenant), rowKey: 'h', seq }, signal),
+    );
   }
 
   putSignedHead(head: SignedHead): Promise<void> {
     return this.call((signal) =>
-      this.upsert(
+      this.rows.upsert(
         { partitionKey: partition(head.tenant), rowKey: `s:${pad(head.seq)}`, json: JSON.stringify(head) },
         signal,
       ),
@@ -197,7 +202,7 @@ export class TableAuditStore implements AuditStore {
 
   registerTenant(tenant: string): Promise<void> {
     return this.call(async (signal) => {
-      await this.create({ partitionKey: TENANTS, rowKey: tenant }, signal);
+      await this.rows.create({ partitionKey: TENANTS, rowKey: tenant }, signal);
     });
   }
 
@@ -231,65 +236,6 @@ export class TableAuditStore implements AuditStore {
 
   private call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
     return storageCall(this.timeoutMs, operation);
-  }
-
-  private async get(
-    partitionKey: string,
-    rowKey: string,
-    abortSignal: AbortSignal,
-  ): Promise<TableEntityResult<Record<string, unknown>> | null> {
-    try {
-      return await this.table.getEntity<Record<string, unknown>>(partitionKey, rowKey, { abortSignal });
-    } catch (error) {
-      // 404 is an absent entity, and also an absent table (nothing was ever written).
-      if (isNotFound(error)) return null;
-      throw error;
-    }
-  }
-
-  /** Create-only insert; false when the entity exists. Makes the table on first use. */
-  private async create(
-    entity: { partitionKey: string; rowKey: string } & Record<string, unknown>,
-    abortSignal: AbortSignal,
-  ): Promise<boolean> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await this.table.createEntity(entity, { abortSignal });
-        return true;
-      } catch (error) {
-        if (isAzureError(error, 409, 'EntityAlreadyExists')) return false;
-        if (isAzureError(error, 404) && attempt === 0) {
-          await this.createTable(abortSignal);
-          continue;
-        }
-        throw error;
-      }
-    }
-  }
-
-  private async upsert(
-    entity: { partitionKey: string; rowKey: string } & Record<string, unknown>,
-    abortSignal: AbortSignal,
-  ): Promise<void> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await this.table.upsertEntity(entity, 'Replace', { abortSignal });
-        return;
-      } catch (error) {
-        if (isAzureError(error, 404) && attempt === 0) {
-          await this.createTable(abortSignal);
-          continue;
-        }
-        throw error;
-      }
-    }
-  }
-
-  private createTable(abortSignal: AbortSignal): Promise<void> {
-    this.tableReady ??= this.table.createTable({ abortSignal }).finally(() => {
-      this.tableReady = undefined;
-    });
-    return this.tableReady;
   }
 }
 
