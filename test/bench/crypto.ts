@@ -327,8 +327,10 @@ async function directTargets(blobEndpoint: string, tenant: string): Promise<[Tar
     '*',
   ).forTenant(tenant);
   const plainKv = factory(plainBase).forTenant(tenant);
+  // One factory per side, as the app has one: both sides keep their known versions alike.
+  const plainSpaces = factory(plainBase);
   const plainThreads = new ThreadStore({
-    storeOf: (owner) => factory(plainBase).forSpace('threads', owner),
+    storeOf: (owner) => plainSpaces.forSpace('threads', owner),
     maxValueBytes,
   });
   const sealedSpaces = factory(sealedBase);
