@@ -206,7 +206,10 @@ async function visitThread(visit: ThreadVisit, options: ThreadPassOptions): Prom
       }
       let removed = false;
       try {
-        removed = await options.store.delete(threadKey(visit.threadId), { ifMatch: stored.etag });
+        const etag = stored.etag;
+        removed = await options.budget.deleting(() =>
+          options.store.delete(threadKey(visit.threadId), { ifMatch: etag }),
+        );
       } catch (error) {
         if (!(error instanceof PreconditionFailedError)) throw error;
         // Changed since it was read: read again and decide again, once.
