@@ -16,6 +16,7 @@ import { runCoordinationBench } from './coordination';
 import { runKvBench } from './kv';
 import { runMemoryBench } from './memory';
 import { runMigrationBench } from './migration';
+import { runPruneBench } from './prune';
 import { type BenchRecord, type BenchResults, renderResults } from './results';
 import { runSnapshotsBench } from './snapshots';
 import { runThreadsBench } from './threads';
@@ -26,6 +27,7 @@ const benches: Record<string, (progress: (line: string) => void) => Promise<stri
   kv: runKvBench,
   memory: runMemoryBench,
   migration: runMigrationBench,
+  prune: runPruneBench,
   snapshots: runSnapshotsBench,
   threads: runThreadsBench,
 };
