@@ -169,7 +169,8 @@ export async function deleteObjects(
         complete = false;
         return;
       }
-      if (await objects.delete(item.key, storedBefore === undefined ? {} : { storedBefore })) {
+      const options = storedBefore === undefined ? {} : { storedBefore };
+      if (await budget.deleting(() => objects.delete(item.key, options))) {
         countObject(counts, item.size);
       }
     },

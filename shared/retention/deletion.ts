@@ -58,7 +58,9 @@ export async function deleteListed(
       }
       let removed: boolean;
       try {
-        removed = await store.delete(item.key, options.onVersion ? { ifMatch: item.etag } : {});
+        removed = await budget.deleting(() =>
+          store.delete(item.key, options.onVersion ? { ifMatch: item.etag } : {}),
+        );
       } catch (error) {
         if (!(error instanceof PreconditionFailedError)) throw error;
         removed = false;

@@ -1,6 +1,6 @@
 import { pruneSessions } from '../archive/sessionRetention';
 import { pruneInteractions } from '../coordination/interactionRetention';
-import { errorSummary, type Logger } from '../logging';
+import type { Logger } from '../logging';
 import type { MemoryFacts } from '../memory/memory';
 import { collectSnapshotGarbage } from '../snapshots/snapshotRetention';
 import type { SnapshotStores } from '../snapshots/workspaceSnapshots';
@@ -187,7 +187,7 @@ export class RetentionPruner {
       } catch (error) {
         left.push(domain);
         errors.push(`${domain}: ${error instanceof Error ? error.message : String(error)}`);
-        log.warn({ domain, err: errorSummary(error) }, 'retention prune failed for a domain');
+        log.warn({ domain, err: error }, 'retention prune failed for a domain');
       }
     };
 

@@ -208,10 +208,12 @@ async function visitThread(visit: ThreadVisit, options: ThreadPassOptions): Prom
       }
       let removed = false;
       try {
-        removed =
+        const etag = stored.etag;
+        removed = await options.budget.deleting(() =>
           options.deleteRecord === undefined
-            ? await options.store.delete(threadKey(visit.threadId), { ifMatch: stored.etag })
-            : await options.deleteRecord(visit.threadId, thread, stored.etag);
+            ? options.store.delete(threadKey(visit.threadId), { ifMatch: etag })
+            : options.deleteRecord(visit.threadId, thread, etag),
+        );
       } catch (error) {
         if (!(error instanceof PreconditionFailedError)) throw error;
         // Changed since it was read: read again and decide again, once.

@@ -17,6 +17,7 @@ import { runCryptoBench } from './crypto';
 import { runKvBench } from './kv';
 import { runMemoryBench } from './memory';
 import { runMigrationBench } from './migration';
+import { runPruneBench } from './prune';
 import { type BenchRecord, type BenchResults, renderResults } from './results';
 import { runSnapshotsBench } from './snapshots';
 import { runThreadsBench } from './threads';
@@ -28,6 +29,7 @@ const benches: Record<string, (progress: (line: string) => void) => Promise<stri
   kv: runKvBench,
   memory: runMemoryBench,
   migration: runMigrationBench,
+  prune: runPruneBench,
   snapshots: runSnapshotsBench,
   threads: runThreadsBench,
 };

@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SessionArchive } from '../../shared/archive/sessionArchive';
 import { noTransactionalAuditLog } from '../../shared/audit/pending';
 import { ConflictError, MissingObjectsError } from '../../shared/errors';
+import { createLogger } from '../../shared/logging';
 import { MemoryFacts } from '../../shared/memory/memory';
 import type { PruneCounts } from '../../shared/retention/budget';
 import type { PruneReport } from '../../shared/retention/prune';
@@ -191,9 +192,22 @@ describe.each<Backend>(['local', 'blob'])(
       async (deletions) => {
         const tenant = 'tenant-k';
         const { expected, kept } = await seedTenant(world, tenant);
-        const failed = await world.pruner({ fault: new StorageFault(deletions) }).run(silent);
+        const lines: string[] = [];
+        const log = createLogger('info', (line) => lines.push(line));
+        const failed = await world.pruner({ fault: new StorageFault(deletions) }).run(log);
         const entry = failed.tenants.find((candidate) => candidate.tenant === tenant)!;
         expect(entry.error).toMatch(/storage went away/);
+        // The log names the failure (the logger summarises the error once, with its type).
+        const warnings = lines
+          .map((line) => JSON.parse(line) as { msg: string; tenant?: string; err?: unknown })
+          .filter((line) => line.msg === 'retention prune failed for a domain' && line.tenant === tenant);
+        expect(warnings.length).toBeGreaterThan(0);
+        for (const warning of warnings) {
+          expect(warning.err).toMatchObject({
+            type: 'StorageUnavailableError',
+            message: 'injected: the storage went away',
+          });
+        }
         expect(entry.more).toBe(true);
         expect(sumOf([failed], tenant).objectsDeleted).toBeLessThanOrEqual(deletions);
         const next = await world.pruner().run(silent);

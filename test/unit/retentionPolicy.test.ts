@@ -133,6 +133,50 @@ describe('the budget, sampling and the interaction log', () => {
     expect(timed.take()).toBe(false);
   });
 
+  it('a run has at most its bound of deletions in flight; the others wait their turn, also after a failure', async () => {
+    const budget = new PruneBudget(100, Infinity, () => 0, 3);
+    const pending: ((ok: boolean) => void)[] = [];
+    const started: number[] = [];
+    let inFlight = 0;
+    let most = 0;
+    const settled = () => new Promise((resolve) => setImmediate(resolve));
+    const results = Array.from({ length: 8 }, (_, id) =>
+      budget
+        .deleting(
+          () =>
+            new Promise<number>((resolve, reject) => {
+              inFlight += 1;
+              most = Math.max(most, inFlight);
+              started.push(id);
+              pending.push((ok) => {
+                inFlight -= 1;
+                if (ok) resolve(id);
+                else reject(new Error(`delete ${id} failed`));
+              });
+            }),
+        )
+        .then(
+          (done) => `deleted ${done}`,
+          (error: Error) => error.message,
+        ),
+    );
+    await settled();
+    expect(started).toEqual([0, 1, 2]);
+    pending.shift()?.(false);
+    await settled();
+    expect(started).toEqual([0, 1, 2, 3]);
+    while (pending.length > 0) {
+      pending.shift()?.(true);
+      await settled();
+    }
+    expect(most).toBe(3);
+    expect(started).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(await Promise.all(results)).toEqual([
+      'delete 0 failed',
+      ...[1, 2, 3, 4, 5, 6, 7].map((id) => `deleted ${id}`),
+    ]);
+  });
+
   it('hashes every item with readData, else about one in n and at least one per group', () => {
     const items = Array.from({ length: 160 }, (_, index) => index);
     let seed = 1;
