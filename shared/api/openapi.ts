@@ -1706,6 +1706,11 @@ export const openApiDocument = {
         'Long-term memory: JSON facts per tenant under `/`-separated namespaces, with time to live, compare-and-swap on ETags, and keyword search over a namespace and below (docs/memory.md). Times are Unix milliseconds.',
     },
     { name: TAGS.migrations, description: 'Copying local state to Blob storage (admin only).' },
+    {
+      name: TAGS.retention,
+      description:
+        "Retention (admin only): each tenant's policy over the CAIRN_RETENTION_* defaults, a prune run now (the retentionPrune timer runs one every hour), verify of what is kept, and the tenant directory (docs/retention.md).",
+    },
   ],
   security: [{ apiKey: [] }, { entraId: [] }],
   paths: {
