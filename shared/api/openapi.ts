@@ -1896,6 +1896,11 @@ export const openApiDocument = {
       name: TAGS.encryption,
       description: 'Encryption at rest: re-sealing stored values with the first key (admin only).',
     },
+    {
+      name: TAGS.retention,
+      description:
+        "Retention (admin only): each tenant's policy over the CAIRN_RETENTION_* defaults, a prune run now (the retentionPrune timer runs one every hour), verify of what is kept, and the tenant directory (docs/retention.md).",
+    },
   ],
   security: [{ apiKey: [] }, { entraId: [] }],
   paths: {

@@ -120,6 +120,16 @@ describe('the OpenAPI document', () => {
     expect(missing).toEqual([]);
   });
 
+  it('declares every tag its operations use', () => {
+    const doc = document();
+    const declared = (doc['tags'] as unknown as { name: string }[]).map((tag) => tag.name);
+    const used = Object.values(doc['paths'] ?? {}).flatMap((item) =>
+      Object.values(item as Record<string, { tags?: string[] }>).flatMap((operation) => operation.tags ?? []),
+    );
+    expect(used.length).toBeGreaterThan(20);
+    expect([...new Set(used)].filter((tag) => !declared.includes(tag))).toEqual([]);
+  });
+
   it('carries the version it is served with', () => {
     expect(documentForVersion('1.2.3').info.version).toBe('1.2.3');
     expect(openApiDocument.info.version).not.toBe('1.2.3');
