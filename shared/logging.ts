@@ -88,6 +88,8 @@ export function createLogger(level: string, sink: LogSink, bindings: Record<stri
  * SDK errors carry requests, and requests carry headers.
  */
 export function errorSummary(error: unknown): Record<string, unknown> {
+  // Already a summary (a caller summarised it before the logger's serializer does): kept as it is.
+  if (isSummary(error)) return error;
   if (!(error instanceof Error)) return { message: String(error) };
   const e = error as Error & { code?: unknown; statusCode?: unknown };
   return {
@@ -98,4 +100,17 @@ export function errorSummary(error: unknown): Record<string, unknown> {
     ...(e.statusCode === undefined ? {} : { statusCode: e.statusCode }),
     ...(e.cause === undefined ? {} : { cause: errorSummary(e.cause) }),
   };
+}
+
+const SUMMARY_FIELDS = new Set(['type', 'message', 'code', 'statusCode', 'cause']);
+
+/** A plain object of the summary's fields only (anything more is logged as an unknown value). */
+function isSummary(value: unknown): value is Record<string, unknown> {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    Object.getPrototypeOf(value) === Object.prototype &&
+    typeof (value as { message?: unknown }).message === 'string' &&
+    Object.keys(value).every((key) => SUMMARY_FIELDS.has(key))
+  );
 }

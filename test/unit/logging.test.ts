@@ -48,6 +48,26 @@ describe('logging', () => {
     expect(JSON.stringify(summary)).not.toContain('signature');
   });
 
+  it('logs an error summarised before the serializer once, not as [object Object]', async () => {
+    const lines: string[] = [];
+    const error = Object.assign(new Error('table unreachable'), { code: 'ECONNREFUSED' });
+    await withLogSink(
+      'inv-summary',
+      (line) => lines.push(line),
+      async () => {
+        processLogger('info')
+          .child({ invocationId: 'inv-summary' })
+          .warn({ err: errorSummary(error) }, 'failed');
+      },
+    );
+    expect(lines.join('\n')).toContain(
+      '"err":{"type":"Error","message":"table unreachable","code":"ECONNREFUSED"}',
+    );
+    // A plain object with more than a summary's fields is not taken for one.
+    const thrown = { message: 'x', request: { headers: { authorization: 'SharedKey acct:signature' } } };
+    expect(JSON.stringify(errorSummary(thrown))).not.toContain('signature');
+  });
+
   it('never quotes the text a JSON parser failed on (it may be a stored value)', () => {
     let parseError: unknown;
     try {
