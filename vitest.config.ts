@@ -1,6 +1,10 @@
+import path from 'node:path';
+
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
+  // The `#shared/*` imports of functions/ (package.json `imports`) as sources, as tsconfig's paths read them.
+  resolve: { alias: [{ find: /^#shared\/(.*)$/, replacement: path.resolve('shared/$1') }] },
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/support/globalSetup.ts'],

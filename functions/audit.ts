@@ -1,12 +1,13 @@
 import { app, type InvocationContext, type Timer } from '@azure/functions';
 import { z } from 'zod';
 
-import type { AuditTrail } from '../shared/audit/auditTrail';
-import { auditSignScheduleFrom } from '../shared/config';
-import { InvalidArgumentError } from '../shared/errors';
-import { createLogger } from '../shared/logging';
-import { getServices } from '../shared/services';
-import { isName, NAME_RULE } from '../shared/threads/identifiers';
+import type { AuditTrail } from '#shared/audit/auditTrail';
+import { auditSignScheduleFrom } from '#shared/config';
+import { InvalidArgumentError } from '#shared/errors';
+import { createLogger } from '#shared/logging';
+import { getServices } from '#shared/services';
+import { isName, NAME_RULE } from '#shared/threads/identifiers';
+
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery } from './http/request';
 

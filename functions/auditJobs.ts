@@ -1,8 +1,8 @@
 import type { ActivityHandler, OrchestrationContext, Task } from 'durable-functions';
 import * as df from 'durable-functions';
 
-import type { AuditEvent } from '../shared/audit/auditLog';
-import { getServices } from '../shared/services';
+import type { AuditEvent } from '#shared/audit/auditLog';
+import { getServices } from '#shared/services';
 
 /**
  * How admin jobs (migration, rewrap) are audited: the orchestrator records `<job>.started` and

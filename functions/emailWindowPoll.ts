@@ -1,10 +1,10 @@
 import { app, type InvocationContext, type Timer } from '@azure/functions';
 
-import { emailPollScheduleFrom } from '../shared/config';
-import { isPollFailure, pollEmailWindows } from '../shared/coordination/emailWindowPoll';
-import { ConfigurationError } from '../shared/errors';
-import { createLogger } from '../shared/logging';
-import { getServices } from '../shared/services';
+import { emailPollScheduleFrom } from '#shared/config';
+import { isPollFailure, pollEmailWindows } from '#shared/coordination/emailWindowPoll';
+import { ConfigurationError } from '#shared/errors';
+import { createLogger } from '#shared/logging';
+import { getServices } from '#shared/services';
 
 /**
  * The `emailWindowPoll` timer (docs/coordination.md): for every tenant that initialised its email cursor,

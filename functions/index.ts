@@ -21,7 +21,8 @@ import './threads';
 
 import { app } from '@azure/functions';
 
-import { getServices } from '../shared/services';
+import { getServices } from '#shared/services';
+
 import { startupChecks } from './startup';
 
 getServices();

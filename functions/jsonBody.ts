@@ -1,7 +1,8 @@
 import type { HttpRequest } from '@azure/functions';
 import type { z } from 'zod';
 
-import { InvalidArgumentError } from '../shared/errors';
+import { InvalidArgumentError } from '#shared/errors';
+
 import { readBody } from './http/request';
 
 /**

@@ -1,8 +1,9 @@
 import type { HttpRequest } from '@azure/functions';
 import { z } from 'zod';
 
-import { NotFoundError, PreconditionFailedError } from '../shared/errors';
-import type { KeyValueStore } from '../shared/storage/keyValueStore';
+import { NotFoundError, PreconditionFailedError } from '#shared/errors';
+import type { KeyValueStore } from '#shared/storage/keyValueStore';
+
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, readBody, writeConditions } from './http/request';
 

@@ -1,9 +1,10 @@
 import { z } from 'zod';
 
-import { actorOf } from '../shared/auth';
-import { InternalError, NotFoundError } from '../shared/errors';
-import type { Caller, MemoryFacts } from '../shared/memory/memory';
-import { checkFilter } from '../shared/memory/valueFilter';
+import { actorOf } from '#shared/auth';
+import { InternalError, NotFoundError } from '#shared/errors';
+import type { Caller, MemoryFacts } from '#shared/memory/memory';
+import { checkFilter } from '#shared/memory/valueFilter';
+
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, writeConditions } from './http/request';
 import { readJsonBody } from './jsonBody';

@@ -2,10 +2,10 @@ import type { ActivityHandler, OrchestrationContext, OrchestrationHandler } from
 import * as df from 'durable-functions';
 import { z } from 'zod';
 
-import { actorOf } from '../shared/auth';
-import { isValidTenantId } from '../shared/config';
-import { ConflictError, ForbiddenError, NotFoundError } from '../shared/errors';
-import { validateKey } from '../shared/keys';
+import { actorOf } from '#shared/auth';
+import { isValidTenantId } from '#shared/config';
+import { ConflictError, ForbiddenError, NotFoundError } from '#shared/errors';
+import { validateKey } from '#shared/keys';
 import {
   type CopyBatch,
   copyFiles,
@@ -16,8 +16,9 @@ import {
   type MigrationSource,
   planSourcePage,
   type SourcePlan,
-} from '../shared/migration/migration';
-import { getServices } from '../shared/services';
+} from '#shared/migration/migration';
+import { getServices } from '#shared/services';
+
 import { type JobAudit, jobEvent } from './auditJobs';
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json } from './http/request';

@@ -1,4 +1,5 @@
-import { NotFoundError } from '../shared/errors';
+import { NotFoundError } from '#shared/errors';
+
 import { httpHandler, registerHttp } from './http/pipeline';
 
 /**

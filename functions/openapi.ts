@@ -1,4 +1,5 @@
-import { documentForVersion, type OpenApiDocument } from '../shared/api/openapi';
+import { documentForVersion, type OpenApiDocument } from '#shared/api/openapi';
+
 import { httpHandler, registerHttp } from './http/pipeline';
 import { json } from './http/request';
 

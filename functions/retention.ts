@@ -1,12 +1,13 @@
 import { app, type InvocationContext, type Timer } from '@azure/functions';
 import { z } from 'zod';
 
-import { isValidTenantId, pruneScheduleFrom } from '../shared/config';
-import { ForbiddenError, InvalidArgumentError } from '../shared/errors';
-import { createLogger } from '../shared/logging';
-import { effectivePolicy, MAX_POLICY_BODY_BYTES, parsePolicyOverride } from '../shared/retention/policy';
-import type { PruneReport } from '../shared/retention/prune';
-import { getServices } from '../shared/services';
+import { isValidTenantId, pruneScheduleFrom } from '#shared/config';
+import { ForbiddenError, InvalidArgumentError } from '#shared/errors';
+import { createLogger } from '#shared/logging';
+import { effectivePolicy, MAX_POLICY_BODY_BYTES, parsePolicyOverride } from '#shared/retention/policy';
+import type { PruneReport } from '#shared/retention/prune';
+import { getServices } from '#shared/services';
+
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, readBody } from './http/request';
 import { readJsonBody } from './jsonBody';

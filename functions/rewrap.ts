@@ -2,10 +2,11 @@ import type { ActivityHandler, OrchestrationContext, OrchestrationHandler } from
 import * as df from 'durable-functions';
 import { z } from 'zod';
 
-import { actorOf } from '../shared/auth';
-import { addCounts, emptyCounts, type RewrapCounts, type RewrapPage } from '../shared/crypto/rewrap';
-import { ConflictError, ForbiddenError, InternalError, NotFoundError } from '../shared/errors';
-import { getServices } from '../shared/services';
+import { actorOf } from '#shared/auth';
+import { addCounts, emptyCounts, type RewrapCounts, type RewrapPage } from '#shared/crypto/rewrap';
+import { ConflictError, ForbiddenError, InternalError, NotFoundError } from '#shared/errors';
+import { getServices } from '#shared/services';
+
 import { type JobAudit, jobEvent } from './auditJobs';
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json } from './http/request';

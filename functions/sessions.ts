@@ -1,13 +1,14 @@
 import type { HttpRequest, HttpResponseInit } from '@azure/functions';
 import { z } from 'zod';
 
-import { ID_RULE } from '../shared/archive/identifiers';
-import { publishRequestSchema } from '../shared/archive/manifest';
-import type { SessionArchive } from '../shared/archive/sessionArchive';
-import { actorOf } from '../shared/auth';
-import { InternalError } from '../shared/errors';
-import { MAX_OBJECT_BYTES } from '../shared/storage/immutableObjectStore';
-import { readAllBytes } from '../shared/streams';
+import { ID_RULE } from '#shared/archive/identifiers';
+import { publishRequestSchema } from '#shared/archive/manifest';
+import type { SessionArchive } from '#shared/archive/sessionArchive';
+import { actorOf } from '#shared/auth';
+import { InternalError } from '#shared/errors';
+import { MAX_OBJECT_BYTES } from '#shared/storage/immutableObjectStore';
+import { readAllBytes } from '#shared/streams';
+
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, readBody } from './http/request';
 import { readJsonBody } from './jsonBody';

@@ -1,12 +1,13 @@
 import type { HttpRequest } from '@azure/functions';
 import { z } from 'zod';
 
-import { actorOf } from '../shared/auth';
-import { ForbiddenError, NotFoundError } from '../shared/errors';
-import { MAX_PUBLISH_BODY_BYTES } from '../shared/snapshots/manifest';
-import { MAX_KEYS_BODY_BYTES } from '../shared/snapshots/trustedKeys';
-import type { StoredSnapshot } from '../shared/snapshots/workspaceSnapshots';
-import { MAX_OBJECT_BYTES } from '../shared/storage/immutableObjectStore';
+import { actorOf } from '#shared/auth';
+import { ForbiddenError, NotFoundError } from '#shared/errors';
+import { MAX_PUBLISH_BODY_BYTES } from '#shared/snapshots/manifest';
+import { MAX_KEYS_BODY_BYTES } from '#shared/snapshots/trustedKeys';
+import type { StoredSnapshot } from '#shared/snapshots/workspaceSnapshots';
+import { MAX_OBJECT_BYTES } from '#shared/storage/immutableObjectStore';
+
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, readBody } from './http/request';
 import { readJsonBody } from './jsonBody';

@@ -1,5 +1,5 @@
-import { processLogger } from '../shared/logging';
-import { getServices } from '../shared/services';
+import { processLogger } from '#shared/logging';
+import { getServices } from '#shared/services';
 
 /**
  * What the app checks at start-up against its storage, as the app-start hook (the Functions host

@@ -1,7 +1,7 @@
 import type { HttpRequest } from '@azure/functions';
 
-import { actorOf } from '../shared/auth';
-import type { ThreadStore } from '../shared/threads/threadStore';
+import { actorOf } from '#shared/auth';
+import type { ThreadStore } from '#shared/threads/threadStore';
 import {
   checkpointPutOf,
   checkpointQuery,
@@ -19,7 +19,8 @@ import {
   threadListQuery,
   tupleJson,
   writesPutOf,
-} from '../shared/threads/wire';
+} from '#shared/threads/wire';
+
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery } from './http/request';
 import { readJsonBody } from './jsonBody';

@@ -5,7 +5,7 @@
 // resource group. See infra/README.md.
 targetScope = 'subscription'
 
-@description('Required. Name of the azd environment; it seeds the unique suffix of every resource name.')
+@description('Required. Name of the azd environment; the unique suffix of every resource name is derived from it.')
 @minLength(1)
 @maxLength(64)
 param environmentName string

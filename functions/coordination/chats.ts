@@ -1,7 +1,8 @@
 import { z } from 'zod';
 
-import { claimDelivery, resolveChatCursor } from '../../shared/coordination/chatCursors';
-import { addWatchedChats, readWatchedChats } from '../../shared/coordination/watchedChats';
+import { claimDelivery, resolveChatCursor } from '#shared/coordination/chatCursors';
+import { addWatchedChats, readWatchedChats } from '#shared/coordination/watchedChats';
+
 import { httpHandler, registerHttp } from '../http/pipeline';
 import { json } from '../http/request';
 import { readJsonBody } from '../jsonBody';

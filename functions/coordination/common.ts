@@ -1,10 +1,11 @@
 import type { HttpRequest } from '@azure/functions';
 import { z } from 'zod';
 
-import { chatIdProblem } from '../../shared/coordination/chatIds';
-import { isRfc3339 } from '../../shared/coordination/timestamps';
-import { InvalidArgumentError } from '../../shared/errors';
-import type { KeyValueStore } from '../../shared/storage/keyValueStore';
+import { chatIdProblem } from '#shared/coordination/chatIds';
+import { isRfc3339 } from '#shared/coordination/timestamps';
+import { InvalidArgumentError } from '#shared/errors';
+import type { KeyValueStore } from '#shared/storage/keyValueStore';
+
 import type { AuthenticatedCall } from '../http/pipeline';
 
 /**

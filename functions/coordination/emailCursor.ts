@@ -5,10 +5,11 @@ import {
   claimEmailWindow,
   readEmailCursor,
   settleEmailClaim,
-} from '../../shared/coordination/emailCursor';
-import { initializeEmailPolling } from '../../shared/coordination/emailWindowPoll';
-import { formatTimestamp } from '../../shared/coordination/timestamps';
-import { errorSummary } from '../../shared/logging';
+} from '#shared/coordination/emailCursor';
+import { initializeEmailPolling } from '#shared/coordination/emailWindowPoll';
+import { formatTimestamp } from '#shared/coordination/timestamps';
+import { errorSummary } from '#shared/logging';
+
 import { httpHandler, registerHttp } from '../http/pipeline';
 import { json } from '../http/request';
 import { readJsonBody } from '../jsonBody';

@@ -1,8 +1,9 @@
 import { z } from 'zod';
 
-import { logInteraction, readInteractionDay } from '../../shared/coordination/interactionLog';
-import { isUtcDay } from '../../shared/coordination/timestamps';
-import { InvalidArgumentError } from '../../shared/errors';
+import { logInteraction, readInteractionDay } from '#shared/coordination/interactionLog';
+import { isUtcDay } from '#shared/coordination/timestamps';
+import { InvalidArgumentError } from '#shared/errors';
+
 import { httpHandler, registerHttp } from '../http/pipeline';
 import { json } from '../http/request';
 import { readJsonBody } from '../jsonBody';

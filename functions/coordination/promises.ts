@@ -1,6 +1,7 @@
 import { z } from 'zod';
 
-import { addPromise, listPromises, resolvePromise } from '../../shared/coordination/promises';
+import { addPromise, listPromises, resolvePromise } from '#shared/coordination/promises';
+
 import { httpHandler, registerHttp } from '../http/pipeline';
 import { json, parseQuery } from '../http/request';
 import { readJsonBody } from '../jsonBody';

@@ -6,8 +6,8 @@ import {
   MethodNotAllowedError,
   PreconditionFailedError,
   ThreadBusyError,
-} from '../../shared/errors';
-import type { Logger } from '../../shared/logging';
+} from '#shared/errors';
+import type { Logger } from '#shared/logging';
 
 /** The one mapping from error codes to HTTP statuses (docs/api.md). */
 export const STATUS_BY_CODE: Readonly<Record<ErrorCode, number>> = {

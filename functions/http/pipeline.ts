@@ -8,10 +8,11 @@ import {
   type InvocationContext,
 } from '@azure/functions';
 
-import type { Principal } from '../../shared/auth';
-import { MethodNotAllowedError } from '../../shared/errors';
-import { type Logger, processLogger, withLogSink } from '../../shared/logging';
-import { getServices, type Services } from '../../shared/services';
+import type { Principal } from '#shared/auth';
+import { MethodNotAllowedError } from '#shared/errors';
+import { type Logger, processLogger, withLogSink } from '#shared/logging';
+import { getServices, type Services } from '#shared/services';
+
 import { errorResponse } from './errorResponse';
 
 export type HttpMethod = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS';

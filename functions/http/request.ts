@@ -1,8 +1,8 @@
 import type { HttpRequest } from '@azure/functions';
 import { type z } from 'zod';
 
-import { InvalidArgumentError, PayloadTooLargeError } from '../../shared/errors';
-import type { WriteConditions } from '../../shared/storage/keyValueStore';
+import { InvalidArgumentError, PayloadTooLargeError } from '#shared/errors';
+import type { WriteConditions } from '#shared/storage/keyValueStore';
 
 /**
  * The request body, refused with 413 as soon as it is known to exceed `limit`: by Content-Length

@@ -45,7 +45,17 @@ const DEVELOPMENT_FOLDERS = ['runtime', 'cli', 'client'].map((folder) => path.jo
 /** Everything the package holds at its top level, and nothing else. */
 const PACKAGE_ENTRIES = new Set(['dist', 'host.json', 'package.json', 'package-lock.json', 'node_modules']);
 /** The package.json fields that mean something on the host. */
-const PRODUCTION_FIELDS = ['name', 'version', 'private', 'description', 'license', 'type', 'main', 'engines'];
+const PRODUCTION_FIELDS = [
+  'name',
+  'version',
+  'private',
+  'description',
+  'license',
+  'type',
+  'main',
+  'imports',
+  'engines',
+];
 
 /** The npm that runs this script (`npm run package`), else the one on PATH. */
 const npm =

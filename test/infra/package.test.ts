@@ -28,6 +28,7 @@ interface Manifest {
   name?: string;
   version?: string;
   main?: string;
+  imports?: Record<string, string>;
   engines?: Record<string, string>;
   scripts?: Record<string, string>;
   dependencies?: Record<string, string>;
@@ -136,16 +137,27 @@ describe('the deployment package (npm run package)', () => {
     expect(developmentSources.length).toBeGreaterThan(0);
   });
 
-  it('has a production package.json: the same main, engines and dependencies, no scripts or development tools', () => {
+  it('has a production package.json: the same main, imports, engines and dependencies, no scripts or development tools', () => {
     const manifest = readJson<Manifest>(path.join(pkg, 'package.json'));
     expect(manifest.main).toBe(project.main);
+    expect(manifest.imports).toEqual(project.imports);
     expect(manifest.engines).toEqual(project.engines);
     expect(manifest.dependencies).toEqual(project.dependencies);
     expect(manifest.scripts).toBeUndefined();
     expect(manifest.devDependencies).toBeUndefined();
     expect(manifest.optionalDependencies).toBeUndefined();
     expect(Object.keys(manifest).sort()).toEqual(
-      ['name', 'version', 'private', 'description', 'license', 'main', 'engines', 'dependencies'].sort(),
+      [
+        'name',
+        'version',
+        'private',
+        'description',
+        'license',
+        'main',
+        'imports',
+        'engines',
+        'dependencies',
+      ].sort(),
     );
   });
 
