@@ -264,29 +264,10 @@ class BlobKeyValueStore implements KeyValueStore {
     });
   }
 
+  /** The keys of `listItems`' page: one listing request either way (a listing carries the details). */
   async list(options: ListOptions): Promise<ListPage> {
-    const prefix = options.prefix ?? '';
-    const continuationToken = options.cursor === undefined ? undefined : decodeCursor(options.cursor, prefix);
-    return this.call(async (abortSignal) => {
-      try {
-        const pages = this.container
-          .listBlobsFlat({ ...(prefix === '' ? {} : { prefix }), abortSignal })
-          .byPage({
-            maxPageSize: options.limit,
-            ...(continuationToken === undefined ? {} : { continuationToken }),
-          });
-        const page = await pages.next();
-        if (page.done === true) return { keys: [], cursor: null };
-        const next = page.value.continuationToken;
-        return {
-          keys: page.value.segment.blobItems.map((item) => item.name),
-          cursor: next === undefined || next === '' ? null : encodeCursor(prefix, next),
-        };
-      } catch (error) {
-        if (isNotFound(error)) return { keys: [], cursor: null };
-        throw error;
-      }
-    });
+    const page = await this.listItems(options);
+    return { keys: page.items.map((item) => item.key), cursor: page.cursor };
   }
 
   async listItems(options: ListOptions): Promise<ItemPage> {
