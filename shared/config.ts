@@ -72,7 +72,7 @@ export const SETTINGS = {
   },
   CAIRN_ENCRYPT_TENANTS: {
     description:
-      "Tenants whose key/value values are sealed too (comma-separated tenant ids, or * for all); needs CAIRN_ENCRYPTION_KEYS. Default: none (key/value bytes are the caller's own format).",
+      "Tenants whose own-format bytes are sealed too: key/value values and session archives (objects, manifests, index data). Comma-separated tenant ids, or * for all; needs CAIRN_ENCRYPTION_KEYS. Default: none (those bytes are the caller's own format).",
   },
   CAIRN_AUDIT: {
     description:
@@ -214,8 +214,8 @@ export interface EmailPollConfig {
 export interface EncryptionConfig {
   /** The first seals; every one opens. Empty: encryption off. */
   readonly keys: readonly EncryptionKey[];
-  /** Tenants whose key/value spaces are sealed: `*` for all. */
-  readonly kvTenants: '*' | ReadonlySet<string>;
+  /** Tenants whose key/value spaces and session archives are sealed: `*` for all. */
+  readonly tenantPolicy: '*' | ReadonlySet<string>;
 }
 
 /** The audit trail (docs/audit.md). */
@@ -500,14 +500,14 @@ export function auditSignScheduleFrom(env: Env = process.env): string {
 function encryptionFrom(env: Env): EncryptionConfig {
   const keys = parseEncryptionKeys(read(env, 'CAIRN_ENCRYPTION_KEYS'));
   const tenants = read(env, 'CAIRN_ENCRYPT_TENANTS');
-  if (tenants === undefined) return { keys, kvTenants: new Set() };
+  if (tenants === undefined) return { keys, tenantPolicy: new Set() };
   if (keys.length === 0) {
     throw new ConfigurationError(
       'CAIRN_ENCRYPT_TENANTS',
       'lists tenants, but CAIRN_ENCRYPTION_KEYS is empty',
     );
   }
-  if (tenants === '*') return { keys, kvTenants: '*' };
+  if (tenants === '*') return { keys, tenantPolicy: '*' };
   const listed = tenants
     .split(',')
     .map((tenant) => tenant.trim())
@@ -520,7 +520,7 @@ function encryptionFrom(env: Env): EncryptionConfig {
       );
     }
   }
-  return { keys, kvTenants: new Set(listed) };
+  return { keys, tenantPolicy: new Set(listed) };
 }
 
 export const DEFAULT_AUDIT_TABLE = 'cairnaudit';

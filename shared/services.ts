@@ -3,6 +3,8 @@ import path from 'node:path';
 
 import type { BlobServiceClient } from '@azure/storage-blob';
 
+import { archiveRewrapTarget } from './archive/archiveRewrap';
+import { sealedArchiveStorage, SealedSessions } from './archive/sealedArchive';
 import { SessionArchive } from './archive/sessionArchive';
 import { type AuditChainCheck, auditingOff } from './audit/auditChainCheck';
 import { AuditTrail } from './audit/auditTrail';
@@ -37,7 +39,11 @@ import {
 import { TableSessionIndex } from './storage/azure/sessionIndexTable';
 import { TableAuditStore } from './storage/azure/tableAuditStore';
 import { TableMemoryStore } from './storage/azure/tableMemoryStore';
-import type { ImmutableObjectStore } from './storage/immutableObjectStore';
+import {
+  type ImmutableObjectStore,
+  MAX_OBJECT_BYTES,
+  type RewritableObjectStore,
+} from './storage/immutableObjectStore';
 import type { KeyValueStore, KeyValueStoreFactory } from './storage/keyValueStore';
 import { LocalImmutableObjectStore } from './storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from './storage/local/localKeyValueStore';
@@ -131,14 +137,14 @@ export function createServices(config: Config): Services {
   const rawKv = recordingKeyValueStores(baseKv, tenants);
   const encryption = new Encryption({ keys: config.encryption.keys, kvStores: baseKv });
   const codec = encryption.codec;
-  const { kvTenants } = config.encryption;
-  const sealsSomeKv = encryption.enabled && (kvTenants === '*' || kvTenants.size > 0);
+  const { tenantPolicy } = config.encryption;
+  const sealsSomeKv = encryption.enabled && (tenantPolicy === '*' || tenantPolicy.size > 0);
   // Sealed key/value values carry a fixed overhead: their store takes values that much larger,
   // so that a value of the limit still fits once sealed (the sealed store checks the plain limit).
   const roomyKv = sealsSomeKv
     ? recordingKeyValueStores(kvFactory(config.maxValueBytes + SEAL_OVERHEAD), tenants)
     : rawKv;
-  const kvStores = sealsSomeKv ? new SealingKeyValueStoreFactory(rawKv, roomyKv, codec, kvTenants) : rawKv;
+  const kvStores = sealsSomeKv ? new SealingKeyValueStoreFactory(rawKv, roomyKv, codec, tenantPolicy) : rawKv;
   /** A tenant's thread space as the thread store and retention read it: sealed when keys are set. */
   const threadSpaceOf = (tenant: string): KeyValueStore => {
     const space = rawKv.forSpace('threads', tenant);
@@ -154,11 +160,13 @@ export function createServices(config: Config): Services {
         );
   const auditTrail = createAuditTrail(config);
   const audit = auditTrail ?? noTransactionalAuditLog;
-  const sessionStorage = createSessionStorage(config, tenants, blobService);
-  const sessionArchive =
-    sessionStorage === undefined
+  const storedSessions = createSessionStorage(config, tenants, blobService);
+  const sealedSessions = new SealedSessions(baseKv);
+  const sessionStorage =
+    storedSessions === undefined
       ? undefined
-      : new SessionArchive(sessionStorage.objects, sessionStorage.index, audit);
+      : sealedArchiveStorage({ ...storedSessions, codec, policy: tenantPolicy, sessions: sealedSessions });
+  const sessionArchive = sessionStorage === undefined ? undefined : new SessionArchive(sessionStorage, audit);
   const trustedSnapshotKeys = new TrustedSnapshotKeys(config.snapshotKeys, kvStores);
   const snapshotStores = recordingSnapshotStores(createSnapshotStores(config, blobService), tenants);
   const snapshots = new WorkspaceSnapshots(snapshotStores, trustedSnapshotKeys, { audit });
@@ -188,8 +196,17 @@ export function createServices(config: Config): Services {
   });
   const rewrapTargets = [
     threadRewrapTarget(rawKv, codec),
-    keyValueRewrapTarget(roomyKv, codec, kvTenants),
+    keyValueRewrapTarget(roomyKv, codec, tenantPolicy),
     ...(memoryStore === undefined ? [] : [memoryRewrapTarget(memoryStore, codec)]),
+    ...(storedSessions === undefined
+      ? []
+      : [
+          archiveRewrapTarget(
+            { objects: storedSessions.roomy, index: storedSessions.index, sessions: sealedSessions },
+            codec,
+            tenantPolicy,
+          ),
+        ]),
   ];
   const retentionPolicies = new RetentionPolicies(baseKv, config.retention.defaults);
   const retentionStores: RetentionStores = {
@@ -287,35 +304,42 @@ const ARCHIVE_BLOB_PREFIX = 'sessions/';
  * `<dataDir>/sessions/<sid>/...` locally, blobs `sessions/<sid>/...` in the container named exactly
  * CAIRN_BLOB_CONTAINER on Blob (tenant containers are `<base>-<hash>`, so names never collide).
  */
-function createArchiveObjectStore(config: Config, blobService?: BlobServiceClient): ImmutableObjectStore {
+function createArchiveObjectStore(
+  config: Config,
+  maxObjectBytes: number,
+  blobService?: BlobServiceClient,
+): RewritableObjectStore {
   const { backend } = config;
   if (backend.kind === 'blob' && blobService !== undefined) {
     return new BlobImmutableObjectStore(
       blobService.getContainerClient(backend.container),
       ARCHIVE_BLOB_PREFIX,
       config.storageTimeoutMs,
+      undefined,
+      maxObjectBytes,
     );
   }
-  return new LocalImmutableObjectStore(
-    path.join(config.dataDir, 'sessions'),
-    path.join(config.dataDir, 'tmp'),
-  );
+  const root = path.join(config.dataDir, 'sessions');
+  return new LocalImmutableObjectStore(root, path.join(config.dataDir, 'tmp'), undefined, maxObjectBytes);
 }
 
 /**
- * The session archive's objects and index, or undefined when the session index has no table service
- * (CAIRN_TABLE_ENDPOINT). The index records each tenant in the directory before its first session.
+ * The session archive's objects and index as stored, or undefined when the session index has no
+ * table service (CAIRN_TABLE_ENDPOINT). The index records each tenant in the directory before its
+ * first session. `roomy` is the same objects with a limit {@link SEAL_OVERHEAD} bytes larger, for
+ * sealed objects of the plain limit.
  */
 function createSessionStorage(
   config: Config,
   tenants: TenantDirectory,
   blobService?: BlobServiceClient,
-): { objects: ImmutableObjectStore; index: SessionIndex } | undefined {
+): { plain: ImmutableObjectStore; roomy: RewritableObjectStore; index: SessionIndex } | undefined {
   const { tableService, tableName } = config.sessionIndex;
   if (tableService === undefined) return undefined;
   const index = new TableSessionIndex(createTableClient(tableService, tableName), config.storageTimeoutMs);
   return {
-    objects: createArchiveObjectStore(config, blobService),
+    plain: createArchiveObjectStore(config, MAX_OBJECT_BYTES, blobService),
+    roomy: createArchiveObjectStore(config, MAX_OBJECT_BYTES + SEAL_OVERHEAD, blobService),
     index: recordingSessionIndex(index, tenants),
   };
 }

@@ -31,6 +31,7 @@ import {
   type PublishRequest,
   serializeManifest,
 } from './manifest';
+import type { ArchiveStorage } from './sealedArchive';
 import { SESSION_TOMBSTONE } from './sessionRetention';
 
 /**
@@ -52,6 +53,8 @@ import { SESSION_TOMBSTONE } from './sessionRetention';
  *   the size of every object and the SHA-256 of the whole file; a mismatch is IntegrityError,
  *   raised before the last bytes are released.
  * - Absent is NotFoundError, a storage fault StorageUnavailableError: never confused.
+ * - Objects are read and written as the owner's store gives them ({@link ArchiveStorage.objectsOf}):
+ *   sealed at rest for a tenant whose policy asks for it, with plain sizes either way.
  */
 export class SessionArchive {
   /**
@@ -64,9 +67,10 @@ export class SessionArchive {
    */
   private readonly stored = new LruMap<string, { size: number; at: number }>(KNOWN_OBJECTS);
 
+  private readonly index: SessionIndex;
+
   constructor(
-    private readonly objects: ImmutableObjectStore,
-    private readonly index: SessionIndex,
+    private readonly storage: ArchiveStorage,
     /**
      * The audit trail: each published checkpoint is recorded (`checkpoint.published`), once per
      * checkpoint id; its marker is stored before `latest` moves, so a crash in between is repaired.
@@ -74,7 +78,9 @@ export class SessionArchive {
     private readonly audit: TransactionalAuditLog = noTransactionalAuditLog,
     /** The clock (Unix ms) of events, `createdAt` and the index's `updatedAt` (tests move it). */
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.index = storage.index;
+  }
 
   /** Stores one block or tail. Idempotent: the same bytes again are `created: false`. */
   async putObject(
@@ -87,7 +93,7 @@ export class SessionArchive {
     checkObjectSize(parseObjectKey(objectKey), bytes.length);
     await this.claimForWrite(tenant, sessionId);
     const key = `${sessionId}/${objectKey}`;
-    const result = await this.objects.put(key, bytes);
+    const result = await this.storage.objectsOf(tenant).put(key, bytes);
     this.stored.set(key, { size: bytes.length, at: performance.now() });
     return result;
   }
@@ -96,7 +102,7 @@ export class SessionArchive {
     validateId(sessionId, 'sessionId');
     parseObjectKey(objectKey);
     await this.checkReadable(tenant, sessionId);
-    const bytes = await this.objects.get(`${sessionId}/${objectKey}`);
+    const bytes = await this.storage.objectsOf(tenant).get(`${sessionId}/${objectKey}`);
     if (bytes === null) throw new NotFoundError(`no object ${objectKey} in session ${sessionId}`);
     return bytes;
   }
@@ -121,14 +127,15 @@ export class SessionArchive {
       if (missing.count > 0) throw new MissingObjectsError(missing.keys, missing.count);
     }
     await this.claimForWrite(tenant, sessionId);
+    const objects = this.storage.objectsOf(tenant);
     const manifestKey = `${sessionId}/checkpoints/${checkpointId}`;
     const latestKey = `${sessionId}/latest`;
 
     // Independent reads, at once: a retry's manifest, the current latest, the parent's manifest.
     const [stored, latest, parentManifest] = await Promise.all([
-      this.storedManifest(manifestKey, request),
-      this.objects.readPointer(latestKey),
-      parent === null ? null : this.objects.get(`${sessionId}/checkpoints/${parent}`),
+      this.storedManifest(objects, manifestKey, request),
+      objects.readPointer(latestKey),
+      parent === null ? null : objects.get(`${sessionId}/checkpoints/${parent}`),
     ]);
     if (latest === SESSION_TOMBSTONE) throw beingDeleted(sessionId);
     let manifest = stored;
@@ -136,17 +143,23 @@ export class SessionArchive {
       // Tell a stale publisher early, before it leaves a manifest nobody will point to.
       if (latest !== parent && latest !== checkpointId) throw staleParent(latest);
       const verified = parentManifest === null ? new Map<string, number>() : verifiedBlocks(parentManifest);
-      const missing = await this.findMissingObjects(sessionId, checkpointId, request.files, verified);
+      const missing = await this.findMissingObjects(
+        objects,
+        sessionId,
+        checkpointId,
+        request.files,
+        verified,
+      );
       if (missing.count > 0) throw new MissingObjectsError(missing.keys, missing.count);
       const fresh: Manifest = { ...request, createdAt: new Date(this.now()).toISOString() };
-      const { created } = await this.objects
+      const { created } = await objects
         .put(manifestKey, serializeManifest(fresh))
         .catch(async (error: unknown) => {
           // A concurrent publisher of the same checkpoint id stored its manifest first.
-          if ((await this.storedManifest(manifestKey, request)) !== null) return { created: false };
+          if ((await this.storedManifest(objects, manifestKey, request)) !== null) return { created: false };
           throw error;
         });
-      manifest = created ? fresh : await this.storedManifest(manifestKey, request);
+      manifest = created ? fresh : await this.storedManifest(objects, manifestKey, request);
       if (manifest === null) throw new InternalError('the stored manifest disappeared');
     }
 
@@ -168,13 +181,13 @@ export class SessionArchive {
     if (this.audit.enabled) {
       await this.audit.begin(tenant, [event], { kind: 'archive', sessionId, checkpointId });
     }
-    const swap = await this.objects.swapPointer(latestKey, parent, checkpointId);
+    const swap = await objects.swapPointer(latestKey, parent, checkpointId);
     if (!swap.swapped && swap.current === SESSION_TOMBSTONE) throw beingDeleted(sessionId);
     // Already moved to this checkpoint: a retry of a publish that got this far.
     if (!swap.swapped && swap.current !== checkpointId) throw staleParent(swap.current);
     if (swap.swapped && this.audit.enabled) await this.audit.commit(tenant, [event]);
 
-    await this.recordInIndex(tenant, sessionId, manifest);
+    await this.recordInIndex(objects, tenant, sessionId, manifest);
     return { checkpointId, latest: checkpointId };
   }
 
@@ -191,10 +204,11 @@ export class SessionArchive {
     sinceMs: number,
   ): Promise<boolean | null> {
     if ((await this.index.ownerOf(sessionId)) !== tenant) return false;
-    let id = await this.objects.readPointer(`${sessionId}/latest`);
+    const objects = this.storage.objectsOf(tenant);
+    let id = await objects.readPointer(`${sessionId}/latest`);
     while (id !== null) {
       if (id === checkpointId) return true;
-      const bytes = await this.objects.get(`${sessionId}/checkpoints/${id}`);
+      const bytes = await objects.get(`${sessionId}/checkpoints/${id}`);
       if (bytes === null) return null;
       const manifest = deserializeManifest(bytes);
       if (Date.parse(manifest.createdAt) < sinceMs - 60_000) return false;
@@ -208,14 +222,15 @@ export class SessionArchive {
     validateId(sessionId, 'sessionId');
     if (checkpointId !== LATEST) validateId(checkpointId, 'checkpointId');
     await this.checkReadable(tenant, sessionId);
+    const objects = this.storage.objectsOf(tenant);
     let id = checkpointId;
     if (checkpointId === LATEST) {
-      const latest = await this.objects.readPointer(`${sessionId}/latest`);
+      const latest = await objects.readPointer(`${sessionId}/latest`);
       if (latest === null) throw new NotFoundError(`session ${sessionId} has no checkpoint yet`);
       if (latest === SESSION_TOMBSTONE) throw new NotFoundError(`session ${sessionId} is being deleted`);
       id = latest;
     }
-    const bytes = await this.objects.get(`${sessionId}/checkpoints/${id}`);
+    const bytes = await objects.get(`${sessionId}/checkpoints/${id}`);
     if (bytes === null) {
       // `latest` only ever points at a stored manifest (publish order): its absence is a fault.
       if (checkpointId === LATEST)
@@ -243,7 +258,7 @@ export class SessionArchive {
     const manifest = await this.readManifest(tenant, sessionId, checkpointId);
     const file = manifest.files.find((candidate) => candidate.path === path);
     if (file === undefined) throw new NotFoundError(`no file ${path} in checkpoint ${manifest.checkpointId}`);
-    const chunks = this.fileBytes(sessionId, manifest.checkpointId, file);
+    const chunks = this.fileBytes(this.storage.objectsOf(tenant), sessionId, manifest.checkpointId, file);
     const first = await chunks.next();
     const rest = async function* (): AsyncGenerator<Buffer> {
       try {
@@ -281,8 +296,12 @@ export class SessionArchive {
   }
 
   /** The stored manifest when it is this very request (a retry); null when none; 409 when another. */
-  private async storedManifest(manifestKey: string, request: PublishRequest): Promise<Manifest | null> {
-    const bytes = await this.objects.get(manifestKey);
+  private async storedManifest(
+    objects: ImmutableObjectStore,
+    manifestKey: string,
+    request: PublishRequest,
+  ): Promise<Manifest | null> {
+    const bytes = await objects.get(manifestKey);
     if (bytes === null) return null;
     const stored = deserializeManifest(bytes);
     if (manifestIdentity(stored) !== manifestIdentity(request)) {
@@ -303,6 +322,7 @@ export class SessionArchive {
    * all.
    */
   private async findMissingObjects(
+    objects: ImmutableObjectStore,
     sessionId: string,
     checkpointId: string,
     files: readonly ManifestFile[],
@@ -334,10 +354,10 @@ export class SessionArchive {
           let sizes: Map<string, number>;
           if (blocks - from <= PROBE_AT_MOST) {
             const probes = Array.from({ length: blocks - from }, (_, offset) => from + offset);
-            const found = await Promise.all(probes.map((index) => this.objects.head(`${prefix}${index}`)));
+            const found = await Promise.all(probes.map((index) => objects.head(`${prefix}${index}`)));
             sizes = new Map(probes.map((index, position) => [String(index), found[position]?.size ?? -1]));
           } else {
-            sizes = await sizesByName(this.objects.list(prefix), prefix);
+            sizes = await sizesByName(objects.list(prefix), prefix);
           }
           // Bounded by what is stored plus the keys reported, whatever size the manifest claims.
           let present = 0;
@@ -359,7 +379,7 @@ export class SessionArchive {
     );
     if (withTails.length > 0) {
       const prefix = `${sessionId}/tails/${checkpointId}/`;
-      const sizes = await sizesByName(this.objects.list(prefix), prefix);
+      const sizes = await sizesByName(objects.list(prefix), prefix);
       for (const file of withTails) {
         if (sizes.get(file.generation) !== file.size % BLOCK_BYTES)
           missing.add(tailKey(checkpointId, file.generation));
@@ -380,10 +400,15 @@ export class SessionArchive {
    * compare-and-swap on the record, re-checking `latest` after each read): concurrent publishers
    * converge on the true latest, whichever finishes last.
    */
-  private async recordInIndex(tenant: string, sessionId: string, manifest: Manifest): Promise<void> {
+  private async recordInIndex(
+    objects: ImmutableObjectStore,
+    tenant: string,
+    sessionId: string,
+    manifest: Manifest,
+  ): Promise<void> {
     await this.index.update(tenant, sessionId, async (current) => {
       if (current?.checkpointId === manifest.checkpointId) return null;
-      const latest = await this.objects.readPointer(`${sessionId}/latest`);
+      const latest = await objects.readPointer(`${sessionId}/latest`);
       if (latest !== manifest.checkpointId) return null;
       return {
         id: sessionId,
@@ -396,6 +421,7 @@ export class SessionArchive {
 
   /** The bytes of one file, read ahead a bounded number of objects, verified as they pass. */
   private async *fileBytes(
+    objects: ImmutableObjectStore,
     sessionId: string,
     checkpointId: string,
     file: ManifestFile,
@@ -409,7 +435,7 @@ export class SessionArchive {
     const hash = createHash('sha256');
     for (let position = 0; position < keys.length; position++) {
       while (launched < keys.length && pending.length < READ_AHEAD) {
-        const read = this.objects.get(`${sessionId}/${keys[launched++] ?? ''}`);
+        const read = objects.get(`${sessionId}/${keys[launched++] ?? ''}`);
         // Awaited in order below; the no-op handler keeps a failure of a later read from being
         // reported as unhandled while an earlier one is awaited.
         read.catch(() => undefined);

@@ -1,3 +1,4 @@
+import { IntegrityError } from '../errors';
 import { countObject, type PruneBudget, type PruneCounts } from '../retention/budget';
 import { forEachLimited } from '../retention/deletion';
 import type { ImmutableObjectStore, ObjectInfo } from '../storage/immutableObjectStore';
@@ -230,7 +231,15 @@ export async function readSession(
     .filter((key) => key.startsWith('checkpoints/'))
     .map((key) => key.slice('checkpoints/'.length));
   await forEachLimited(ids, READ_CONCURRENCY, async (id) => {
-    const bytes = await objects.get(manifestKey(sessionId, id));
+    let bytes: Buffer | null;
+    try {
+      bytes = await objects.get(manifestKey(sessionId, id));
+    } catch (error) {
+      // A sealed manifest that does not open: unreadable, like one that does not parse.
+      if (!(error instanceof IntegrityError)) throw error;
+      manifests.set(id, null);
+      return;
+    }
     if (bytes === null) return;
     try {
       manifests.set(id, deserializeManifest(bytes));

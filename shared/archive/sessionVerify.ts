@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 
+import { IntegrityError } from '../errors';
 import type { HashSample, VerifyCollector } from '../retention/verifyReport';
 import { sampled } from '../retention/verifyReport';
 import type { ImmutableObjectStore } from '../storage/immutableObjectStore';
@@ -111,6 +112,16 @@ async function verifySession(
   for (const { manifest, file } of chosen) {
     const hash = await hashFile(objects, sessionId, manifest.checkpointId, file);
     if (hash === null) continue;
+    if (typeof hash === 'object') {
+      collector.finding({
+        domain: 'sessions',
+        kind: 'unreadable',
+        where,
+        key: `${sessionId}/${hash.unreadable}`,
+        detail: `an object of ${file.path} does not open: it was changed, moved, or sealed with a key that is not configured`,
+      });
+      continue;
+    }
     collector.hashed(file.size);
     if (hash !== file.sha256) {
       collector.finding({
@@ -124,19 +135,28 @@ async function verifySession(
   }
 }
 
-/** The SHA-256 of a file read object by object; null when an object is missing or of the wrong size. */
+/**
+ * The SHA-256 of a file read object by object; null when an object is missing or of the wrong size
+ * (reported by the size checks), the key of the first object that does not open when sealed.
+ */
 async function hashFile(
   objects: ImmutableObjectStore,
   sessionId: string,
   checkpointId: string,
   file: ManifestFile,
-): Promise<string | null> {
+): Promise<string | null | { unreadable: string }> {
   const hash = createHash('sha256');
   const blocks = Math.floor(file.size / BLOCK_BYTES);
   const keys = Array.from({ length: blocks }, (_, index) => blockKey(file.generation, index));
   if (file.size % BLOCK_BYTES > 0) keys.push(tailKey(checkpointId, file.generation));
   for (const [position, key] of keys.entries()) {
-    const bytes = await objects.get(`${sessionId}/${key}`);
+    let bytes: Buffer | null;
+    try {
+      bytes = await objects.get(`${sessionId}/${key}`);
+    } catch (error) {
+      if (error instanceof IntegrityError) return { unreadable: key };
+      throw error;
+    }
     const expected = position < blocks ? BLOCK_BYTES : file.size % BLOCK_BYTES;
     if (bytes === null || bytes.length !== expected) return null;
     hash.update(bytes);

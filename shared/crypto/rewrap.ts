@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CairnError, IntegrityError, PreconditionFailedError } from '../errors';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import type { SealingCodec } from './encryption';
-import { sealsKeyValues, type TenantPolicy } from './sealedKeyValueStore';
+import { sealsTenant, type TenantPolicy } from './sealedKeyValueStore';
 import type { ValuePlace } from './valueCodec';
 
 /**
@@ -146,7 +146,7 @@ export function keyValueRewrapTarget(
     name: 'kv',
     async rewrapPage(tenant, cursor, limit) {
       const counts = emptyCounts();
-      if (!sealsKeyValues(policy, tenant)) return { ...counts, next: null };
+      if (!sealsTenant(policy, tenant)) return { ...counts, next: null };
       const store = raw.forTenant(tenant);
       const page = await store.list({ limit, ...(cursor === null ? {} : { cursor }) });
       await eachLimited(page.keys, 8, (key) =>

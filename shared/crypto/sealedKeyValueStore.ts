@@ -44,10 +44,14 @@ import type { ValuePlace } from './valueCodec';
  * - `head` answers the plain size from the stored size (the overhead is the same for every value).
  */
 
+/**
+ * The tenants whose own-format bytes are sealed (`CAIRN_ENCRYPT_TENANTS`): their key/value spaces
+ * and their session archives (shared/archive/sealedArchive.ts).
+ */
 export type TenantPolicy = '*' | ReadonlySet<string>;
 
-/** Whether `policy` seals the key/value space of `tenant` (never the system namespace's). */
-export function sealsKeyValues(policy: TenantPolicy, tenant: string): boolean {
+/** Whether `policy` seals the key/value space and session archives of `tenant` (never the system namespace's). */
+export function sealsTenant(policy: TenantPolicy, tenant: string): boolean {
   return isValidTenantId(tenant) && (policy === '*' || policy.has(tenant));
 }
 
@@ -73,7 +77,7 @@ export class SealingKeyValueStoreFactory implements KeyValueStoreFactory {
   }
 
   forTenant(tenant: string): KeyValueStore {
-    if (!this.codec.encrypts || !sealsKeyValues(this.policy, tenant)) return this.plain.forTenant(tenant);
+    if (!this.codec.encrypts || !sealsTenant(this.policy, tenant)) return this.plain.forTenant(tenant);
     return new SealedKeyValueStore(this.roomy.forTenant(tenant), tenant, this.codec, this.maxValueBytes);
   }
 

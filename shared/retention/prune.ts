@@ -1,12 +1,11 @@
+import type { ArchiveStorage } from '../archive/sealedArchive';
 import { pruneSessions } from '../archive/sessionRetention';
 import { pruneInteractions } from '../coordination/interactionRetention';
 import type { Logger } from '../logging';
 import type { MemoryFacts } from '../memory/memory';
 import { collectSnapshotGarbage } from '../snapshots/snapshotRetention';
 import type { SnapshotStores } from '../snapshots/workspaceSnapshots';
-import type { ImmutableObjectStore } from '../storage/immutableObjectStore';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
-import type { SessionIndex } from '../storage/sessionIndex';
 import type { DirectoryEntry, TenantDirectory } from '../tenants/tenantDirectory';
 import type { ThreadRecord } from '../threads/records';
 import { pruneThreads } from '../threads/threadRetention';
@@ -81,7 +80,7 @@ export interface RetentionStores {
   readonly states: PruneStates;
   readonly memory?: MemoryFacts;
   /** The session archive's objects and index (absent without a table service). */
-  readonly sessions?: { readonly objects: ImmutableObjectStore; readonly index: SessionIndex };
+  readonly sessions?: ArchiveStorage;
   readonly snapshots: SnapshotStores;
 }
 
@@ -264,7 +263,7 @@ export class RetentionPruner {
     if (sessions !== undefined && (domains.has('sessions') || current.sessionIntents.length > 0)) {
       await guarded('sessions', () =>
         pruneSessions({
-          objects: sessions.objects,
+          objects: sessions.objectsOf(tenant),
           index: sessions.index,
           tenant,
           ttlMs: policy.sessionTtlSeconds === null ? null : policy.sessionTtlSeconds * 1000,

@@ -66,7 +66,7 @@ export class Verifier {
     }
     const sessions = this.stores.sessions;
     if (entry.domains.has('sessions') && sessions !== undefined) {
-      await verifySessions(sessions.objects, sessions.index, tenant, collector, sample);
+      await verifySessions(sessions.objectsOf(tenant), sessions.index, tenant, collector, sample);
     }
     if (entry.domains.has('snapshots')) {
       await verifySnapshots(this.stores.snapshots.forTenant(tenant), collector, sample);

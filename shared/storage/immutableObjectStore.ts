@@ -75,6 +75,21 @@ export interface ImmutableObjectStore {
   delete(key: string, options?: DeleteOptions): Promise<boolean>;
 }
 
+/**
+ * A store whose objects the `rewrap` job may re-seal in place: the one exception to "never
+ * overwrite", for bytes that hold the same content sealed with another key (see
+ * shared/crypto/sealedObjectStore.ts). Readers see the old bytes or the new ones, whole.
+ */
+export interface RewritableObjectStore extends ImmutableObjectStore {
+  /**
+   * Replaces the bytes of the object `key` by `transform(stored)`, conditional on the bytes read: a
+   * concurrent rewrite makes it read and transform again, and a concurrent delete wins (nothing is
+   * written back). `transform` returning null leaves the object. True when bytes were replaced.
+   * `storedAt` may move forward (never back), so a collector only spares the object longer.
+   */
+  rewrite(key: string, transform: (stored: Buffer) => Buffer | null): Promise<boolean>;
+}
+
 /** Different bytes are stored under the key (put never overwrites): a 409 at the API. */
 export class ObjectExistsError extends ConflictError {
   constructor(readonly key: string) {
@@ -82,10 +97,13 @@ export class ObjectExistsError extends ConflictError {
   }
 }
 
-/** Validates an object key and size; both checks come before any I/O. */
-export function checkObject(key: string, bytes: Buffer): void {
+/**
+ * Validates an object key and size; both checks come before any I/O. `maxBytes` is larger only for
+ * the store under sealed objects, whose seal adds a fixed overhead to an object of the limit.
+ */
+export function checkObject(key: string, bytes: Buffer, maxBytes = MAX_OBJECT_BYTES): void {
   validateKey(key);
-  if (bytes.length > MAX_OBJECT_BYTES) throw new PayloadTooLargeError(MAX_OBJECT_BYTES, 'the object');
+  if (bytes.length > maxBytes) throw new PayloadTooLargeError(maxBytes, 'the object');
 }
 
 /**

@@ -6,6 +6,7 @@ import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-bl
 import { beforeEach, describe, expect, it } from 'vitest';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { plainArchiveStorage } from '../../shared/archive/sealedArchive';
 import { SessionArchive } from '../../shared/archive/sessionArchive';
 import type { AuditEvent } from '../../shared/audit/auditLog';
 import type { AuditStore } from '../../shared/audit/auditStore';
@@ -558,7 +559,7 @@ describe('crash between a checkpoint publish and its audit record (session archi
     const objects = new ObservedObjectStore(
       new LocalImmutableObjectStore(path.join(root, 'sessions'), path.join(root, 'tmp')),
     );
-    const archive = new SessionArchive(objects, index, trail, () => clock);
+    const archive = new SessionArchive(plainArchiveStorage(objects, index), trail, () => clock);
     trail.setVerifiers({
       archive: (tenant, sessionId, checkpointId, sinceMs) =>
         archive.wasPublished(tenant, sessionId, checkpointId, sinceMs),

@@ -8,6 +8,7 @@ import {
   MAX_OBJECT_BYTES,
   ObjectExistsError,
   type ObjectInfo,
+  type RewritableObjectStore,
 } from '../../shared/storage/immutableObjectStore';
 
 /**
@@ -290,6 +291,84 @@ export function describeImmutableObjectStoreContract(fixture: ImmutableObjectSto
         }
         expect(await store.readPointer(pointer)).toBe(winners[0]);
       }
+    });
+  });
+}
+
+export interface RewritableObjectStoreFixture {
+  readonly name: string;
+  create(): Promise<{ store: RewritableObjectStore; destroy: () => Promise<void> }>;
+}
+
+/**
+ * `rewrite`, the one exception to "never overwrite" (the rewrap job re-seals objects in place):
+ * conditional on the bytes read, a delete always wins, `storedAt` never moves back.
+ */
+export function describeRewritableObjectStoreContract(fixture: RewritableObjectStoreFixture): void {
+  describe(`RewritableObjectStore contract: ${fixture.name}`, () => {
+    let store: RewritableObjectStore;
+    let destroy: () => Promise<void>;
+
+    beforeEach(async () => {
+      ({ store, destroy } = await fixture.create());
+    });
+    afterEach(async () => destroy());
+
+    it('replaces the bytes it transformed, leaves them when told to, and finds nothing to do when absent', async () => {
+      await store.put('r/a', Buffer.from('first'));
+      const stored = await store.head('r/a');
+      const seen: string[] = [];
+      expect(
+        await store.rewrite('r/a', (bytes) => {
+          seen.push(bytes.toString());
+          return Buffer.from('FIRST');
+        }),
+      ).toBe(true);
+      expect(seen).toEqual(['first']);
+      expect((await store.get('r/a'))?.toString()).toBe('FIRST');
+      expect((await store.head('r/a'))?.storedAt.getTime()).toBeGreaterThanOrEqual(
+        stored?.storedAt.getTime() ?? Infinity,
+      );
+      expect(await store.rewrite('r/a', () => null)).toBe(false);
+      expect((await store.get('r/a'))?.toString()).toBe('FIRST');
+      let called = false;
+      expect(
+        await store.rewrite('r/never', () => {
+          called = true;
+          return Buffer.from('x');
+        }),
+      ).toBe(false);
+      expect(called).toBe(false);
+      expect(await store.get('r/never')).toBeNull();
+    });
+
+    it('never writes back an object deleted meanwhile: the delete wins', async () => {
+      for (let round = 0; round < 3; round++) {
+        const key = `r/gone-${round}`;
+        await store.put(key, Buffer.from('doomed'));
+        let deleting: Promise<boolean> | undefined;
+        const rewritten = await store.rewrite(key, (bytes) => {
+          // The delete is sent while the rewrite holds the bytes it read.
+          deleting ??= store.delete(key);
+          return Buffer.concat([bytes, Buffer.from('!')]);
+        });
+        expect(await deleting).toBe(true);
+        expect(typeof rewritten).toBe('boolean');
+        expect(await store.get(key)).toBeNull();
+      }
+      expect(await listAll(store, 'r/')).toEqual([]);
+    });
+
+    it('4 concurrent rewrites each transform the bytes the one before left: none is lost', async () => {
+      await store.put('r/count', Buffer.from(''));
+      const results = await Promise.all(
+        Array.from({ length: 4 }, (_, index) =>
+          store.rewrite('r/count', (bytes) => Buffer.concat([bytes, Buffer.from(String(index))])),
+        ),
+      );
+      expect(results).toEqual([true, true, true, true]);
+      const final = (await store.get('r/count'))?.toString() ?? '';
+      expect([...final].sort().join('')).toBe('0123');
     });
   });
 }

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 
@@ -6,40 +6,86 @@ import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-bl
 import { describe, expect, it } from 'vitest';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { Encryption, type SealingCodec } from '../../shared/crypto/encryption';
+import { SEAL_OVERHEAD } from '../../shared/crypto/sealedFormat';
+import { SealedObjectStore } from '../../shared/crypto/sealedObjectStore';
 import { StorageUnavailableError } from '../../shared/errors';
 import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
+import { MAX_OBJECT_BYTES } from '../../shared/storage/immutableObjectStore';
 import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
+import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
-import { describeImmutableObjectStoreContract } from './immutableObjectStore.contract';
+import {
+  describeImmutableObjectStoreContract,
+  describeRewritableObjectStoreContract,
+} from './immutableObjectStore.contract';
 
-describeImmutableObjectStoreContract({
-  name: 'local filesystem',
-  async create() {
-    const dir = tempDir('objects');
-    return {
-      store: new LocalImmutableObjectStore(path.join(dir, 'sessions'), path.join(dir, 'tmp')),
-      destroy: () => rm(dir, { recursive: true, force: true }),
-    };
+/** The raw stores, taking objects `maxBytes` long (larger under sealed stores). */
+const backends = [
+  {
+    name: 'local filesystem',
+    create(maxBytes = MAX_OBJECT_BYTES) {
+      const dir = tempDir('objects');
+      return {
+        store: new LocalImmutableObjectStore(
+          path.join(dir, 'sessions'),
+          path.join(dir, 'tmp'),
+          undefined,
+          maxBytes,
+        ),
+        destroy: () => rm(dir, { recursive: true, force: true }),
+      };
+    },
   },
-});
+  {
+    name: 'Azure Blob (Azurite)',
+    create(maxBytes = MAX_OBJECT_BYTES) {
+      const service = new BlobServiceClient(
+        azurite().blobEndpoint,
+        new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
+      );
+      const container = service.getContainerClient(`o${randomUUID().replaceAll('-', '').slice(0, 20)}`);
+      return {
+        store: new BlobImmutableObjectStore(container, 'sessions/', 10_000, 3, maxBytes),
+        destroy: async () => {
+          await container.deleteIfExists();
+        },
+      };
+    },
+  },
+];
 
-describeImmutableObjectStoreContract({
-  name: 'Azure Blob (Azurite)',
-  async create() {
-    const service = new BlobServiceClient(
-      azurite().blobEndpoint,
-      new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
-    );
-    const container = service.getContainerClient(`o${randomUUID().replaceAll('-', '').slice(0, 20)}`);
-    return {
-      store: new BlobImmutableObjectStore(container, 'sessions/', 10_000, 3),
-      destroy: async () => {
-        await container.deleteIfExists();
-      },
-    };
-  },
-});
+/** A codec with one fresh key, its key check passed (the check record in a temp folder). */
+async function sealingCodec(): Promise<{ codec: SealingCodec; dir: string }> {
+  const dir = tempDir('keys');
+  const encryption = new Encryption({
+    keys: [{ id: 'k1', key: randomBytes(32) }],
+    kvStores: new LocalKeyValueStoreFactory(dir, 1024 * 1024),
+  });
+  await encryption.check();
+  return { codec: encryption.codec, dir };
+}
+
+for (const backend of backends) {
+  describeImmutableObjectStoreContract({ name: backend.name, create: async () => backend.create() });
+  describeRewritableObjectStoreContract({ name: backend.name, create: async () => backend.create() });
+  // Sealed objects keep the whole contract in plain terms (sizes, the 2 MiB limit, retries).
+  describeImmutableObjectStoreContract({
+    name: `${backend.name}, sealed`,
+    async create() {
+      const raw = backend.create(MAX_OBJECT_BYTES + SEAL_OVERHEAD);
+      const { codec, dir } = await sealingCodec();
+      return {
+        store: new SealedObjectStore(raw.store, 'tenant-a', codec, 'archive.object'),
+        destroy: async () => {
+          await raw.destroy();
+          await rm(dir, { recursive: true, force: true });
+        },
+      };
+    },
+  });
+}
 
 describe('immutable object stores on failing storage', () => {
   it('Blob: an unreachable service is a fault for delete and pointer removal, never "absent"', async () => {

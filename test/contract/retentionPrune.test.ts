@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
+import { plainArchiveStorage } from '../../shared/archive/sealedArchive';
 import { SessionArchive } from '../../shared/archive/sessionArchive';
 import { noTransactionalAuditLog } from '../../shared/audit/pending';
 import { ConflictError, NotFoundError } from '../../shared/errors';
@@ -204,8 +205,7 @@ describe.each<Backend>(['local', 'blob'])('retention prune on the %s backend', (
 
   it('deletes sessions past their time to live, leaks none of their objects, and keeps the id with its tenant', async () => {
     const pastArchive = new SessionArchive(
-      world.sessionObjects,
-      world.sessionIndex,
+      plainArchiveStorage(world.sessionObjects, world.sessionIndex),
       noTransactionalAuditLog,
       () => Date.now() - 2 * HOUR,
     );
@@ -241,8 +241,7 @@ describe.each<Backend>(['local', 'blob'])('retention prune on the %s backend', (
 
   it('a session being deleted refuses publishes and reads as absent until its young objects can go', async () => {
     const pastArchive = new SessionArchive(
-      world.sessionObjects,
-      world.sessionIndex,
+      plainArchiveStorage(world.sessionObjects, world.sessionIndex),
       noTransactionalAuditLog,
       () => Date.now() - 2 * HOUR,
     );

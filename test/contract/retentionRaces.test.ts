@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
+import { plainArchiveStorage } from '../../shared/archive/sealedArchive';
 import { SessionArchive } from '../../shared/archive/sessionArchive';
 import { noTransactionalAuditLog } from '../../shared/audit/pending';
 import { ConflictError, MissingObjectsError } from '../../shared/errors';
@@ -79,8 +80,7 @@ async function seedTenant(
   for (const id of ['gone-1', 'gone-2']) await putLine(old, tenant, id, 3);
   for (const id of ['keep-1', 'keep-2']) await putLine(world.threads, tenant, id, 5);
   const pastArchive = new SessionArchive(
-    world.sessionObjects,
-    world.sessionIndex,
+    plainArchiveStorage(world.sessionObjects, world.sessionIndex),
     noTransactionalAuditLog,
     past,
   );

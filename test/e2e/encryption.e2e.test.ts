@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { copyFileSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -8,6 +9,7 @@ import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-bl
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { BLOCK_BYTES } from '../../shared/archive/identifiers';
 import { sealedKeyId } from '../../shared/crypto/sealedFormat';
 import { keyDigest, segmentDigests } from '../../shared/memory/layout';
 import { tenantContainerName } from '../../shared/storage/azure/blobKeyValueStore';
@@ -22,7 +24,8 @@ import {
   startApp,
 } from '../support/app';
 import { azurite } from '../support/azurite';
-import { azuriteTable, memoryTableSettings } from '../support/tables';
+import { azuriteTable, memoryTableSettings, sessionIndexSettings } from '../support/tables';
+import { splitFile } from '../unit/archiveTestKit';
 
 /**
  * Encryption at rest end to end (docs/encryption.md), on both backends (memory facts in local
@@ -233,6 +236,86 @@ async function rewrap(call: Call): Promise<NonNullable<RewrapStatus['report']>> 
   }
 }
 
+/** `size` bytes of text repeating `marker`: any stored fragment of it would show the marker. */
+function textOf(marker: string, size: number): Buffer {
+  return Buffer.from(`${marker} `.repeat(Math.ceil(size / (marker.length + 1)))).subarray(0, size);
+}
+
+/** Uploads `bytes` as one file (generation `g-<checkpointId>`) and publishes the checkpoint. */
+async function publishFile(
+  call: Call,
+  sessionId: string,
+  checkpointId: string,
+  parent: string | null,
+  filePath: string,
+  bytes: Buffer,
+  data: Record<string, unknown>,
+) {
+  const { objects, file } = splitFile(filePath, bytes, `g-${checkpointId}`, checkpointId);
+  for (const [key, object] of objects) {
+    const put = await call(`/api/sessions/${sessionId}/objects/${key}`, { method: 'PUT', body: object });
+    expect(put.status).toBe(201);
+  }
+  const published = await call(`/api/sessions/${sessionId}/checkpoints`, {
+    method: 'POST',
+    body: JSON.stringify({ checkpointId, parent, files: [file], data }),
+    headers: { 'content-type': 'application/json' },
+  });
+  expect(published.status).toBe(201);
+}
+
+async function restored(call: Call, sessionId: string, checkpointId: string, filePath: string) {
+  const response = await call(`/api/sessions/${sessionId}/checkpoints/${checkpointId}/files/${filePath}`);
+  expect(response.status).toBe(200);
+  return Buffer.from(await response.arrayBuffer());
+}
+
+/** Every stored byte of the session archives: their objects, and the session index's entities. */
+async function storedArchive(settings: Record<string, string>): Promise<Map<string, Buffer>> {
+  const objects = new Map<string, Buffer>();
+  const dir = settings['CAIRN_DATA_DIR'];
+  if (dir !== undefined) {
+    const walk = (folder: string) => {
+      for (const name of readdirSync(folder)) {
+        const full = path.join(folder, name);
+        if (statSync(full).isDirectory()) walk(full);
+        else objects.set(path.relative(dir, full).split(path.sep).join('/'), readFileSync(full));
+      }
+    };
+    walk(path.join(dir, 'sessions'));
+  } else {
+    const container = blobService().getContainerClient(settings['CAIRN_BLOB_CONTAINER'] ?? '');
+    for await (const blob of container.listBlobsFlat({ prefix: 'sessions/' })) {
+      objects.set(blob.name, await container.getBlobClient(blob.name).downloadToBuffer());
+    }
+  }
+  const index = azuriteTable(azurite().tableEndpoint, settings['CAIRN_SESSION_TABLE']);
+  for await (const entity of index.listEntities<Record<string, unknown>>()) {
+    objects.set(`index/${entity.partitionKey}/${entity.rowKey}`, Buffer.from(JSON.stringify(entity)));
+  }
+  return objects;
+}
+
+async function storedArchiveObject(settings: Record<string, string>, key: string): Promise<Buffer> {
+  const dir = settings['CAIRN_DATA_DIR'];
+  if (dir !== undefined) return readFileSync(path.join(dir, 'sessions', key));
+  const container = blobService().getContainerClient(settings['CAIRN_BLOB_CONTAINER'] ?? '');
+  return container.getBlobClient(`sessions/${key}`).downloadToBuffer();
+}
+
+/** Replaces the stored bytes of one archive object behind the app's back (an attacker's move). */
+async function tamperArchive(settings: Record<string, string>, key: string, bytes: Buffer) {
+  const dir = settings['CAIRN_DATA_DIR'];
+  if (dir !== undefined) {
+    const file = path.join(dir, 'sessions', key);
+    await rm(file);
+    await writeFile(file, bytes);
+    return;
+  }
+  const container = blobService().getContainerClient(settings['CAIRN_BLOB_CONTAINER'] ?? '');
+  await container.getBlockBlobClient(`sessions/${key}`).upload(bytes, bytes.length);
+}
+
 describe.each<Backend>(['local', 'blob'])('encryption at rest on the %s backend', (backend) => {
   const sealed = newTenant('sealed', true);
   const plain = newTenant('plain');
@@ -377,6 +460,104 @@ describe.each<Backend>(['local', 'blob'])('encryption at rest on the %s backend'
     const left = [...(await storedObjects(settings)).values()].map(sealedKeyId).filter((id) => id !== null);
     expect(new Set(left)).toEqual(new Set(['k2']));
     expect(await rewrap(asSealed)).toMatchObject({ resealed: 0, remaining: {} });
+  });
+
+  it('seals the session archives of a tenant whose policy asks: no plaintext stored, restores byte for byte, moved bytes refused, a key rotation loses nothing', async () => {
+    const settings = {
+      ...backendSettings(backend, azurite().blobEndpoint),
+      ...sessionIndexSettings(azurite().tableEndpoint),
+      ...memoryTableSettings(azurite().tableEndpoint),
+    };
+    const [k1, k2] = [randomBytes(32), randomBytes(32)];
+    const start = (keys: string) =>
+      startApp({
+        CAIRN_API_KEYS: apiKeysSetting([sealed, plain]),
+        CAIRN_ENCRYPTION_KEYS: keys,
+        CAIRN_ENCRYPT_TENANTS: sealed.tenant,
+        ...settings,
+      });
+    app = await start(keyText('k1', k1));
+    let asSealed = client(app.url, sealed.key);
+    const asPlainAt = (running: RunningApp) => client(running.url, plain.key);
+    const marker = `MARKER${randomUUID().replaceAll('-', '')}`;
+    const plainMarker = `PLAIN${randomUUID().replaceAll('-', '')}`;
+    const secret = textOf(marker, 2 * BLOCK_BYTES + 500);
+    await publishFile(asSealed, 'arch', 'c1', null, 'notes/secret.txt', secret, { note: marker });
+    await publishFile(asPlainAt(app), 'parch', 'c1', null, 'notes/open.txt', textOf(plainMarker, 100), {
+      note: plainMarker,
+    });
+    expect(await restored(asSealed, 'arch', 'c1', 'notes/secret.txt')).toEqual(secret);
+    const listed = (await (await asSealed('/api/sessions')).json()) as { sessions: { data: unknown }[] };
+    expect(listed.sessions.map((session) => session.data)).toEqual([{ note: marker }]);
+
+    const stored = await storedArchive(settings);
+    const holding = (text: string) =>
+      [...stored].filter(([, bytes]) => bytes.includes(Buffer.from(text))).map(([name]) => name);
+    expect(holding(marker)).toEqual([]);
+    expect(holding('notes/secret.txt')).toEqual([]);
+    // The scan does see stored content: the plain tenant's tail, manifest and index record hold it.
+    expect(holding(plainMarker)).toHaveLength(3);
+    const sealedObjects = [...stored].filter(([name]) => name.startsWith('sessions/arch/'));
+    expect(
+      sealedObjects.map(([name, bytes]) => [name.slice(name.indexOf('arch/')), sealedKeyId(bytes)]).sort(),
+    ).toEqual([
+      ['arch/blocks/g-c1/0', 'k1'],
+      ['arch/blocks/g-c1/1', 'k1'],
+      ['arch/checkpoints/c1', 'k1'],
+      ['arch/latest', null],
+      ['arch/tails/c1/g-c1', 'k1'],
+    ]);
+
+    // Bytes of one object moved over another: 500 integrity_error, never the bytes, never 404.
+    await tamperArchive(
+      settings,
+      'arch/blocks/g-c1/0',
+      await storedArchiveObject(settings, 'arch/blocks/g-c1/1'),
+    );
+    for (const route of [
+      '/api/sessions/arch/objects/blocks/g-c1/0',
+      '/api/sessions/arch/checkpoints/c1/files/notes/secret.txt',
+    ]) {
+      const moved = await asSealed(route);
+      expect(moved.status, route).toBe(500);
+      expect(((await moved.json()) as { error: { code: string } }).error.code).toBe('integrity_error');
+    }
+    await tamperArchive(
+      settings,
+      'arch/blocks/g-c1/0',
+      sealedObjects.find(([name]) => name.endsWith('arch/blocks/g-c1/0'))?.[1] ?? Buffer.alloc(0),
+    );
+    expect(await restored(asSealed, 'arch', 'c1', 'notes/secret.txt')).toEqual(secret);
+    await app.stop();
+
+    // A new first key: old objects still open, new ones are sealed with it; rewrap; the old key goes.
+    app = await start(`${keyText('k2', k2)},${keyText('k1', k1)}`);
+    asSealed = client(app.url, sealed.key);
+    expect(await restored(asSealed, 'arch', 'c1', 'notes/secret.txt')).toEqual(secret);
+    const later = textOf(marker, BLOCK_BYTES + 9);
+    await publishFile(asSealed, 'arch', 'c2', 'c1', 'notes/later.txt', later, { note: 'later' });
+    const keyIds = async () =>
+      [...(await storedArchive(settings))]
+        .filter(([name]) => name.startsWith('sessions/arch/'))
+        .map(([, bytes]) => sealedKeyId(bytes))
+        .filter((id) => id !== null)
+        .sort();
+    expect(await keyIds()).toEqual(['k1', 'k1', 'k1', 'k1', 'k2', 'k2', 'k2']);
+    const report = await rewrap(asSealed);
+    expect(report.remaining).toEqual({ k1: 0 });
+    // The four archive objects of c1 were sealed with k1 (c2's and the index record with k2).
+    expect(report.sealedWith).toEqual({ k1: 4, k2: 4 });
+    expect(report.resealed).toBe(4);
+    expect(await keyIds()).toEqual(Array(7).fill('k2'));
+    await app.stop();
+
+    app = await start(keyText('k2', k2));
+    asSealed = client(app.url, sealed.key);
+    expect(await restored(asSealed, 'arch', 'c1', 'notes/secret.txt')).toEqual(secret);
+    expect(await restored(asSealed, 'arch', 'c2', 'notes/later.txt')).toEqual(later);
+    expect(await restored(asPlainAt(app), 'parch', 'c1', 'notes/open.txt')).toEqual(textOf(plainMarker, 100));
+    const session = (await (await asSealed('/api/sessions/arch')).json()) as { data: unknown };
+    expect(session.data).toEqual({ note: 'later' });
   });
 
   it('refuses to start on unreadable keys, without keys once data was sealed, or on keys the data was not written with', async () => {

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { plainArchiveStorage } from '../../shared/archive/sealedArchive';
 import { SessionArchive } from '../../shared/archive/sessionArchive';
 import { auditingOff } from '../../shared/audit/auditChainCheck';
 import { StorageUnavailableError } from '../../shared/errors';
@@ -214,7 +215,7 @@ export async function createRetentionWorld(
     policies,
     states,
     memory,
-    sessions: { objects: instrumentedObjects(sessionObjects, instrumentation), index: sessionIndex },
+    sessions: plainArchiveStorage(instrumentedObjects(sessionObjects, instrumentation), sessionIndex),
     snapshots: {
       forTenant: (tenant) => instrumentedObjects(snapshotStores.forTenant(tenant), instrumentation),
     },
@@ -228,7 +229,7 @@ export async function createRetentionWorld(
     threads: threadStore(),
     memory,
     memoryStore: recordedMemory,
-    archive: new SessionArchive(sessionObjects, sessionIndex),
+    archive: new SessionArchive(plainArchiveStorage(sessionObjects, sessionIndex)),
     sessionObjects,
     sessionIndex,
     snapshots: new WorkspaceSnapshots(snapshotStores, new TrustedSnapshotKeys(new Map(), base)),

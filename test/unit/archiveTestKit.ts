@@ -21,6 +21,7 @@ import type {
   ImmutableObjectStore,
   ObjectInfo,
   PutResult,
+  RewritableObjectStore,
   SwapResult,
 } from '../../shared/storage/immutableObjectStore';
 import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
@@ -120,8 +121,9 @@ export class FaultySessionIndex implements SessionIndex {
 export interface StoreBackend {
   readonly name: 'local' | 'blob';
   /** A fresh store; `httpRequests()` counts the HTTP requests it sent (Blob; 0 locally). */
-  create(): Promise<{
-    store: ImmutableObjectStore;
+  /** `maxObjectBytes`: larger for the store under sealed objects. */
+  create(maxObjectBytes?: number): Promise<{
+    store: RewritableObjectStore;
     /** Replaces stored bytes behind the store's back (a damaged disk, a tampering operator). */
     tamper: (key: string, bytes: Buffer) => Promise<void>;
     httpRequests: () => number;
@@ -133,11 +135,11 @@ export function storeBackends(blobEndpoint: () => string): StoreBackend[] {
   return [
     {
       name: 'local',
-      async create() {
+      async create(maxObjectBytes) {
         const dir = tempDir('archive');
         const root = path.join(dir, 'sessions');
         return {
-          store: new LocalImmutableObjectStore(root, path.join(dir, 'tmp')),
+          store: new LocalImmutableObjectStore(root, path.join(dir, 'tmp'), undefined, maxObjectBytes),
           tamper: async (key, bytes) => {
             await rm(path.join(root, key));
             await writeFile(path.join(root, key), bytes);
@@ -149,7 +151,7 @@ export function storeBackends(blobEndpoint: () => string): StoreBackend[] {
     },
     {
       name: 'blob',
-      async create() {
+      async create(maxObjectBytes) {
         let requests = 0;
         const pipeline = newPipeline(new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY));
         // An Azure pipeline policy that counts every HTTP request the store sends (retries included).
@@ -165,7 +167,7 @@ export function storeBackends(blobEndpoint: () => string): StoreBackend[] {
         const service = new BlobServiceClient(blobEndpoint(), pipeline);
         const container = service.getContainerClient(`a${randomUUID().replaceAll('-', '').slice(0, 20)}`);
         return {
-          store: new BlobImmutableObjectStore(container, 'sessions/', 10_000),
+          store: new BlobImmutableObjectStore(container, 'sessions/', 10_000, undefined, maxObjectBytes),
           tamper: async (key, bytes) => {
             await container.getBlockBlobClient(`sessions/${key}`).upload(bytes, bytes.length);
           },

@@ -87,11 +87,11 @@ describe('CAIRN_ENCRYPTION_KEYS', () => {
     const keys = `k1:${hex()}`;
     expect(
       loadConfig({ CAIRN_API_KEYS: API_KEYS, CAIRN_ENCRYPTION_KEYS: keys, CAIRN_ENCRYPT_TENANTS: 'a, b.c' })
-        .encryption.kvTenants,
+        .encryption.tenantPolicy,
     ).toEqual(new Set(['a', 'b.c']));
     expect(
       loadConfig({ CAIRN_API_KEYS: API_KEYS, CAIRN_ENCRYPTION_KEYS: keys, CAIRN_ENCRYPT_TENANTS: '*' })
-        .encryption.kvTenants,
+        .encryption.tenantPolicy,
     ).toBe('*');
     expect(configError({ CAIRN_ENCRYPT_TENANTS: 'a' }).message).toMatch(
       /^CAIRN_ENCRYPT_TENANTS: lists tenants, but CAIRN_ENCRYPTION_KEYS is empty/,

@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 import { BLOCK_BYTES } from '../../shared/archive/identifiers';
 import type { PublishRequest } from '../../shared/archive/manifest';
+import { plainArchiveStorage } from '../../shared/archive/sealedArchive';
 import { SessionArchive } from '../../shared/archive/sessionArchive';
 import {
   ConflictError,
@@ -51,7 +52,7 @@ describe.each(storeBackends(() => azurite().blobEndpoint))('SessionArchive on th
     ({ tamper, httpRequests, destroy } = created);
     table = azuriteTable(azurite().tableEndpoint);
     index = new FaultySessionIndex(new TableSessionIndex(table, 10_000));
-    archive = new SessionArchive(store, index);
+    archive = new SessionArchive(plainArchiveStorage(store, index));
   });
   afterEach(async () => {
     await destroy();
@@ -406,7 +407,7 @@ describe.each(storeBackends(() => azurite().blobEndpoint))('SessionArchive on th
     const block = randomBytes(BLOCK_BYTES);
     const keys = Array.from({ length: 2000 }, (_, i) => `blocks/g1/${i}`);
     // Uploaded through another instance: this one has to ask the storage about every block.
-    const uploader = new SessionArchive(store, index);
+    const uploader = new SessionArchive(plainArchiveStorage(store, index));
     for (let start = 0; start < keys.length; start += 32) {
       await Promise.all(
         keys.slice(start, start + 32).map((key) => uploader.putObject(alpha, 's1', key, block)),
@@ -458,7 +459,7 @@ describe.each(storeBackends(() => azurite().blobEndpoint))('SessionArchive on th
   it('asks the storage only about the objects this instance did not store itself', async () => {
     const block = randomBytes(BLOCK_BYTES);
     const tail = randomBytes(100);
-    const uploader = new SessionArchive(store, index);
+    const uploader = new SessionArchive(plainArchiveStorage(store, index));
     // Blocks 0-9 and the tail through this instance, 10-19 through another.
     for (let i = 0; i < 20; i++) {
       await (i < 10 ? archive : uploader).putObject(alpha, 's1', `blocks/g1/${i}`, block);

@@ -1,5 +1,6 @@
 import type { BlockBlobClient, ContainerClient } from '@azure/storage-blob';
 
+import { StorageUnavailableError } from '../../errors';
 import { validateKey } from '../../keys';
 import { readAllBytes } from '../../streams';
 import {
@@ -7,16 +8,19 @@ import {
   checkPointerValue,
   checkPrefix,
   type DeleteOptions,
-  type ImmutableObjectStore,
+  MAX_OBJECT_BYTES,
   ObjectExistsError,
   type ObjectInfo,
   type PutResult,
+  type RewritableObjectStore,
   type SwapResult,
 } from '../immutableObjectStore';
 import { isAzureError, isConditionFailure, isNotFound, storageCall } from './azureErrors';
 
 /** Azure's largest list page: 2,000 blocks are checked with one request. */
 const LIST_PAGE_SIZE = 5000;
+/** Rewrites lost to a concurrent rewrite before giving up (objects only change by rewrap). */
+const REWRITE_ATTEMPTS = 5;
 
 /**
  * The Azure Blob implementation: key `k` is the blob `<namePrefix>k` in one container (CAIRN_BLOB_CONTAINER
@@ -34,18 +38,22 @@ const LIST_PAGE_SIZE = 5000;
  *   check cannot be deleted by it. A pointer is removed by a delete on the ETag it was compared at.
  * - Every operation has the CAIRN_STORAGE_TIMEOUT_MS deadline and Azure errors are translated once:
  *   404 is absent, timeouts and 5xx are StorageUnavailableError (503), never absent.
+ * - `rewrite` (the rewrap job's re-seal) uploads with If-Match on the ETag of the bytes it
+ *   transformed: a concurrent rewrite makes it start again, a concurrent delete wins (404). The
+ *   blob's Last-Modified moves to the rewrite, so `storedAt` moves forward.
  */
-export class BlobImmutableObjectStore implements ImmutableObjectStore {
+export class BlobImmutableObjectStore implements RewritableObjectStore {
   constructor(
     private readonly container: ContainerClient,
     private readonly namePrefix: string,
     private readonly timeoutMs: number,
     /** Tests make it small to prove that listing follows continuations. */
     private readonly listPageSize = LIST_PAGE_SIZE,
+    private readonly maxObjectBytes = MAX_OBJECT_BYTES,
   ) {}
 
   async put(key: string, bytes: Buffer): Promise<PutResult> {
-    checkObject(key, bytes);
+    checkObject(key, bytes, this.maxObjectBytes);
     const blob = this.blob(key);
     return this.call(async (abortSignal) => {
       if (await this.create(blob, bytes, abortSignal)) return { created: true };
@@ -165,6 +173,28 @@ export class BlobImmutableObjectStore implements ImmutableObjectStore {
         throw error;
       }
     });
+  }
+
+  async rewrite(key: string, transform: (stored: Buffer) => Buffer | null): Promise<boolean> {
+    const blob = this.blob(key);
+    for (let attempt = 0; attempt < REWRITE_ATTEMPTS; attempt++) {
+      const replaced = await this.call(async (abortSignal) => {
+        const stored = await this.download(blob, abortSignal);
+        if (stored === null) return false;
+        const next = transform(stored.value);
+        if (next === null) return false;
+        try {
+          await blob.upload(next, next.length, { conditions: { ifMatch: stored.etag }, abortSignal });
+          return true;
+        } catch (error) {
+          // Deleted meanwhile: it stays deleted (the next attempt finds it absent).
+          if (isConditionFailure(error) || isNotFound(error)) return null;
+          throw error;
+        }
+      });
+      if (replaced !== null) return replaced;
+    }
+    throw new StorageUnavailableError(`${key} kept changing while it was rewritten; retry`);
   }
 
   private blob(key: string): BlockBlobClient {

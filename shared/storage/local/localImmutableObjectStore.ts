@@ -8,10 +8,11 @@ import {
   checkPointerValue,
   checkPrefix,
   type DeleteOptions,
-  type ImmutableObjectStore,
+  MAX_OBJECT_BYTES,
   ObjectExistsError,
   type ObjectInfo,
   type PutResult,
+  type RewritableObjectStore,
   type SwapResult,
 } from '../immutableObjectStore';
 import { KeyedMutex } from '../keyedMutex';
@@ -42,20 +43,24 @@ import {
  *   linked, never written again. `delete` unlinks the file (under the pointer lock, so that it never
  *   interleaves with a pointer's move) and removes the folders it leaves empty; a put that races
  *   with that removal makes its folders again.
+ * - `rewrite` (the rewrap job's re-seal) replaces the file by a temp file and `rename`, under the
+ *   same lock as `delete` (a deleted object is never written back), and gives the new file the old
+ *   one's modification time, so `storedAt` stays when its bytes were first stored.
  */
-export class LocalImmutableObjectStore implements ImmutableObjectStore {
+export class LocalImmutableObjectStore implements RewritableObjectStore {
   private readonly tree: LocalKeyTree;
 
   constructor(
     private readonly root: string,
     private readonly tmpDir: string,
     longRoot = `${root}-long`,
+    private readonly maxObjectBytes = MAX_OBJECT_BYTES,
   ) {
     this.tree = new LocalKeyTree(root, longRoot);
   }
 
   async put(key: string, bytes: Buffer): Promise<PutResult> {
-    checkObject(key, bytes);
+    checkObject(key, bytes, this.maxObjectBytes);
     const file = this.pathOf(key);
     return guarded(async () => {
       if (await this.tree.folderConflict(key)) throw folderConflict();
@@ -150,6 +155,26 @@ export class LocalImmutableObjectStore implements ImmutableObjectStore {
         const { storedBefore } = options;
         if (storedBefore !== undefined && stat.storedAt.getTime() >= storedBefore.getTime()) return false;
         return this.unlink(file);
+      }),
+    );
+  }
+
+  async rewrite(key: string, transform: (stored: Buffer) => Buffer | null): Promise<boolean> {
+    const file = this.pathOf(key);
+    return guarded(() =>
+      pointerLocks.run(file, async () => {
+        const [stored, stat] = await Promise.all([readIfFile(file), fs.stat(file).catch(() => null)]);
+        if (stored === null || stat === null) return false;
+        const next = transform(stored);
+        if (next === null) return false;
+        const temp = await this.writeTemp(next);
+        try {
+          await fs.utimes(temp, stat.atime, stat.mtime);
+          await fs.rename(temp, file);
+          return true;
+        } finally {
+          await fs.rm(temp, { force: true });
+        }
       }),
     );
   }
