@@ -4,7 +4,7 @@ import { SealedObjectStore } from '../crypto/sealedObjectStore';
 import type { ValuePlace } from '../crypto/valueCodec';
 import { IntegrityError, PreconditionFailedError } from '../errors';
 import { LruMap } from '../lruMap';
-import type { ImmutableObjectStore } from '../storage/immutableObjectStore';
+import { checkObject, type ImmutableObjectStore } from '../storage/immutableObjectStore';
 import type { KeyValueStore, KeyValueStoreFactory, ListPage } from '../storage/keyValueStore';
 import type { SessionIndex, SessionPage, SessionRecord } from '../storage/sessionIndex';
 import { SYSTEM_NAMESPACE } from '../tenants/systemNamespace';
@@ -74,6 +74,7 @@ class SealedArchiveObjects extends SealedObjectStore {
   }
 
   override async put(key: string, bytes: Buffer) {
+    checkObject(key, bytes);
     const sessionId = key.slice(0, key.indexOf('/'));
     if (sessionId !== '') await this.sessions.register(this.owner, sessionId);
     return super.put(key, bytes);

@@ -163,13 +163,13 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
     const file = this.pathOf(key);
     return guarded(() =>
       pointerLocks.run(file, async () => {
-        const [stored, stat] = await Promise.all([readIfFile(file), fs.stat(file).catch(() => null)]);
+        const [stored, stat] = await Promise.all([readIfFile(file), statIfFile(file)]);
         if (stored === null || stat === null) return false;
         const next = transform(stored);
         if (next === null) return false;
         const temp = await this.writeTemp(next);
         try {
-          await fs.utimes(temp, stat.atime, stat.mtime);
+          await fs.utimes(temp, stat.storedAt, stat.storedAt);
           await fs.rename(temp, file);
           return true;
         } finally {
