@@ -72,7 +72,7 @@ export const SETTINGS = {
   },
   CAIRN_ENCRYPT_TENANTS: {
     description:
-      "Tenants whose own-format bytes are sealed too: key/value values and session archives (objects, manifests, index data). Comma-separated tenant ids, or * for all; needs CAIRN_ENCRYPTION_KEYS. Default: none (those bytes are the caller's own format).",
+      "Tenants whose own-format bytes are sealed too: key/value values and session archives (objects, manifests, index data). Comma-separated tenant ids, or * for all; needs CAIRN_ENCRYPTION_KEYS. Default: none (those bytes are the caller's own format). A tenant whose values were sealed cannot be taken off again: the app refuses to start.",
   },
   CAIRN_AUDIT: {
     description:

@@ -135,9 +135,9 @@ export function createServices(config: Config): Services {
   const tenants = new TenantDirectory(baseKv);
   /** The backend, recording each tenant in the directory before its first write. */
   const rawKv = recordingKeyValueStores(baseKv, tenants);
-  const encryption = new Encryption({ keys: config.encryption.keys, kvStores: baseKv });
-  const codec = encryption.codec;
   const { tenantPolicy } = config.encryption;
+  const encryption = new Encryption({ keys: config.encryption.keys, kvStores: baseKv, policy: tenantPolicy });
+  const codec = encryption.codec;
   const sealsSomeKv = encryption.enabled && (tenantPolicy === '*' || tenantPolicy.size > 0);
   // Sealed key/value values carry a fixed overhead: their store takes values that much larger,
   // so that a value of the limit still fits once sealed (the sealed store checks the plain limit).
@@ -219,7 +219,11 @@ export function createServices(config: Config): Services {
     policies: retentionPolicies,
     states: new PruneStates(baseKv),
     ...(memory === undefined ? {} : { memory }),
-    ...(sessionStorage === undefined ? {} : { sessions: sessionStorage }),
+    // Retention and verify read only ids and times of the index: the stored index, so that a record
+    // whose sealed `data` does not open is no obstacle to them.
+    ...(sessionStorage === undefined || storedSessions === undefined
+      ? {}
+      : { sessions: { objectsOf: sessionStorage.objectsOf, index: storedSessions.index } }),
     snapshots: snapshotStores,
   };
   return {

@@ -3,11 +3,12 @@ import {
   addCounts,
   eachLimited,
   emptyCounts,
+  NOT_SEALED,
   resealValue,
   type RewrapCounts,
   type RewrapTarget,
 } from '../crypto/rewrap';
-import { sealsTenant, type TenantPolicy } from '../crypto/sealedKeyValueStore';
+import { sealsTenant, type TenantPolicy } from '../crypto/tenantPolicy';
 import { IntegrityError } from '../errors';
 import type { RewritableObjectStore } from '../storage/immutableObjectStore';
 import type { SessionIndex } from '../storage/sessionIndex';
@@ -25,8 +26,9 @@ import {
  * another key than the first is re-sealed in place by {@link RewritableObjectStore.rewrite}: the
  * same content, so a reader gets the old bytes or the new ones and either opens to the same; a
  * session deleted meanwhile stays deleted. The index record's sealed `data` is re-sealed by the
- * index's compare-and-swap. A page covers up to `limit` objects; its cursor names the session and
- * the last object done, so the job resumes inside a large session.
+ * index's compare-and-swap. A page covers up to `limit` objects and sessions; its cursor names the
+ * session and the last object done, so the job resumes inside a large session (whose objects are
+ * listed from its start again: the object store lists by prefix only).
  */
 
 interface Position {
@@ -66,6 +68,9 @@ export function archiveRewrapTarget(
         stored = sealedDataOf(current);
       } catch (error) {
         if (!(error instanceof IntegrityError)) throw error;
+        // Plain where sealed is expected: counted as left under no key, reported.
+        settled.examined++;
+        settled.remaining[NOT_SEALED] = (settled.remaining[NOT_SEALED] ?? 0) + 1;
         settled.errors.push([`${place.kind} ${sessionId}`, error.message]);
         return null;
       }
@@ -77,11 +82,12 @@ export function archiveRewrapTarget(
 
   async function resealObject(tenant: string, key: string, into: RewrapCounts): Promise<void> {
     let settled = emptyCounts();
-    await objects.rewrite(key, (stored) => {
+    const outcome = await objects.rewrite(key, (stored) => {
       settled = emptyCounts();
       return resealValue(codec, stored, { tenant, kind: ARCHIVE_OBJECT_KIND, key }, settled);
     });
-    addCounts(into, settled);
+    // Deleted meanwhile: nothing of it is left to count.
+    if (outcome !== 'absent') addCounts(into, settled);
   }
 
   return {
@@ -90,6 +96,8 @@ export function archiveRewrapTarget(
       const counts = emptyCounts();
       if (!sealsTenant(policy, tenant)) return { ...counts, next: null };
       let position = cursor === null ? START : (JSON.parse(cursor) as Position);
+      // Objects and sessions both count against the page, so that a page of many empty (or
+      // deleted) sessions ends as soon as one of many objects.
       let left = limit;
       while (left > 0) {
         if (position.session === null) {
@@ -98,6 +106,8 @@ export function archiveRewrapTarget(
           if (sessionId === undefined) return { ...counts, next: null };
           await resealIndexRecord(tenant, sessionId, counts);
           position = { list: page.cursor, session: sessionId, after: '' };
+          left--;
+          if (left === 0) break;
         }
         const { session } = position;
         const latest = `${session}/latest`;

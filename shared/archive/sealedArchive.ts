@@ -1,6 +1,6 @@
 import type { SealingCodec } from '../crypto/encryption';
-import { sealsTenant, type TenantPolicy } from '../crypto/sealedKeyValueStore';
 import { SealedObjectStore } from '../crypto/sealedObjectStore';
+import { sealsTenant, type TenantPolicy } from '../crypto/tenantPolicy';
 import type { ValuePlace } from '../crypto/valueCodec';
 import { IntegrityError, PreconditionFailedError } from '../errors';
 import { LruMap } from '../lruMap';
@@ -30,7 +30,7 @@ const SESSIONS_PREFIX = 'sealed-sessions/';
 /** The archive's storage as each tenant sees it. */
 export interface ArchiveStorage {
   /** The objects of `tenant`'s sessions (sealed when its policy asks for it). */
-  objectsOf(tenant: string): ImmutableObjectStore;
+  readonly objectsOf: (tenant: string) => ImmutableObjectStore;
   readonly index: SessionIndex;
 }
 
@@ -75,8 +75,8 @@ class SealedArchiveObjects extends SealedObjectStore {
 
   override async put(key: string, bytes: Buffer) {
     checkObject(key, bytes);
-    const sessionId = key.slice(0, key.indexOf('/'));
-    if (sessionId !== '') await this.sessions.register(this.owner, sessionId);
+    const slash = key.indexOf('/');
+    if (slash > 0) await this.sessions.register(this.owner, key.slice(0, slash));
     return super.put(key, bytes);
   }
 }
@@ -175,7 +175,7 @@ class SealedSessionIndex implements SessionIndex {
     return this.inner.update(tenant, sessionId, async (current) => {
       const next = await decide(current === null ? null : await this.opened(tenant, current));
       if (next === null || next.data === null) return next;
-      await this.codec.prepare(tenant);
+      await this.codec.prepareOwnBytes(tenant);
       const plain = Buffer.from(JSON.stringify(next.data), 'utf8');
       return withSealedData(next, this.codec.seal(plain, indexDataPlace(tenant, next)));
     });
@@ -187,7 +187,7 @@ class SealedSessionIndex implements SessionIndex {
 
   private async opened(tenant: string, record: SessionRecord): Promise<SessionRecord> {
     if (!sealsTenant(this.policy, tenant) || record.data === null) return record;
-    await this.codec.prepare(tenant);
+    await this.codec.prepareOwnBytes(tenant);
     const plain = this.codec.open(sealedDataOf(record), indexDataPlace(tenant, record));
     return { ...record, data: JSON.parse(plain.toString('utf8')) as Record<string, unknown> };
   }

@@ -105,8 +105,8 @@ async function deleteSession(record: SessionRecord, options: SessionPassOptions)
   if (latest !== SESSION_TOMBSTONE) {
     // The index is written after `latest`: judge by the latest manifest, which a publish that
     // crashed before the index may have moved on.
-    const manifest = await objects.get(manifestKey(sessionId, latest));
-    const publishedAt = manifest === null ? record.updatedAt : deserializeManifest(manifest).createdAt;
+    const manifest = await readManifestIfReadable(objects, sessionId, latest);
+    const publishedAt = manifest === null ? record.updatedAt : manifest.createdAt;
     if (options.ttlMs === null || Date.parse(publishedAt) > options.now - options.ttlMs) return true;
   }
   await options.intentLog.add(sessionId);
@@ -142,11 +142,34 @@ async function continueDeletion(sessionId: string, options: SessionPassOptions):
   }
   const isManifest = (item: ObjectInfo) => item.key.startsWith(`${sessionId}/checkpoints/`);
   const others = listed.filter((item) => !isManifest(item));
-  if (!(await deleteObjects(objects, listed.filter(isManifest), undefined, budget, counts))) return false;
-  if (!(await deleteObjects(objects, others, storedBefore, budget, counts))) return false;
+  const notDeleted: string[] = [];
+  if (!(await deleteObjects(objects, listed.filter(isManifest), undefined, budget, counts, notDeleted))) {
+    return false;
+  }
+  if (!(await deleteObjects(objects, others, storedBefore, budget, counts, notDeleted))) return false;
   if (others.some((item) => item.storedAt >= storedBefore)) return false;
+  // A delete that deleted nothing found the object absent, or younger than the listing said: the
+  // rewrap job re-seals objects in place, and on Blob that moves their Last-Modified. Such an
+  // object is still there: the deletion is not done.
+  const stillThere = await Promise.all(notDeleted.map((key) => objects.head(key)));
+  if (stillThere.some((info) => info !== null)) return false;
   await objects.swapPointer(latestKey(sessionId), SESSION_TOMBSTONE, null);
   return true;
+}
+
+/** The manifest, or null when it is not stored or does not open (a sealed manifest moved or damaged). */
+async function readManifestIfReadable(
+  objects: ImmutableObjectStore,
+  sessionId: string,
+  checkpointId: string,
+): Promise<Manifest | null> {
+  try {
+    const bytes = await objects.get(manifestKey(sessionId, checkpointId));
+    return bytes === null ? null : deserializeManifest(bytes);
+  } catch (error) {
+    if (error instanceof IntegrityError || error instanceof SyntaxError) return null;
+    throw error;
+  }
 }
 
 /**
@@ -160,6 +183,8 @@ export async function deleteObjects(
   storedBefore: Date | undefined,
   budget: PruneBudget,
   counts: PruneCounts,
+  /** Gets the keys whose delete deleted nothing (absent, or younger than `storedBefore` by now). */
+  notDeleted?: string[],
 ): Promise<boolean> {
   let complete = true;
   await forEachLimited(
@@ -173,6 +198,8 @@ export async function deleteObjects(
       const options = storedBefore === undefined ? {} : { storedBefore };
       if (await budget.deleting(() => objects.delete(item.key, options))) {
         countObject(counts, item.size);
+      } else {
+        notDeleted?.push(item.key);
       }
     },
     () => !complete,

@@ -9,6 +9,7 @@ import {
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import type { EncryptionKey } from './encryptionKeys';
 import { hasSealMarker, openWith, sealedKeyId, sealWith } from './sealedFormat';
+import { sealsTenant, type TenantPolicy } from './tenantPolicy';
 import type { ValueCodec, ValuePlace } from './valueCodec';
 
 /**
@@ -27,10 +28,17 @@ import type { ValueCodec, ValuePlace } from './valueCodec';
  * - none of the configured keys is in the record (no key the data was written with).
  * A configured key the record does not know is added to it (a new first key, on first use).
  * Without keys and without a record, nothing was ever sealed: the check passes and writes nothing.
+ *
+ * With keys, the check also refuses (naming CAIRN_ENCRYPT_TENANTS) a policy that no longer lists a
+ * tenant whose own-format bytes (key/value values, session archives) were sealed: those stores
+ * would hand the sealed bytes out as they are. Such tenants are recorded (`sealed-own-tenants/`,
+ * create-only) before their first sealed value of that kind ({@link SealingCodec.prepareOwnBytes}).
  */
 
 export const KEY_CHECK_KEY = 'encryption/key-check';
 const SEALED_TENANTS_PREFIX = 'sealed-tenants/';
+const SEALED_OWN_TENANTS_PREFIX = 'sealed-own-tenants/';
+const POLICY_SETTING = 'CAIRN_ENCRYPT_TENANTS';
 const CHECK_PLAINTEXT = Buffer.from('cairn key check v1');
 const SETTING = 'CAIRN_ENCRYPTION_KEYS';
 const CHECK_ATTEMPTS = 5;
@@ -49,6 +57,11 @@ const checkPlace = (id: string): ValuePlace => ({ tenant: '@cairn', kind: 'key-c
 /** The codec of a process, with what the rewrap job needs to know about sealed bytes. */
 export interface SealingCodec extends ValueCodec {
   prepare(tenant: string): Promise<void>;
+  /**
+   * {@link prepare}, and the tenant recorded as one whose own-format bytes (key/value values,
+   * session archives) are sealed: call it before sealing such bytes.
+   */
+  prepareOwnBytes(tenant: string): Promise<void>;
   /** The id of the key that seals new values; undefined when encryption is off. */
   readonly firstKeyId: string | undefined;
   /** Every configured key id, the first one first. */
@@ -61,21 +74,27 @@ export interface EncryptionOptions {
   readonly keys: readonly EncryptionKey[];
   /** The key/value backend: the system namespace holds the key-check record and the registry. */
   readonly kvStores: KeyValueStoreFactory;
+  /** The tenants whose own-format bytes are sealed (CAIRN_ENCRYPT_TENANTS); default none. */
+  readonly policy?: TenantPolicy;
 }
 
 export class Encryption {
   readonly codec: SealingCodec;
   private readonly system: KeyValueStore;
   private readonly registry: TenantRegistry;
+  private readonly ownRegistry: TenantRegistry;
   private readonly byId: ReadonlyMap<string, EncryptionKey>;
   private checked: Promise<void> | undefined;
   private passed = false;
   /** Tenants recorded in the registry by this process (or being recorded). */
   private readonly registered = new Map<string, Promise<void>>();
+  /** Tenants recorded in the registry of sealed own-format bytes by this process. */
+  private readonly ownRegistered = new Map<string, Promise<void>>();
 
   constructor(private readonly options: EncryptionOptions) {
     this.system = options.kvStores.forTenant('@cairn');
     this.registry = new TenantRegistry(options.kvStores, SEALED_TENANTS_PREFIX);
+    this.ownRegistry = new TenantRegistry(options.kvStores, SEALED_OWN_TENANTS_PREFIX);
     this.byId = new Map(options.keys.map((key) => [key.id, key]));
     this.codec = this.makeCodec();
   }
@@ -117,15 +136,13 @@ export class Encryption {
       );
     }
     if (!this.enabled) return;
-    let registered = this.registered.get(tenant);
-    if (registered === undefined) {
-      registered = this.registry.register(tenant).catch((error: unknown) => {
-        this.registered.delete(tenant);
-        throw error;
-      });
-      this.registered.set(tenant, registered);
-    }
-    await registered;
+    await registerOnce(this.registered, this.registry, tenant);
+  }
+
+  /** {@link prepare}, then (keys configured) the tenant recorded as sealing its own-format bytes. */
+  async prepareOwnBytes(tenant: string): Promise<void> {
+    await this.prepare(tenant);
+    if (this.enabled) await registerOnce(this.ownRegistered, this.ownRegistry, tenant);
   }
 
   /** Every tenant that stored sealed values (registered before its first sealed write). */
@@ -134,6 +151,24 @@ export class Encryption {
   }
 
   private async runCheck(): Promise<void> {
+    await this.checkKeys();
+    if (this.enabled) await this.checkPolicy();
+  }
+
+  /** Every tenant whose own-format bytes were sealed is still in the policy. */
+  private async checkPolicy(): Promise<void> {
+    const policy = this.options.policy ?? new Set<string>();
+    for await (const tenant of this.ownRegistry.tenants()) {
+      if (!sealsTenant(policy, tenant)) {
+        throw new ConfigurationError(
+          POLICY_SETTING,
+          `does not list tenant ${tenant}, whose key/value values or session archives are sealed; list it again (sealing cannot be turned off for a tenant)`,
+        );
+      }
+    }
+  }
+
+  private async checkKeys(): Promise<void> {
     const keys = this.options.keys;
     for (let attempt = 0; attempt < CHECK_ATTEMPTS; attempt++) {
       const stored = await this.system.read(KEY_CHECK_KEY);
@@ -220,6 +255,7 @@ export class Encryption {
       firstKeyId: first?.id,
       keyIds: keys.map((key) => key.id),
       prepare: (tenant) => this.prepare(tenant),
+      prepareOwnBytes: (tenant) => this.prepareOwnBytes(tenant),
       keyIdOf: sealedKeyId,
       seal: (plain, place) => {
         ready();
@@ -251,6 +287,23 @@ export class Encryption {
       },
     };
   }
+}
+
+/** Registers `tenant` once per process (a failure is not remembered: the next call tries again). */
+async function registerOnce(
+  done: Map<string, Promise<void>>,
+  registry: TenantRegistry,
+  tenant: string,
+): Promise<void> {
+  let registered = done.get(tenant);
+  if (registered === undefined) {
+    registered = registry.register(tenant).catch((error: unknown) => {
+      done.delete(tenant);
+      throw error;
+    });
+    done.set(tenant, registered);
+  }
+  await registered;
 }
 
 function parseRecord(bytes: Buffer): KeyCheckRecord {

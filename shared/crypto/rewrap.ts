@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CairnError, IntegrityError, PreconditionFailedError } from '../errors';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import type { SealingCodec } from './encryption';
-import { sealsTenant, type TenantPolicy } from './sealedKeyValueStore';
+import { sealsTenant, type TenantPolicy } from './tenantPolicy';
 import type { ValuePlace } from './valueCodec';
 
 /**

@@ -32,6 +32,14 @@ const HEADER_BYTES = MARKER.length + 1 + 1 + ID_FIELD + IV_BYTES;
 /** Bytes a sealed value has beyond its plaintext. */
 export const SEAL_OVERHEAD = HEADER_BYTES + TAG_BYTES;
 
+/**
+ * The plain size of a sealed value stored in `storedSize` bytes (the overhead is the same for
+ * every value); 0 for bytes too short to be sealed (they do not open either).
+ */
+export function plainSize(storedSize: number): number {
+  return Math.max(0, storedSize - SEAL_OVERHEAD);
+}
+
 /** The place as authenticated: JSON with keys in code-point order, no whitespace, `version` only when set. */
 export function canonicalPlace(place: ValuePlace): string {
   const fields: [string, string][] = [

@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { isValidTenantId } from '../config';
 import {
   IntegrityError,
   PayloadTooLargeError,
@@ -22,7 +21,8 @@ import type {
   WriteResult,
 } from '../storage/keyValueStore';
 import type { SealingCodec } from './encryption';
-import { SEAL_OVERHEAD } from './sealedFormat';
+import { plainSize, SEAL_OVERHEAD } from './sealedFormat';
+import { sealsTenant, type TenantPolicy } from './tenantPolicy';
 import type { ValuePlace } from './valueCodec';
 
 /**
@@ -43,17 +43,6 @@ import type { ValuePlace } from './valueCodec';
  *   backend's own append does;
  * - `head` answers the plain size from the stored size (the overhead is the same for every value).
  */
-
-/**
- * The tenants whose own-format bytes are sealed (`CAIRN_ENCRYPT_TENANTS`): their key/value spaces
- * and their session archives (shared/archive/sealedArchive.ts).
- */
-export type TenantPolicy = '*' | ReadonlySet<string>;
-
-/** Whether `policy` seals the key/value space and session archives of `tenant` (never the system namespace's). */
-export function sealsTenant(policy: TenantPolicy, tenant: string): boolean {
-  return isValidTenantId(tenant) && (policy === '*' || policy.has(tenant));
-}
 
 const APPEND_ATTEMPTS = 12;
 const appendLocks = new KeyedMutex();
@@ -96,7 +85,7 @@ export class SealedKeyValueStore implements KeyValueStore {
   ) {}
 
   async read(key: string): Promise<StoredValue | null> {
-    await this.codec.prepare(this.tenant);
+    await this.codec.prepareOwnBytes(this.tenant);
     const stored = await this.raw.read(key);
     if (stored === null) return null;
     return { value: this.codec.open(stored.value, this.place(key)), etag: stored.etag };
@@ -114,14 +103,14 @@ export class SealedKeyValueStore implements KeyValueStore {
   async write(key: string, value: Buffer, conditions: WriteConditions = {}): Promise<WriteResult> {
     checkConditionShape(conditions);
     if (value.length > this.maxValueBytes) throw new PayloadTooLargeError(this.maxValueBytes, 'the value');
-    await this.codec.prepare(this.tenant);
+    await this.codec.prepareOwnBytes(this.tenant);
     const written = await this.raw.write(key, this.codec.seal(value, this.place(key)), conditions);
     return { etag: written.etag, size: value.length, created: written.created };
   }
 
   async append(key: string, bytes: Buffer, conditions: WriteConditions = {}): Promise<WriteResult> {
     checkConditionShape(conditions);
-    await this.codec.prepare(this.tenant);
+    await this.codec.prepareOwnBytes(this.tenant);
     const place = this.place(key);
     // One append at a time per key in this process, so that it does not contend with itself;
     // other instances are handled by the compare-and-swap.
@@ -164,7 +153,7 @@ export class SealedKeyValueStore implements KeyValueStore {
     const page = await this.raw.listItems(options);
     return {
       ...page,
-      items: page.items.map((item) => ({ ...item, size: Math.max(0, item.size - SEAL_OVERHEAD) })),
+      items: page.items.map((item) => ({ ...item, size: plainSize(item.size) })),
     };
   }
 

@@ -1,4 +1,4 @@
-import { IntegrityError } from '../errors';
+import { StorageUnavailableError } from '../errors';
 import {
   checkObject,
   type DeleteOptions,
@@ -9,7 +9,7 @@ import {
   type SwapResult,
 } from '../storage/immutableObjectStore';
 import type { SealingCodec } from './encryption';
-import { SEAL_OVERHEAD } from './sealedFormat';
+import { plainSize } from './sealedFormat';
 import type { ValuePlace } from './valueCodec';
 
 /**
@@ -20,14 +20,17 @@ import type { ValuePlace } from './valueCodec';
  *
  * The store keeps the immutable object contract (immutableObjectStore.ts) in plain terms:
  * - sizes are the plain sizes (the overhead is the same for every object: `head` and `list` answer
- *   the stored size less {@link SEAL_OVERHEAD}), and the 2 MiB limit is the plain size: the store
+ *   the stored size less the 66 bytes of the seal), and the 2 MiB limit is the plain size: the store
  *   underneath takes objects that much larger;
  * - `put` of the same bytes again is an idempotent retry although every seal differs (a fresh IV):
  *   when the key is taken, the stored object is opened and compared with the bytes given, so equal
  *   content is `created: false` and other content is refused ({@link ObjectExistsError}) as before.
- *   That costs a read only on a retry or a race, never on a first write;
+ *   That costs reads only on a retry or a race (the store underneath compares the sealed bytes,
+ *   which differ, then this store reads and opens them), never on a first write;
  * - of N concurrent puts of one absent key exactly one creates it: the store underneath decides.
  */
+const PUT_ATTEMPTS = 3;
+
 export class SealedObjectStore implements ImmutableObjectStore {
   constructor(
     private readonly raw: ImmutableObjectStore,
@@ -39,45 +42,41 @@ export class SealedObjectStore implements ImmutableObjectStore {
 
   async put(key: string, bytes: Buffer): Promise<PutResult> {
     checkObject(key, bytes);
-    await this.codec.prepare(this.tenant);
+    await this.codec.prepareOwnBytes(this.tenant);
     const place = this.place(key);
-    for (let attempt = 0; ; attempt++) {
+    for (let attempt = 0; attempt < PUT_ATTEMPTS; attempt++) {
       try {
         return await this.raw.put(key, this.codec.seal(bytes, place));
       } catch (error) {
         if (!(error instanceof ObjectExistsError)) throw error;
         const stored = await this.raw.get(key);
         // Deleted between the put and the read: the key is free again, put once more.
-        if (stored === null && attempt === 0) continue;
-        if (stored !== null && this.codec.open(stored, place).equals(bytes)) return { created: false };
+        if (stored === null) continue;
+        if (this.codec.open(stored, place).equals(bytes)) return { created: false };
         throw error;
       }
     }
+    throw new StorageUnavailableError(`${key} keeps being stored and deleted; retry`);
   }
 
   async get(key: string): Promise<Buffer | null> {
-    await this.codec.prepare(this.tenant);
+    await this.codec.prepareOwnBytes(this.tenant);
     const stored = await this.raw.get(key);
     return stored === null ? null : this.codec.open(stored, this.place(key));
   }
 
+  /**
+   * The object with its plain size, as `list` gives it. An object too short to be sealed has size 0
+   * (no block or tail has that size, so a publish counts it missing; a read of it is
+   * `integrity_error`).
+   */
   async head(key: string): Promise<ObjectInfo | null> {
     const info = await this.raw.head(key);
-    if (info === null) return null;
-    if (info.size < SEAL_OVERHEAD) {
-      throw new IntegrityError(`the stored object ${key} is not sealed, but this tenant's objects are`);
-    }
-    return { ...info, size: info.size - SEAL_OVERHEAD };
+    return info === null ? null : { ...info, size: plainSize(info.size) };
   }
 
-  /**
-   * Each object with its plain size. An object too short to be sealed is listed with size 0 (no
-   * block or tail has that size, so a publish counts it missing; a read of it is `integrity_error`).
-   */
   async *list(prefix: string): AsyncIterable<ObjectInfo> {
-    for await (const info of this.raw.list(prefix)) {
-      yield { ...info, size: Math.max(0, info.size - SEAL_OVERHEAD) };
-    }
+    for await (const info of this.raw.list(prefix)) yield { ...info, size: plainSize(info.size) };
   }
 
   readPointer(key: string): Promise<string | null> {

@@ -84,11 +84,15 @@ export interface RewritableObjectStore extends ImmutableObjectStore {
   /**
    * Replaces the bytes of the object `key` by `transform(stored)`, conditional on the bytes read: a
    * concurrent rewrite makes it read and transform again, and a concurrent delete wins (nothing is
-   * written back). `transform` returning null leaves the object. True when bytes were replaced.
-   * `storedAt` may move forward (never back), so a collector only spares the object longer.
+   * written back). `transform` returning null leaves the object. The outcome is that of the last
+   * attempt, whose `transform` call (if any) is the one that counted: `replaced`, `kept` (null), or
+   * `absent` (never stored, or deleted meanwhile: `transform` was not called on that attempt).
+   * `storedAt` may move forward (never back): a delete with `storedBefore` may then spare it.
    */
-  rewrite(key: string, transform: (stored: Buffer) => Buffer | null): Promise<boolean>;
+  rewrite(key: string, transform: (stored: Buffer) => Buffer | null): Promise<RewriteOutcome>;
 }
+
+export type RewriteOutcome = 'replaced' | 'kept' | 'absent';
 
 /** Different bytes are stored under the key (put never overwrites): a 409 at the API. */
 export class ObjectExistsError extends ConflictError {

@@ -563,10 +563,15 @@ describe.each<Backend>(['local', 'blob'])('encryption at rest on the %s backend'
   it('refuses to start on unreadable keys, without keys once data was sealed, or on keys the data was not written with', async () => {
     const settings = backendSettings(backend, azurite().blobEndpoint);
     const k1 = randomBytes(32);
-    const start = (keys: string) =>
-      startApp({ CAIRN_API_KEYS: apiKeysSetting([sealed]), CAIRN_ENCRYPTION_KEYS: keys, ...settings });
-    const refusal = async (keys: string) => {
-      const error = await start(keys).then(
+    const start = (keys: string, policy: Record<string, string> = {}) =>
+      startApp({
+        CAIRN_API_KEYS: apiKeysSetting([sealed]),
+        CAIRN_ENCRYPTION_KEYS: keys,
+        ...policy,
+        ...settings,
+      });
+    const refusal = async (keys: string, policy: Record<string, string> = {}) => {
+      const error = await start(keys, policy).then(
         async (started) => {
           await started.stop();
           return new Error('the app started');
@@ -594,5 +599,17 @@ describe.each<Backend>(['local', 'blob'])('encryption at rest on the %s backend'
     );
     app = await start(keyText('k1', k1));
     await readThread(client(app.url, sealed.key), 't', 'x');
+    await app.stop();
+    // A tenant whose key/value values were sealed cannot be taken off CAIRN_ENCRYPT_TENANTS.
+    app = await start(keyText('k1', k1), { CAIRN_ENCRYPT_TENANTS: sealed.tenant });
+    expect((await client(app.url, sealed.key)('/api/kv/a', { method: 'PUT', body: 'sealed' })).status).toBe(
+      201,
+    );
+    await app.stop();
+    expect(await refusal(keyText('k1', k1))).toBe(
+      `CAIRN_ENCRYPT_TENANTS: does not list tenant ${sealed.tenant}, whose key/value values or session archives are sealed; list it again (sealing cannot be turned off for a tenant)`,
+    );
+    app = await start(keyText('k1', k1), { CAIRN_ENCRYPT_TENANTS: '*' });
+    expect(await (await client(app.url, sealed.key)('/api/kv/a')).text()).toBe('sealed');
   });
 });

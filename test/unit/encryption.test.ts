@@ -275,4 +275,23 @@ describe('the codec and the key check', () => {
     for await (const tenant of encryption.sealedTenants()) tenants.push(tenant);
     expect(tenants).toEqual(['a', 'b']);
   });
+
+  it('refuses a policy that drops a tenant whose key/value values or archives were sealed', async () => {
+    const k1 = key('k1');
+    const policy = new Set(['a', 'b']);
+    const encryption = new Encryption({ keys: [k1], kvStores: stores, policy });
+    // `b` sealed only thread values (prepare): dropping it from the policy seals nothing less.
+    await Promise.all([encryption.prepareOwnBytes('a'), encryption.prepare('b')]);
+    const check = (tenants: '*' | Set<string>) =>
+      new Encryption({ keys: [k1], kvStores: stores, policy: tenants }).check().then(
+        () => 'started',
+        (error: unknown) => (error instanceof ConfigurationError ? error.message : String(error)),
+      );
+    expect(await check(new Set(['a']))).toBe('started');
+    expect(await check('*')).toBe('started');
+    expect(await check(new Set(['b']))).toBe(
+      'CAIRN_ENCRYPT_TENANTS: does not list tenant a, whose key/value values or session archives are sealed; list it again (sealing cannot be turned off for a tenant)',
+    );
+    expect(await check(new Set())).toMatch(/^CAIRN_ENCRYPT_TENANTS: does not list tenant a,/);
+  });
 });

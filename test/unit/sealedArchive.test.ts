@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 import type { TableClient } from '@azure/data-tables';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -7,23 +8,26 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { archiveRewrapTarget } from '../../shared/archive/archiveRewrap';
 import { BLOCK_BYTES } from '../../shared/archive/identifiers';
 import {
+  ARCHIVE_OBJECT_KIND,
   type ArchiveStorage,
   sealedArchiveStorage,
   SealedSessions,
 } from '../../shared/archive/sealedArchive';
 import { SessionArchive } from '../../shared/archive/sessionArchive';
-import { pruneSessions } from '../../shared/archive/sessionRetention';
+import { pruneSessions, SESSION_TOMBSTONE } from '../../shared/archive/sessionRetention';
 import { verifySessions } from '../../shared/archive/sessionVerify';
 import { noTransactionalAuditLog } from '../../shared/audit/pending';
 import { Encryption, type SealingCodec } from '../../shared/crypto/encryption';
 import type { EncryptionKey } from '../../shared/crypto/encryptionKeys';
 import { addCounts, emptyCounts, type RewrapCounts } from '../../shared/crypto/rewrap';
 import { SEAL_OVERHEAD, sealedKeyId } from '../../shared/crypto/sealedFormat';
+import { SealedObjectStore } from '../../shared/crypto/sealedObjectStore';
 import { IntegrityError, MissingObjectsError } from '../../shared/errors';
 import { emptyCounts as emptyPruneCounts, PruneBudget } from '../../shared/retention/budget';
 import { VerifyCollector } from '../../shared/retention/verifyReport';
 import { TableSessionIndex } from '../../shared/storage/azure/sessionIndexTable';
 import {
+  type ImmutableObjectStore,
   MAX_OBJECT_BYTES,
   ObjectExistsError,
   type RewritableObjectStore,
@@ -84,7 +88,7 @@ describe.each(storeBackends(() => azurite().blobEndpoint))(
     });
 
     async function codecOf(keys: EncryptionKey[]): Promise<SealingCodec> {
-      const encryption = new Encryption({ keys, kvStores });
+      const encryption = new Encryption({ keys, kvStores, policy: POLICY });
       await encryption.check();
       return encryption.codec;
     }
@@ -337,6 +341,104 @@ describe.each(storeBackends(() => azurite().blobEndpoint))(
       expect(
         (await archive.listSessions(SEALED, { limit: 10 })).sessions.map((session) => session.id),
       ).toEqual(['kept']);
+    });
+
+    it("binds the index record's sealed data to its session and checkpoint: an older record's data put back fails", async () => {
+      const storage = storageOf(await codecOf([key('k1')]));
+      const archive = new SessionArchive(storage);
+      await publish(archive, SEALED, 's1', 'c1', null, { path: 'a', size: 10, generation: 'g1' });
+      const first = await index.get(SEALED, 's1');
+      await archive.putObject(SEALED, 's1', 'tails/c2/g2', Buffer.from('second'));
+      await archive.publishCheckpoint(SEALED, 's1', {
+        checkpointId: 'c2',
+        parent: 'c1',
+        files: [{ path: 'b', generation: 'g2', size: 6, sha256: sha256(Buffer.from('second')) }],
+        data: { note: 'second' },
+      });
+      expect((await archive.getSession(SEALED, 's1')).data).toEqual({ note: 'second' });
+      // The first record's sealed data under the second checkpoint (a replayed row), as stored.
+      await index.update(
+        SEALED,
+        's1',
+        async (current) => current && { ...current, data: first?.data ?? null },
+      );
+      await expect(archive.getSession(SEALED, 's1')).rejects.toBeInstanceOf(IntegrityError);
+      await expect(archive.listSessions(SEALED, { limit: 10 })).rejects.toBeInstanceOf(IntegrityError);
+    });
+
+    it('binds each object to its tenant: the same key read as another tenant does not open', async () => {
+      const codec = await codecOf([key('k1')]);
+      const archive = new SessionArchive(storageOf(codec));
+      const block = randomBytes(BLOCK_BYTES);
+      await archive.putObject(SEALED, 's1', 'blocks/g1/0', block);
+      const as = (tenant: string) => new SealedObjectStore(raw, tenant, codec, ARCHIVE_OBJECT_KIND);
+      expect((await as(SEALED).get('s1/blocks/g1/0'))?.equals(block)).toBe(true);
+      await expect(as(SEALED_TOO).get('s1/blocks/g1/0')).rejects.toBeInstanceOf(IntegrityError);
+    });
+
+    it('retention finishes deleting a session only once every object is gone, also one re-sealed meanwhile', async () => {
+      const storage = storageOf(await codecOf([key('k1')]));
+      const past = new SessionArchive(
+        storage,
+        noTransactionalAuditLog,
+        () => Date.now() - 2 * 60 * 60 * 1000,
+      );
+      await publish(past, SEALED, 'old', 'c1', null, { path: 'a', size: BLOCK_BYTES + 3, generation: 'g1' });
+      // Blob keeps times to the second: the objects must be older than the grace when the prune runs.
+      await sleep(2200);
+      const objects = storage.objectsOf(SEALED);
+      let rewrapped = false;
+      // The rewrap job re-seals a block right after the prune listed the session (Blob moves its
+      // Last-Modified to now; the local backend keeps the file's time).
+      const racing: ImmutableObjectStore = {
+        put: (name, bytes) => objects.put(name, bytes),
+        get: (name) => objects.get(name),
+        head: (name) => objects.head(name),
+        readPointer: (name) => objects.readPointer(name),
+        swapPointer: (name, expected, next) => objects.swapPointer(name, expected, next),
+        delete: (name, options) => objects.delete(name, options),
+        async *list(prefix) {
+          yield* objects.list(prefix);
+          if (!rewrapped && prefix === 'old/') {
+            rewrapped = true;
+            await raw.rewrite('old/blocks/g1/0', (bytes) => Buffer.from(bytes));
+          }
+        },
+      };
+      const intents = new Set<string>();
+      const prune = async (now: number) =>
+        pruneSessions({
+          objects: racing,
+          index: storage.index,
+          tenant: SEALED,
+          ttlMs: 60 * 60 * 1000,
+          graceMs: 1000,
+          now,
+          budget: PruneBudget.of(1000, 60_000),
+          counts: emptyPruneCounts(),
+          full: false,
+          intents: [...intents],
+          intentLog: {
+            add: async (sessionId) => void intents.add(sessionId),
+            remove: async (sessionId) => void intents.delete(sessionId),
+          },
+        });
+      await prune(Date.now());
+      expect(rewrapped).toBe(true);
+      const left = [...(await storedObjects('old')).keys()];
+      if (backend.name === 'blob') {
+        // The re-sealed block is younger than the grace now: it stays, and so do the tombstone and
+        // the intent, so that a later run finishes the deletion.
+        expect(left).toEqual(['old/blocks/g1/0']);
+        expect(await raw.readPointer('old/latest')).toBe(SESSION_TOMBSTONE);
+        expect([...intents]).toEqual(['old']);
+        await prune(Date.now() + 2 * 60 * 60 * 1000);
+      } else {
+        expect(left).toEqual([]);
+      }
+      expect([...(await storedObjects('old')).keys()]).toEqual([]);
+      expect(await raw.readPointer('old/latest')).toBeNull();
+      expect([...intents]).toEqual([]);
     });
 
     it('rotates keys: new objects sealed with the new first key, rewrap re-seals every object and index record, the old key goes and nothing is lost', async () => {

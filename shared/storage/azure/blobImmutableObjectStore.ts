@@ -13,6 +13,7 @@ import {
   type ObjectInfo,
   type PutResult,
   type RewritableObjectStore,
+  type RewriteOutcome,
   type SwapResult,
 } from '../immutableObjectStore';
 import { isAzureError, isConditionFailure, isNotFound, storageCall } from './azureErrors';
@@ -138,18 +139,12 @@ export class BlobImmutableObjectStore implements RewritableObjectStore {
         return { swapped: false, current: now?.value.toString('utf8') ?? null };
       }
       const bytes = Buffer.from(next, 'utf8');
-      if (current === null) {
-        if (await this.create(blob, bytes, abortSignal)) return { swapped: true };
-      } else {
-        try {
-          await blob.upload(bytes, bytes.length, {
-            conditions: { ifMatch: current.etag },
-            abortSignal,
-          });
-          return { swapped: true };
-        } catch (error) {
-          if (!isConditionFailure(error) && !isNotFound(error)) throw error;
-        }
+      if (
+        current === null
+          ? await this.create(blob, bytes, abortSignal)
+          : await this.replaceAt(blob, current.etag, bytes, abortSignal)
+      ) {
+        return { swapped: true };
       }
       // Another writer moved it between our read and our write: tell the caller where it is now.
       const now = await this.download(blob, abortSignal);
@@ -175,24 +170,18 @@ export class BlobImmutableObjectStore implements RewritableObjectStore {
     });
   }
 
-  async rewrite(key: string, transform: (stored: Buffer) => Buffer | null): Promise<boolean> {
+  async rewrite(key: string, transform: (stored: Buffer) => Buffer | null): Promise<RewriteOutcome> {
     const blob = this.blob(key);
     for (let attempt = 0; attempt < REWRITE_ATTEMPTS; attempt++) {
-      const replaced = await this.call(async (abortSignal) => {
+      const outcome = await this.call(async (abortSignal): Promise<RewriteOutcome | null> => {
         const stored = await this.download(blob, abortSignal);
-        if (stored === null) return false;
+        if (stored === null) return 'absent';
         const next = transform(stored.value);
-        if (next === null) return false;
-        try {
-          await blob.upload(next, next.length, { conditions: { ifMatch: stored.etag }, abortSignal });
-          return true;
-        } catch (error) {
-          // Deleted meanwhile: it stays deleted (the next attempt finds it absent).
-          if (isConditionFailure(error) || isNotFound(error)) return null;
-          throw error;
-        }
+        if (next === null) return 'kept';
+        // Changed or deleted meanwhile: the next attempt reads it again (a deleted one stays so).
+        return (await this.replaceAt(blob, stored.etag, next, abortSignal)) ? 'replaced' : null;
       });
-      if (replaced !== null) return replaced;
+      if (outcome !== null) return outcome;
     }
     throw new StorageUnavailableError(`${key} kept changing while it was rewritten; retry`);
   }
@@ -204,6 +193,22 @@ export class BlobImmutableObjectStore implements RewritableObjectStore {
 
   private call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
     return storageCall(this.timeoutMs, operation);
+  }
+
+  /** Upload on the version `etag` names; false when the blob changed or was deleted since. */
+  private async replaceAt(
+    blob: BlockBlobClient,
+    etag: string,
+    bytes: Buffer,
+    abortSignal: AbortSignal,
+  ): Promise<boolean> {
+    try {
+      await blob.upload(bytes, bytes.length, { conditions: { ifMatch: etag }, abortSignal });
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error) || isNotFound(error)) return false;
+      throw error;
+    }
   }
 
   /** Create-only upload; false when the blob exists. Makes the container on its first write. */

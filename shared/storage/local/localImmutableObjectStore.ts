@@ -13,6 +13,7 @@ import {
   type ObjectInfo,
   type PutResult,
   type RewritableObjectStore,
+  type RewriteOutcome,
   type SwapResult,
 } from '../immutableObjectStore';
 import { KeyedMutex } from '../keyedMutex';
@@ -159,19 +160,19 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
     );
   }
 
-  async rewrite(key: string, transform: (stored: Buffer) => Buffer | null): Promise<boolean> {
+  async rewrite(key: string, transform: (stored: Buffer) => Buffer | null): Promise<RewriteOutcome> {
     const file = this.pathOf(key);
     return guarded(() =>
-      pointerLocks.run(file, async () => {
+      pointerLocks.run(file, async (): Promise<RewriteOutcome> => {
         const [stored, stat] = await Promise.all([readIfFile(file), statIfFile(file)]);
-        if (stored === null || stat === null) return false;
+        if (stored === null || stat === null) return 'absent';
         const next = transform(stored);
-        if (next === null) return false;
+        if (next === null) return 'kept';
         const temp = await this.writeTemp(next);
         try {
           await fs.utimes(temp, stat.storedAt, stat.storedAt);
           await fs.rename(temp, file);
-          return true;
+          return 'replaced';
         } finally {
           await fs.rm(temp, { force: true });
         }
