@@ -1,37 +1,53 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { BLOCK_BYTES } from '../../shared/archive/identifiers';
+import {
+  plainArchiveStorage,
+  sealedArchiveStorage,
+  SealedSessions,
+} from '../../shared/archive/sealedArchive';
+import { SessionArchive } from '../../shared/archive/sessionArchive';
 import { AuditTrail } from '../../shared/audit/auditTrail';
 import { ChainVerifier } from '../../shared/audit/chain';
 import { Encryption } from '../../shared/crypto/encryption';
 import { SEAL_OVERHEAD } from '../../shared/crypto/sealedFormat';
 import { SealingKeyValueStoreFactory } from '../../shared/crypto/sealedKeyValueStore';
+import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
 import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';
 import { createTableClient } from '../../shared/storage/azure/clients';
+import { TableSessionIndex } from '../../shared/storage/azure/sessionIndexTable';
 import { TableAuditStore } from '../../shared/storage/azure/tableAuditStore';
+import { MAX_OBJECT_BYTES } from '../../shared/storage/immutableObjectStore';
 import { SealedThreadSpace } from '../../shared/threads/sealedThreadSpace';
 import { ThreadStore } from '../../shared/threads/threadStore';
 import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
 import { startAzurite } from '../support/cleanup';
+import { sessionIndexSettings } from '../support/tables';
 import { combine, fixed, measure, type Measurement, summarise, type Summary, table } from './measure';
 
 /**
  * `npm run bench -- crypto`: what encryption at rest and the audit trail cost, in one process
- * against one Azurite it starts itself.
+ * against the Azurite it starts itself (two, one after the other).
  *
  * 1. Encryption: two apps on the Blob backend of that Azurite, the same settings but for the keys:
  *    one without CAIRN_ENCRYPTION_KEYS, one with a key and CAIRN_ENCRYPT_TENANTS=* (so that
  *    key/value values are sealed too). Key/value PUT and GET of 1 KiB values, checkpoint puts (two
  *    changed channels of 1 KiB, each on the head) and getTuple of the latest checkpoint, over HTTP
- *    with 8 workers, keys off and on alternating (five rounds, twelve for checkpoints) after a
+ *    with 8 workers, keys off and on alternating (six rounds, twelve for checkpoints) after a
  *    warm-up, so that drift on a noisy machine hits both alike. The cost is how much lower the throughput is with keys (target
  *    at most 10 %).
+ * 2. The same stores called in-process on that Azurite, keys off and on: what sealing itself costs
+ *    without the HTTP hop.
  * 3. Audit: records appended by 8 concurrent writers through the audit trail on Table Storage: on
  *    one instance, then 4 + 4 on two instances contending for each seq; then the whole trail is
  *    read back and verified (gapless seq, every hash and link). Target: at least 100 records/s.
+ * 4. Session archives, on a second Azurite started once the first is stopped, with two such apps
+ *    again (every tenant's own bytes sealed on the keyed side): PUT of new 64 KiB blocks, and
+ *    restores of a 1 MiB file (16 blocks), over HTTP and in-process.
  *
  * No figure is asserted; the tables are the result.
  */
@@ -77,6 +93,34 @@ interface Target {
   readonly kvGet: (worker: number, index: number) => Promise<void>;
   readonly checkpointPut: (worker: number) => Promise<void>;
   readonly checkpointGet: (worker: number) => Promise<void>;
+  /** Stores a new 64 KiB block of the worker's session (a new key every time). */
+  readonly blockPut: (worker: number) => Promise<void>;
+  /** Restores the 1 MiB file of the archive's bench session. */
+  readonly fileGet: () => Promise<void>;
+  /** Uploads and publishes that file. */
+  readonly publishFile: () => Promise<void>;
+}
+
+/** A 64 KiB block, and the 1 MiB file (16 of its blocks) each side restores. */
+const BLOCK = randomBytes(BLOCK_BYTES);
+const FILE_BLOCKS = 16;
+const FILE = {
+  path: 'events.jsonl',
+  generation: 'g1',
+  size: FILE_BLOCKS * BLOCK_BYTES,
+  sha256: createHash('sha256')
+    .update(Buffer.concat(Array(FILE_BLOCKS).fill(BLOCK)))
+    .digest('hex'),
+};
+
+/** The next block key of a worker's session: every put creates an object. */
+function blockCounter(): (worker: number) => string {
+  const counters = new Map<number, number>();
+  return (worker) => {
+    const n = counters.get(worker) ?? 0;
+    counters.set(worker, n + 1);
+    return `blocks/g1/${n}`;
+  };
 }
 
 function target(baseUrl: string, apiKey: string): Target {
@@ -85,7 +129,30 @@ function target(baseUrl: string, apiKey: string): Target {
     `${baseUrl}/api/kv/bench/w${worker}/k${index % KV_KEYS_PER_WORKER}`;
   const counters = new Map<number, number>();
   const value = () => ({ type: 'json', data: VALUE.toString('base64') });
+  const nextBlock = blockCounter();
+  const sessions = `${baseUrl}/api/sessions`;
   return {
+    blockPut: (worker) =>
+      call(`${sessions}/bench-w${worker}/objects/${nextBlock(worker)}`, {
+        method: 'PUT',
+        headers,
+        body: BLOCK,
+      }),
+    fileGet: () => call(`${sessions}/bench-file/checkpoints/c1/files/${FILE.path}`, { headers }),
+    publishFile: async () => {
+      for (let index = 0; index < FILE_BLOCKS; index++) {
+        await call(`${sessions}/bench-file/objects/blocks/g1/${index}`, {
+          method: 'PUT',
+          headers,
+          body: BLOCK,
+        });
+      }
+      await call(`${sessions}/bench-file/checkpoints`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: JSON.stringify({ checkpointId: 'c1', parent: null, files: [FILE], data: null }),
+      });
+    },
     kvPut: (worker, index) => call(kv(worker, index), { method: 'PUT', headers, body: VALUE }),
     kvGet: (worker, index) => call(kv(worker, index), { headers }),
     checkpointPut: async (worker) => {
@@ -147,21 +214,31 @@ export async function runCryptoBench(progress: (line: string) => void): Promise<
   const tenant = newTenant('bench');
   const quiet = { keepOutput: false };
   const common = { CAIRN_API_KEYS: apiKeysSetting([tenant]), CAIRN_LOG_LEVEL: 'warn' };
-  const plainApp = await startApp(
-    { ...common, ...backendSettings('blob', azurite.blobEndpoint) },
-    undefined,
-    quiet,
-  );
-  const sealedApp = await startApp(
-    {
-      ...common,
-      ...backendSettings('blob', azurite.blobEndpoint),
-      CAIRN_ENCRYPTION_KEYS: `k1:${randomBytes(32).toString('hex')}`,
-      CAIRN_ENCRYPT_TENANTS: '*',
-    },
-    undefined,
-    quiet,
-  );
+  /** Two apps on `endpoints`, alike but for the keys (and every tenant's own bytes sealed). */
+  const apps = (endpoints: { blobEndpoint: string; tableEndpoint: string }) =>
+    Promise.all([
+      startApp(
+        {
+          ...common,
+          ...backendSettings('blob', endpoints.blobEndpoint),
+          ...sessionIndexSettings(endpoints.tableEndpoint),
+        },
+        undefined,
+        quiet,
+      ),
+      startApp(
+        {
+          ...common,
+          ...backendSettings('blob', endpoints.blobEndpoint),
+          ...sessionIndexSettings(endpoints.tableEndpoint),
+          CAIRN_ENCRYPTION_KEYS: `k1:${randomBytes(32).toString('hex')}`,
+          CAIRN_ENCRYPT_TENANTS: '*',
+        },
+        undefined,
+        quiet,
+      ),
+    ]);
+  const [plainApp, sealedApp] = await apps(azurite);
   const off = target(plainApp.url, tenant.key);
   const on = target(sealedApp.url, tenant.key);
 
@@ -197,6 +274,8 @@ export async function runCryptoBench(progress: (line: string) => void): Promise<
   const kvGet = (side: Target) => side.kvGet;
   const checkpointPut = (side: Target) => (worker: number) => side.checkpointPut(worker);
   const checkpointGet = (side: Target) => (worker: number) => side.checkpointGet(worker);
+  const blockPut = (side: Target) => (worker: number) => side.blockPut(worker);
+  const fileGet = (side: Target) => () => side.fileGet();
   await compare(rows, 'key/value PUT (1 KiB)', 2400, ROUNDS, kvPut);
   await compare(rows, 'key/value GET (1 KiB)', 2400, ROUNDS, kvGet);
   await compare(rows, 'checkpoint put (2 channels of 1 KiB)', 960, CHECKPOINT_ROUNDS, checkpointPut);
@@ -204,7 +283,7 @@ export async function runCryptoBench(progress: (line: string) => void): Promise<
   await plainApp.stop();
   await sealedApp.stop();
 
-  const direct = await directTargets(azurite.blobEndpoint, tenant.tenant);
+  const direct = await directTargets(azurite.blobEndpoint, azurite.tableEndpoint, tenant.tenant);
   const directRows: string[][] = [];
   for (const side of direct) {
     await measure(WORKERS * KV_KEYS_PER_WORKER, WORKERS, (_w, i) =>
@@ -277,6 +356,29 @@ export async function runCryptoBench(progress: (line: string) => void): Promise<
   await appendRun('8 writers, two instances (4 + 4)', [trail(), trail()], 'bench-two');
   await azurite.stop();
 
+  // Session archives on an Azurite of their own: its time per request grows with what it holds
+  // (see the prune bench), and after the checkpoints above 8 workers restoring with 16 reads in
+  // flight each ran into the storage deadline.
+  const archiveAzurite = await startAzurite();
+  const [archivePlain, archiveSealed] = await apps(archiveAzurite);
+  const archiveHttp: [Target, Target] = [
+    target(archivePlain.url, tenant.key),
+    target(archiveSealed.url, tenant.key),
+  ];
+  const archiveDirect = await directTargets(
+    archiveAzurite.blobEndpoint,
+    archiveAzurite.tableEndpoint,
+    tenant.tenant,
+  );
+  for (const side of [...archiveHttp, ...archiveDirect]) await side.publishFile();
+  await compare(rows, 'archive block PUT (64 KiB)', 480, ROUNDS, blockPut, archiveHttp);
+  await compare(rows, 'archive file restore (1 MiB)', 240, ROUNDS, fileGet, archiveHttp);
+  await compare(directRows, 'archive block put (64 KiB)', 480, ROUNDS, blockPut, archiveDirect);
+  await compare(directRows, 'archive file restore (1 MiB)', 240, ROUNDS, fileGet, archiveDirect);
+  await archivePlain.stop();
+  await archiveSealed.stop();
+  await archiveAzurite.stop();
+
   return [
     '### Encryption at rest: throughput with keys off and on (HTTP, Blob backend on Azurite, 8 workers)',
     '',
@@ -302,7 +404,11 @@ export async function runCryptoBench(progress: (line: string) => void): Promise<
  * The key/value store and the thread store called directly on one Azurite, each over its own
  * containers: keys off (the backend as it is) and on (a passed key check, values sealed).
  */
-async function directTargets(blobEndpoint: string, tenant: string): Promise<[Target, Target]> {
+async function directTargets(
+  blobEndpoint: string,
+  tableEndpoint: string,
+  tenant: string,
+): Promise<[Target, Target]> {
   const service = new BlobServiceClient(
     blobEndpoint,
     new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
@@ -317,6 +423,7 @@ async function directTargets(blobEndpoint: string, tenant: string): Promise<[Tar
   const encryption = new Encryption({
     keys: [{ id: 'k1', key: randomBytes(32) }],
     kvStores: factory(sealedBase),
+    policy: '*',
   });
   await encryption.check();
   const { codec } = encryption;
@@ -339,12 +446,56 @@ async function directTargets(blobEndpoint: string, tenant: string): Promise<[Tar
     maxValueBytes: maxValueBytes - SEAL_OVERHEAD,
     sealed: true,
   });
-  const side = (kv: typeof plainKv, threads: ThreadStore): Target => {
+  // Session archives: each side on its own blobs and index table; the sealed side seals every tenant's.
+  const archiveOf = (base: string, seal: boolean) => {
+    const container = service.getContainerClient(base);
+    const objects = (max: number) =>
+      new BlobImmutableObjectStore(container, 'sessions/', 30_000, undefined, max);
+    const index = new TableSessionIndex(
+      createTableClient(
+        { endpoint: tableEndpoint, accountName: AZURITE_ACCOUNT, accountKey: AZURITE_ACCOUNT_KEY },
+        `${base}sessions`,
+      ),
+      30_000,
+    );
+    return new SessionArchive(
+      seal
+        ? sealedArchiveStorage({
+            plain: objects(MAX_OBJECT_BYTES),
+            roomy: objects(MAX_OBJECT_BYTES + SEAL_OVERHEAD),
+            index,
+            codec,
+            policy: '*' as const,
+            sessions: new SealedSessions(factory(base)),
+          })
+        : plainArchiveStorage(objects(MAX_OBJECT_BYTES), index),
+    );
+  };
+  const side = (kv: typeof plainKv, threads: ThreadStore, archive: SessionArchive): Target => {
+    const nextBlock = blockCounter();
     const counters = new Map<number, number>();
     const value = { type: 'json', data: VALUE };
     const id = (k: number) => `c${String(k).padStart(8, '0')}`;
     const key = (worker: number, index: number) => `bench/w${worker}/k${index % KV_KEYS_PER_WORKER}`;
     return {
+      blockPut: async (worker) => {
+        await archive.putObject(tenant, `bench-w${worker}`, nextBlock(worker), BLOCK);
+      },
+      fileGet: async () => {
+        const { stream } = await archive.restoreFile(tenant, 'bench-file', 'c1', FILE.path);
+        for await (const chunk of stream) void chunk;
+      },
+      publishFile: async () => {
+        for (let index = 0; index < FILE_BLOCKS; index++) {
+          await archive.putObject(tenant, 'bench-file', `blocks/g1/${index}`, BLOCK);
+        }
+        await archive.publishCheckpoint(tenant, 'bench-file', {
+          checkpointId: 'c1',
+          parent: null,
+          files: [FILE],
+          data: null,
+        });
+      },
       kvPut: async (worker, index) => {
         await kv.write(key(worker, index), VALUE);
       },
@@ -370,5 +521,8 @@ async function directTargets(blobEndpoint: string, tenant: string): Promise<[Tar
       },
     };
   };
-  return [side(plainKv, plainThreads), side(sealedKv, sealedThreads)];
+  return [
+    side(plainKv, plainThreads, archiveOf(plainBase, false)),
+    side(sealedKv, sealedThreads, archiveOf(sealedBase, true)),
+  ];
 }
