@@ -41,6 +41,20 @@ const keyText = (id: string, material: Buffer) => `${id}:${material.toString('he
 
 type Call = ReturnType<typeof client>;
 
+/** Every file under `folder`, by its path relative to `root` (`/`-separated). */
+function filesUnder(root: string, folder: string): Map<string, Buffer> {
+  const files = new Map<string, Buffer>();
+  const walk = (current: string) => {
+    for (const name of readdirSync(current)) {
+      const full = path.join(current, name);
+      if (statSync(full).isDirectory()) walk(full);
+      else files.set(path.relative(root, full).split(path.sep).join('/'), readFileSync(full));
+    }
+  };
+  walk(folder);
+  return files;
+}
+
 /**
  * Every stored byte of the app's data: files under the data folder, or blobs of its containers and
  * the entities of its memory table. A memory fact's stored value is listed on its own too (`#value`:
@@ -51,23 +65,13 @@ async function storedObjects(settings: Record<string, string>): Promise<Map<stri
   const objects = new Map<string, Buffer>();
   const dir = settings['CAIRN_DATA_DIR'];
   if (dir !== undefined) {
-    const walk = (folder: string) => {
-      for (const name of readdirSync(folder)) {
-        const full = path.join(folder, name);
-        if (statSync(full).isDirectory()) {
-          walk(full);
-          continue;
-        }
-        const relative = path.relative(dir, full);
-        const bytes = readFileSync(full);
-        objects.set(relative, bytes);
-        if (relative.startsWith(`memory${path.sep}`)) {
-          const { value } = JSON.parse(bytes.toString()) as { value: string };
-          objects.set(`${relative}#value`, Buffer.from(value, 'base64'));
-        }
+    for (const [relative, bytes] of filesUnder(dir, dir)) {
+      objects.set(relative, bytes);
+      if (relative.startsWith('memory/')) {
+        const { value } = JSON.parse(bytes.toString()) as { value: string };
+        objects.set(`${relative}#value`, Buffer.from(value, 'base64'));
       }
-    };
-    walk(dir);
+    }
     return objects;
   }
   const base = settings['CAIRN_BLOB_CONTAINER'] ?? '';
@@ -272,18 +276,9 @@ async function restored(call: Call, sessionId: string, checkpointId: string, fil
 
 /** Every stored byte of the session archives: their objects, and the session index's entities. */
 async function storedArchive(settings: Record<string, string>): Promise<Map<string, Buffer>> {
-  const objects = new Map<string, Buffer>();
   const dir = settings['CAIRN_DATA_DIR'];
-  if (dir !== undefined) {
-    const walk = (folder: string) => {
-      for (const name of readdirSync(folder)) {
-        const full = path.join(folder, name);
-        if (statSync(full).isDirectory()) walk(full);
-        else objects.set(path.relative(dir, full).split(path.sep).join('/'), readFileSync(full));
-      }
-    };
-    walk(path.join(dir, 'sessions'));
-  } else {
+  const objects = dir === undefined ? new Map<string, Buffer>() : filesUnder(dir, path.join(dir, 'sessions'));
+  if (dir === undefined) {
     const container = blobService().getContainerClient(settings['CAIRN_BLOB_CONTAINER'] ?? '');
     for await (const blob of container.listBlobsFlat({ prefix: 'sessions/' })) {
       objects.set(blob.name, await container.getBlobClient(blob.name).downloadToBuffer());
