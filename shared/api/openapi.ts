@@ -190,7 +190,7 @@ const keysPath = {
 // Session archives
 
 const SESSIONS_NOTE =
-  "A session id belongs to the tenant that first writes to it: another tenant's write is 403 `tenant mismatch`, its read 404. Without the session index configured (CAIRN_TABLE_ENDPOINT) these routes answer 500.";
+  "A session id belongs to the tenant that first writes to it: another tenant's write is 403 `tenant mismatch`, its read 404. Without the session index configured (CAIRN_TABLE_ENDPOINT) these routes answer 500. For a tenant CAIRN_ENCRYPT_TENANTS lists, objects, manifests and the index's `data` are sealed at rest (sizes and answers unchanged); stored bytes that do not open answer 500 `integrity_error`, never 404.";
 
 const sid = pathParameter('sid', 'The session id.', schemaRef('Id'));
 const cid = pathParameter('cid', 'A checkpoint id, or `latest` for the latest checkpoint.', schemaRef('Id'));
