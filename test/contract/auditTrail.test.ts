@@ -33,6 +33,7 @@ import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { ThreadStore } from '../../shared/threads/threadStore';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
+import { DelegatingMemoryStore } from '../support/delegatingMemoryStore';
 import { azuriteTable } from '../support/tables';
 import { ObservedObjectStore } from '../unit/archiveTestKit';
 import { buildSnapshot, type BuiltSnapshot, newKeyPair } from '../unit/snapshotTestKit';
@@ -624,39 +625,20 @@ describe('crash between a checkpoint publish and its audit record (session archi
 });
 
 /** A memory store whose next write or delete fails when armed (the storage failed at the commit point). */
-class FailingFactStore implements MemoryStore {
+class FailingFactStore extends DelegatingMemoryStore {
   armed: 'write' | 'delete' | null = null;
-  constructor(private readonly inner: MemoryStore) {}
   private check(step: 'write' | 'delete'): void {
     if (this.armed !== step) return;
     this.armed = null;
     throw new StorageUnavailableError(`injected fault at the fact ${step}`);
   }
-  get(...args: Parameters<MemoryStore['get']>) {
-    return this.inner.get(...args);
-  }
-  write(...args: Parameters<MemoryStore['write']>) {
+  override write(...args: Parameters<MemoryStore['write']>) {
     this.check('write');
     return this.inner.write(...args);
   }
-  delete(...args: Parameters<MemoryStore['delete']>) {
+  override delete(...args: Parameters<MemoryStore['delete']>) {
     this.check('delete');
     return this.inner.delete(...args);
-  }
-  scan(...args: Parameters<MemoryStore['scan']>) {
-    return this.inner.scan(...args);
-  }
-  headers(...args: Parameters<MemoryStore['headers']>) {
-    return this.inner.headers(...args);
-  }
-  namespaces(...args: Parameters<MemoryStore['namespaces']>) {
-    return this.inner.namespaces(...args);
-  }
-  deleteSubtree(...args: Parameters<MemoryStore['deleteSubtree']>) {
-    return this.inner.deleteSubtree(...args);
-  }
-  pruneExpired(...args: Parameters<MemoryStore['pruneExpired']>) {
-    return this.inner.pruneExpired(...args);
   }
 }
 

@@ -16,6 +16,7 @@ import { memoryRewrapTarget } from '../../shared/memory/memoryRewrap';
 import type { FactHeader, MemoryStore, StoredFact } from '../../shared/memory/memoryStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { tempDir } from '../support/cleanup';
+import { DelegatingMemoryStore } from '../support/delegatingMemoryStore';
 import { type RecordingAudit, recordingAudit } from '../support/recordingAudit';
 
 /**
@@ -623,37 +624,18 @@ function poisoned(): MemoryStore {
 }
 
 /** A store that runs a hook (once) before the first write of a chosen fact: another writer got there first. */
-class Interfering implements MemoryStore {
+class Interfering extends DelegatingMemoryStore {
   constructor(
-    private readonly inner: MemoryStore,
+    inner: MemoryStore,
     private readonly before: Map<string, () => Promise<void>>,
-  ) {}
-  get(...args: Parameters<MemoryStore['get']>) {
-    return this.inner.get(...args);
+  ) {
+    super(inner);
   }
-  async write(...args: Parameters<MemoryStore['write']>) {
+  override async write(...args: Parameters<MemoryStore['write']>) {
     const hook = this.before.get(args[1].key);
     this.before.delete(args[1].key);
     await hook?.();
     return this.inner.write(...args);
-  }
-  delete(...args: Parameters<MemoryStore['delete']>) {
-    return this.inner.delete(...args);
-  }
-  scan(...args: Parameters<MemoryStore['scan']>) {
-    return this.inner.scan(...args);
-  }
-  headers(...args: Parameters<MemoryStore['headers']>) {
-    return this.inner.headers(...args);
-  }
-  namespaces(...args: Parameters<MemoryStore['namespaces']>) {
-    return this.inner.namespaces(...args);
-  }
-  deleteSubtree(...args: Parameters<MemoryStore['deleteSubtree']>) {
-    return this.inner.deleteSubtree(...args);
-  }
-  pruneExpired(...args: Parameters<MemoryStore['pruneExpired']>) {
-    return this.inner.pruneExpired(...args);
   }
 }
 

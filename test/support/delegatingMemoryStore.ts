@@ -1,0 +1,33 @@
+import type { MemoryStore } from '../../shared/memory/memoryStore';
+
+/**
+ * A memory store that forwards every call to `inner`: tests extend it and replace the calls they
+ * interfere with (an injected fault, another writer getting there first).
+ */
+export class DelegatingMemoryStore implements MemoryStore {
+  constructor(protected readonly inner: MemoryStore) {}
+  get(...args: Parameters<MemoryStore['get']>) {
+    return this.inner.get(...args);
+  }
+  write(...args: Parameters<MemoryStore['write']>) {
+    return this.inner.write(...args);
+  }
+  delete(...args: Parameters<MemoryStore['delete']>) {
+    return this.inner.delete(...args);
+  }
+  scan(...args: Parameters<MemoryStore['scan']>) {
+    return this.inner.scan(...args);
+  }
+  headers(...args: Parameters<MemoryStore['headers']>) {
+    return this.inner.headers(...args);
+  }
+  namespaces(...args: Parameters<MemoryStore['namespaces']>) {
+    return this.inner.namespaces(...args);
+  }
+  deleteSubtree(...args: Parameters<MemoryStore['deleteSubtree']>) {
+    return this.inner.deleteSubtree(...args);
+  }
+  pruneExpired(...args: Parameters<MemoryStore['pruneExpired']>) {
+    return this.inner.pruneExpired(...args);
+  }
+}
