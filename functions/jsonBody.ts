@@ -2,14 +2,17 @@ import type { HttpRequest } from '@azure/functions';
 import type { z } from 'zod';
 
 import { InvalidArgumentError } from '#shared/errors';
+import { checkJsonDepth } from '#shared/json';
 
 import { readBody } from './http/request';
 
 /**
  * Reads a JSON body of at most `limit` bytes and validates it with `schema`. In this order, so that
  * an oversize body is 413 whatever else is wrong with it: size (413), JSON syntax (400 `body`),
- * shape (400 naming the first offending field, e.g. `chatIds.2`). An empty body is `{}` when
- * `emptyIsObject`, else a 400.
+ * nesting (400 naming the top-level field holding arrays or objects nested deeper than
+ * `MAX_JSON_DEPTH`, checked without recursion before any schema walks the value), shape (400 naming
+ * the first offending field, e.g. `chatIds.2`). An empty body is `{}` when `emptyIsObject`, else a
+ * 400.
  */
 export async function readJsonBody<T>(
   request: HttpRequest,
@@ -27,6 +30,7 @@ export async function readJsonBody<T>(
     } catch {
       throw new InvalidArgumentError('body', 'must be a JSON object');
     }
+    checkJsonDepth(value, 'body');
   }
   const result = schema.safeParse(value);
   if (result.success) return result.data;

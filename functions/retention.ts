@@ -3,6 +3,7 @@ import { z } from 'zod';
 
 import { isValidTenantId, pruneScheduleFrom } from '#shared/config';
 import { ForbiddenError, InvalidArgumentError } from '#shared/errors';
+import { checkJsonDepth } from '#shared/json';
 import { createLogger } from '#shared/logging';
 import { effectivePolicy, MAX_POLICY_BODY_BYTES, parsePolicyOverride } from '#shared/retention/policy';
 import type { PruneReport } from '#shared/retention/prune';
@@ -59,6 +60,7 @@ export const retentionPolicy = httpHandler('retentionPolicy', {
     } catch {
       throw new InvalidArgumentError('body', 'must be a JSON object of policy fields');
     }
+    checkJsonDepth(body, 'body');
     await call.services.retentionPolicies.set(tenant, parsePolicyOverride(body));
     return json(200, await policyView(call, tenant));
   },

@@ -2,6 +2,7 @@ import type { HttpRequest } from '@azure/functions';
 import { type z } from 'zod';
 
 import { InvalidArgumentError, PayloadTooLargeError } from '#shared/errors';
+import { stringifyJson } from '#shared/json';
 import type { WriteConditions } from '#shared/storage/keyValueStore';
 
 /**
@@ -58,7 +59,10 @@ export function parseQuery<T>(request: HttpRequest, schema: z.ZodType<T>): T {
   return result.data;
 }
 
-/** A JSON response body with the given status and extra headers. */
+/**
+ * A JSON response body with the given status and extra headers. Serialised here, not by the host,
+ * so that a stored value nested too deeply for `JSON.stringify` is still answered.
+ */
 export function json(status: number, body: unknown, headers: Record<string, string> = {}) {
-  return { status, jsonBody: body, headers: { 'content-type': 'application/json', ...headers } };
+  return { status, body: stringifyJson(body), headers: { 'content-type': 'application/json', ...headers } };
 }

@@ -43,10 +43,13 @@ const ID_PATTERN = String.raw`^(?!\.\.?$)[A-Za-z0-9._-]{1,128}$`;
 const ID_SEGMENT = String.raw`(?!\.\.?/)[A-Za-z0-9._-]{1,128}`;
 const ID_LAST_SEGMENT = String.raw`(?!\.\.?$)[A-Za-z0-9._-]{1,128}`;
 
-/** Text without control characters (thread namespaces, channels, task ids and paths). */
-const PLAIN_TEXT = String.raw`^[^\u0000-\u001F\u007F]*$`;
+/**
+ * Text without control characters or Unicode noncharacters (thread namespaces, channels, task ids and
+ * paths; the pattern spells out those of the first plane, the descriptions say all).
+ */
+const PLAIN_TEXT = String.raw`^[^\u0000-\u001F\u007F\uFDD0-\uFDEF\uFFFE\uFFFF]*$`;
 const LENGTH_NOTE =
-  'Lengths count UTF-16 code units (an astral character counts 2); unpaired surrogates are refused.';
+  'Lengths count UTF-16 code units (an astral character counts 2); unpaired surrogates and Unicode noncharacters (U+FDD0-U+FDEF, U+FFFE and U+FFFF in every plane) are refused.';
 
 /** Standard base64 with padding, as Node writes it; empty for no bytes. */
 const BASE64 = String.raw`^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$`;
@@ -146,13 +149,13 @@ const memorySchemas: Record<string, Schema> = {
     type: 'string',
     minLength: 1,
     pattern: String.raw`^(?!/)(?!.*/$)(?!.*//)[^\u0000-\u001F\u007F]+$`,
-    description: `A namespace: "/"-separated non-empty segments without control characters, 1-${MAX_NAMESPACE_BYTES} bytes of UTF-8, at most ${MAX_NAMESPACE_SEGMENTS} segments. ${LENGTH_NOTE}`,
+    description: `A namespace: "/"-separated non-empty segments without control characters or Unicode noncharacters, 1-${MAX_NAMESPACE_BYTES} bytes of UTF-8, at most ${MAX_NAMESPACE_SEGMENTS} segments. ${LENGTH_NOTE}`,
   },
   MemoryKey: {
     type: 'string',
     minLength: 1,
     pattern: PLAIN_TEXT,
-    description: `A fact's key: 1-${MAX_FACT_KEY_BYTES} bytes of UTF-8 without control characters ("/" is allowed).`,
+    description: `A fact's key: 1-${MAX_FACT_KEY_BYTES} bytes of UTF-8 without control characters or Unicode noncharacters ("/" is allowed).`,
   },
   MemoryItem: memoryItemSchema(),
   MemoryFilter: {
@@ -213,10 +216,11 @@ const schemas: Record<string, Schema> = {
     type: 'string',
     minLength: 1,
     maxLength: MAX_KEY_BYTES,
-    pattern: String.raw`^(?!/)(?!.*/$)(?!.*//)(?!(?:.*/)?\.\.?(?:/|$))[^\\\u0000-\u001F\u007F]+$`,
+    pattern: String.raw`^(?!/)(?!.*/$)(?!.*//)(?!(?:.*/)?\.\.?(?:/|$))[^\\\u0000-\u001F\u007F\uFDD0-\uFDEF\uFFFE\uFFFF]+$`,
     description:
       `A key: 1-${MAX_KEY_BYTES} bytes of UTF-8, "/"-separated non-empty segments, no "." or ".." ` +
-      'segment, no backslash, no control characters.',
+      'segment, no backslash, no control characters, no Unicode noncharacters (U+FDD0-U+FDEF, ' +
+      'U+FFFE and U+FFFF in every plane), no unpaired surrogates.',
   },
   Id: {
     type: 'string',
@@ -509,7 +513,7 @@ const schemas: Record<string, Schema> = {
     type: 'string',
     maxLength: MAX_NAMESPACE_LENGTH,
     pattern: PLAIN_TEXT,
-    description: `A checkpoint namespace: at most ${MAX_NAMESPACE_LENGTH} characters without control characters; "" is the root namespace. ${LENGTH_NOTE}`,
+    description: `A checkpoint namespace: at most ${MAX_NAMESPACE_LENGTH} characters without control characters or Unicode noncharacters; "" is the root namespace. ${LENGTH_NOTE}`,
   },
   Channel: {
     type: 'string',
@@ -517,7 +521,7 @@ const schemas: Record<string, Schema> = {
     maxLength: MAX_CHANNEL_LENGTH,
     pattern: PLAIN_TEXT,
     not: { const: '__proto__' },
-    description: `A channel name: 1-${MAX_CHANNEL_LENGTH} characters without control characters, not "__proto__". ${LENGTH_NOTE}`,
+    description: `A channel name: 1-${MAX_CHANNEL_LENGTH} characters without control characters or Unicode noncharacters, not "__proto__". ${LENGTH_NOTE}`,
   },
   ChannelVersion: {
     oneOf: [{ type: 'number' }, { type: 'string', minLength: 1, maxLength: MAX_VERSION_LENGTH }],
@@ -539,13 +543,13 @@ const schemas: Record<string, Schema> = {
     minLength: 1,
     maxLength: MAX_TASK_ID_LENGTH,
     pattern: PLAIN_TEXT,
-    description: `A task id: 1-${MAX_TASK_ID_LENGTH} characters without control characters. ${LENGTH_NOTE}`,
+    description: `A task id: 1-${MAX_TASK_ID_LENGTH} characters without control characters or Unicode noncharacters. ${LENGTH_NOTE}`,
   },
   TaskPath: {
     type: 'string',
     maxLength: MAX_TASK_PATH_LENGTH,
     pattern: PLAIN_TEXT,
-    description: `A task's path, which orders writes: at most ${MAX_TASK_PATH_LENGTH} characters without control characters. ${LENGTH_NOTE}`,
+    description: `A task's path, which orders writes: at most ${MAX_TASK_PATH_LENGTH} characters without control characters or Unicode noncharacters. ${LENGTH_NOTE}`,
   },
   WriteIndex: {
     type: 'integer',

@@ -170,9 +170,13 @@ const keysPath = {
     tag: TAGS.kv,
     access: 'tenant',
     parameters: [
-      queryParameter('prefix', 'Keys starting with this string (a plain prefix, not a folder); empty: all.', {
-        type: 'string',
-      }),
+      queryParameter(
+        'prefix',
+        'Keys starting with this string (a plain prefix, not a folder; it may end with "/" or inside a segment); empty: all. It must be the beginning of some valid key: the characters of a key, no leading "/", no empty, "." or ".." segment before its last "/", at most 1024 bytes (else 400).',
+        {
+          type: 'string',
+        },
+      ),
       queryParameter('limit', 'Keys per page.', {
         type: 'integer',
         minimum: 1,

@@ -1,11 +1,14 @@
 import { InvalidArgumentError, PayloadTooLargeError } from '../errors';
+import { checkJsonDepth } from '../json';
+import { characterProblem, checkCharacters } from '../keys';
 
 /**
  * Memory facts: what a fact is, and the checks of every input that need no I/O. Each check runs
  * before the first storage request and names the field at fault (400 at the API).
  *
- * A namespace is a path of `/`-separated segments (`users/42`), each non-empty and free of control
- * characters: so no leading or trailing `/` and no `//`. "Below" means by whole segments: `users`
+ * A namespace is a path of `/`-separated segments (`users/42`), each non-empty and of the characters
+ * a store key may hold (no control characters, Unicode noncharacters or unpaired surrogates): so no
+ * leading or trailing `/` and no `//`. Fact keys follow the same character rules. "Below" means by whole segments: `users`
  * covers `users/42`, never `usersX/1`. The empty namespace `""` stands for the whole tenant and is
  * accepted only where a function says so (search, listing, forgetting everything).
  */
@@ -42,12 +45,9 @@ export interface ScoredItem extends MemoryItem {
   readonly score?: number;
 }
 
-// eslint-disable-next-line no-control-regex
-const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
-
-/** True for text without control characters and without unpaired surrogates. */
+/** True for text of the characters a key may hold (no control characters, noncharacters or unpaired surrogates). */
 export function isPlainText(text: string): boolean {
-  return text.isWellFormed() && !CONTROL_CHARACTER.test(text);
+  return characterProblem(text) === null;
 }
 
 /**
@@ -62,10 +62,7 @@ export function checkNamespace(namespace: string, field = 'namespace', allowEmpt
   if (Buffer.byteLength(namespace, 'utf8') > MAX_NAMESPACE_BYTES) {
     throw new InvalidArgumentError(field, `must be at most ${MAX_NAMESPACE_BYTES} bytes of UTF-8`);
   }
-  if (!namespace.isWellFormed()) throw new InvalidArgumentError(field, 'must be valid Unicode');
-  if (CONTROL_CHARACTER.test(namespace)) {
-    throw new InvalidArgumentError(field, 'must not contain control characters');
-  }
+  checkCharacters(namespace, field);
   const segments = namespace.split('/');
   if (segments.some((segment) => segment === '')) {
     throw new InvalidArgumentError(field, 'must not have an empty segment or a leading or trailing "/"');
@@ -81,17 +78,17 @@ export function checkFactKey(key: string, field = 'key'): void {
   if (Buffer.byteLength(key, 'utf8') > MAX_FACT_KEY_BYTES) {
     throw new InvalidArgumentError(field, `must be at most ${MAX_FACT_KEY_BYTES} bytes of UTF-8`);
   }
-  if (!key.isWellFormed()) throw new InvalidArgumentError(field, 'must be valid Unicode');
-  if (CONTROL_CHARACTER.test(key))
-    throw new InvalidArgumentError(field, 'must not contain control characters');
+  checkCharacters(key, field);
 }
 
 /**
- * The value as the bytes to store: its JSON in UTF-8. `undefined` (no value) is a 400; a value over
- * {@link MAX_FACT_VALUE_BYTES} is a 413, like any body over its limit.
+ * The value as the bytes to store: its JSON in UTF-8. `undefined` (no value) is a 400, and so is a
+ * value nested deeper than `MAX_JSON_DEPTH`; a value over {@link MAX_FACT_VALUE_BYTES} is a 413,
+ * like any body over its limit.
  */
 export function serialiseValue(value: unknown, field = 'value'): Buffer {
   if (value === undefined) throw new InvalidArgumentError(field, 'is required (any JSON value)');
+  checkJsonDepth(value, field);
   const bytes = Buffer.from(JSON.stringify(value), 'utf8');
   if (bytes.length > MAX_FACT_VALUE_BYTES) throw new PayloadTooLargeError(MAX_FACT_VALUE_BYTES, field);
   return bytes;

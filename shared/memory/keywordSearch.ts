@@ -1,3 +1,5 @@
+import { jsonStrings } from '../json';
+
 /**
  * Keyword relevance of facts: BM25 over the words of a fact's key and of every string in its value,
  * computed in-process over the facts a search reads (so nothing derived from values is stored next
@@ -28,17 +30,6 @@ export function queryWords(text: string): string[] {
   return [...new Set(words(text))];
 }
 
-/** Every string in a JSON value (object keys excluded), depth first. */
-function* stringsOf(value: unknown): Generator<string> {
-  if (typeof value === 'string') {
-    yield value;
-  } else if (Array.isArray(value)) {
-    for (const item of value) yield* stringsOf(item);
-  } else if (typeof value === 'object' && value !== null) {
-    for (const item of Object.values(value)) yield* stringsOf(item);
-  }
-}
-
 /** What BM25 needs of one document: its length in words and the counts of the query's words. */
 export interface DocumentTerms {
   readonly length: number;
@@ -59,7 +50,8 @@ export function documentTerms(key: string, value: unknown, query: readonly strin
     }
   };
   add(key);
-  for (const text of stringsOf(value)) add(text);
+  // Without recursion: a stored value may be nested deeper than any body may be.
+  for (const text of jsonStrings(value)) add(text);
   return { length, counts };
 }
 

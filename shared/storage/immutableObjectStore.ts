@@ -1,5 +1,5 @@
 import { ConflictError, InvalidArgumentError, PayloadTooLargeError } from '../errors';
-import { validateKey } from '../keys';
+import { validateKey, validatePrefix } from '../keys';
 
 /**
  * The storage contract of session archives and workspace snapshots: write-once objects (blocks,
@@ -110,13 +110,9 @@ export function checkObject(key: string, bytes: Buffer, maxBytes = MAX_OBJECT_BY
   if (bytes.length > maxBytes) throw new PayloadTooLargeError(maxBytes, 'the object');
 }
 
-/**
- * Validates a list prefix: empty, or the beginning of a valid key (so that `..` or `\` never
- * reaches a filesystem or a service).
- */
+/** Validates a list prefix: empty, or the beginning of a valid key ({@link validatePrefix}). */
 export function checkPrefix(prefix: string): void {
-  if (prefix === '') return;
-  validateKey(prefix.endsWith('/') ? `${prefix}x` : prefix, 'prefix');
+  validatePrefix(prefix);
 }
 
 /** Pointer values are short identifiers (checkpoint ids). */

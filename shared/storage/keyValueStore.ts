@@ -3,7 +3,7 @@
  * namespace, a tenant's; {@link KeyValueStoreFactory} hands out the store of a tenant.
  *
  * Every implementation MUST:
- * - validate the key (`validateKey`) before any I/O;
+ * - validate the key (`validateKey`) and a listing's prefix (`validatePrefix`) before any I/O;
  * - give an ETag that changes on every successful write and is never reused (A→B→A gives a new
  *   ETag); ETags are opaque and quoted, as HTTP sends them;
  * - make conditional writes atomic: `ifMatch` replaces only that version (`*`: any existing one),

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 
 import { InvalidArgumentError } from '../errors';
+import { characterProblem } from '../keys';
 
 /**
  * Names and ids of the thread store, their rules, and how they become key segments. Every rule is
@@ -16,9 +17,6 @@ export const MAX_NAMESPACE_LENGTH = 512;
 export const MAX_CHANNEL_LENGTH = 256;
 export const MAX_TASK_ID_LENGTH = 256;
 export const MAX_TASK_PATH_LENGTH = 1024;
-
-// eslint-disable-next-line no-control-regex
-const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
 
 export function isName(value: string): boolean {
   return NAME.test(value) && value !== '.' && value !== '..';
@@ -46,14 +44,17 @@ export function checkRunId(value: string, field = 'runId'): void {
   if (!isName(value)) throw new InvalidArgumentError(field, NAME_RULE);
 }
 
-/** Free text used as a name (namespaces, channels, task ids): no control characters, valid Unicode. */
+/**
+ * Free text used as a name (namespaces, channels, task ids): the characters of a store key (no
+ * control characters, Unicode noncharacters or unpaired surrogates).
+ */
 export function isPlainText(value: string, maxLength: number, allowEmpty: boolean): boolean {
   if (value.length === 0) return allowEmpty;
-  return value.length <= maxLength && value.isWellFormed() && !CONTROL_CHARACTER.test(value);
+  return value.length <= maxLength && characterProblem(value) === null;
 }
 
-export const namespaceRule = `must be at most ${MAX_NAMESPACE_LENGTH} characters without control characters ("" is the root namespace)`;
-export const channelRule = `must be 1-${MAX_CHANNEL_LENGTH} characters without control characters`;
+export const namespaceRule = `must be at most ${MAX_NAMESPACE_LENGTH} characters without control characters or Unicode noncharacters ("" is the root namespace)`;
+export const channelRule = `must be 1-${MAX_CHANNEL_LENGTH} characters without control characters or Unicode noncharacters`;
 
 export function checkNamespace(value: string, field = 'ns'): void {
   if (!isPlainText(value, MAX_NAMESPACE_LENGTH, true)) throw new InvalidArgumentError(field, namespaceRule);

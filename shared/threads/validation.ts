@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '../errors';
+import { checkJsonDepth } from '../json';
 import {
   channelRule,
   checkCheckpointId,
@@ -41,6 +42,7 @@ export function checkPut(put: CheckpointPut, maxValueBytes: number): void {
   if (put.checkpoint.data.length > MAX_CHECKPOINT_BYTES) {
     throw new InvalidArgumentError('checkpoint.data', `must be at most ${MAX_CHECKPOINT_BYTES} bytes`);
   }
+  checkJsonDepth(put.metadata, 'metadata');
   if (Buffer.byteLength(JSON.stringify(put.metadata)) > MAX_METADATA_BYTES) {
     throw new InvalidArgumentError('metadata', `must be at most ${MAX_METADATA_BYTES} bytes of JSON`);
   }
@@ -82,13 +84,13 @@ export function checkWrites(put: WritesPut): void {
   if (!isPlainText(put.taskId, MAX_TASK_ID_LENGTH, false)) {
     throw new InvalidArgumentError(
       'taskId',
-      `must be 1-${MAX_TASK_ID_LENGTH} characters without control characters`,
+      `must be 1-${MAX_TASK_ID_LENGTH} characters without control characters or Unicode noncharacters`,
     );
   }
   if (!isPlainText(put.taskPath, MAX_TASK_PATH_LENGTH, true)) {
     throw new InvalidArgumentError(
       'taskPath',
-      `must be at most ${MAX_TASK_PATH_LENGTH} characters without control characters`,
+      `must be at most ${MAX_TASK_PATH_LENGTH} characters without control characters or Unicode noncharacters`,
     );
   }
   if (put.writes.length === 0 || put.writes.length > MAX_WRITES_PER_CALL) {

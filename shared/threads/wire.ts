@@ -1,5 +1,6 @@
 import { z } from 'zod';
 
+import { JSON_DEPTH_RULE, tooDeepPath } from '../json';
 import type { PendingWrite } from './pendingWrites';
 import type { TypedBytes } from './records';
 import type { CheckpointPut, CheckpointTuple, RunStart, WritesPut } from './threadStore';
@@ -178,6 +179,10 @@ export const historyQuery = z.object({
       try {
         const value = JSON.parse(text) as unknown;
         if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+          if (tooDeepPath(value) !== null) {
+            context.addIssue({ code: 'custom', message: JSON_DEPTH_RULE });
+            return z.NEVER;
+          }
           if (Object.keys(value).length <= MAX_FILTER_KEYS) return value as Record<string, unknown>;
         }
       } catch {

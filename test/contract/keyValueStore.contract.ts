@@ -287,6 +287,11 @@ export function describeKeyValueStoreContract(fixture: KeyValueStoreFixture): vo
       ['backslash', 'a\\b'],
       ['control character', 'a\u0001b'],
       ['DEL', 'a\u007fb'],
+      ['U+FFFF', 'a\uffffb'],
+      ['U+FFFE', 'a/\ufffe'],
+      ['U+FDD0', '\ufdd0'],
+      ['U+10FFFF', 'a\u{10ffff}'],
+      ['a lone surrogate', 'a\ud800b'],
       ['1025 bytes', 'k'.repeat(1025)],
     ])('refuses a key with %s before any I/O', async (_name, key) => {
       await expect(store.write(key, Buffer.from('x'))).rejects.toBeInstanceOf(InvalidArgumentError);
@@ -295,6 +300,25 @@ export function describeKeyValueStoreContract(fixture: KeyValueStoreFixture): vo
       await expect(store.head(key)).rejects.toBeInstanceOf(InvalidArgumentError);
       await expect(store.delete(key)).rejects.toBeInstanceOf(InvalidArgumentError);
       expect(await listAll(store, '', 100)).toEqual([]);
+    });
+
+    it.each([
+      ['a control character', '\u0000'],
+      ['U+FFFF', 'a\uffff'],
+      ['U+1FFFE', '\u{1fffe}/'],
+      ['a lone surrogate', '\udfff'],
+      ['a leading slash', '/a'],
+      ['an empty segment', 'a//'],
+      ['a dot segment', 'a/../'],
+      ['a backslash', 'a\\'],
+      ['1025 bytes', 'p'.repeat(1025)],
+    ])('refuses a listing prefix with %s before any I/O, as keys are refused', async (_name, prefix) => {
+      await store.write('a/b', Buffer.from('x'));
+      await expect(store.list({ prefix, limit: 10 })).rejects.toBeInstanceOf(InvalidArgumentError);
+      await expect(store.listItems({ prefix, limit: 10 })).rejects.toBeInstanceOf(InvalidArgumentError);
+      // A prefix may end inside a segment, a dot included, or with "/".
+      for (const partial of ['a', 'a/', 'a/b']) expect(await listAll(store, partial, 10)).toEqual(['a/b']);
+      expect(await listAll(store, 'a/.', 10)).toEqual([]);
     });
 
     it('lists by plain string prefix, ascending, every key once across pages', async () => {

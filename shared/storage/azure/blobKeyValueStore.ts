@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { BlobServiceClient, BlockBlobClient, ContainerClient } from '@azure/storage-blob';
 
 import { PayloadTooLargeError, PreconditionFailedError, StorageUnavailableError } from '../../errors';
-import { validateKey } from '../../keys';
+import { validateKey, validatePrefix } from '../../keys';
 import { LruMap } from '../../lruMap';
 import { copyOf, ownedBytes, readAllBytes } from '../../streams';
 import { checkConditions, checkConditionShape, conditionsHold } from '../conditions';
@@ -272,6 +272,7 @@ class BlobKeyValueStore implements KeyValueStore {
 
   async listItems(options: ListOptions): Promise<ItemPage> {
     const prefix = options.prefix ?? '';
+    validatePrefix(prefix);
     const continuationToken = options.cursor === undefined ? undefined : decodeCursor(options.cursor, prefix);
     return this.call(async (abortSignal) => {
       try {

@@ -2,6 +2,7 @@ import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 
 import { PayloadTooLargeError, PreconditionFailedError } from '../../errors';
+import { validatePrefix } from '../../keys';
 import { checkConditions } from '../conditions';
 import { KeyedMutex } from '../keyedMutex';
 import type {
@@ -165,6 +166,7 @@ class LocalKeyValueStore implements KeyValueStore {
 
   async list(options: ListOptions): Promise<ListPage> {
     const prefix = options.prefix ?? '';
+    validatePrefix(prefix);
     const after = options.cursor === undefined ? '' : decodeCursor(options.cursor, prefix);
     return guarded(async () => {
       // One more than asked tells whether another page exists.
