@@ -382,8 +382,12 @@ export class AuditTrail implements TransactionalAuditLog {
         const head = await this.discover(tenant, this.stateOf(tenant).head);
         if (head.seq === 0) continue;
         // Already signed by this key: nothing to do (the whole trail is read only when there is).
+        // The head record is read as stored: the head this instance knows may have been rewritten.
         const [atHead] = await this.store.listSignedHeads(tenant, head.seq - 1, 1);
-        if (atHead?.seq === head.seq && atHead.hash === head.hash && atHead.keyId === this.keyId) continue;
+        if (atHead?.seq === head.seq && atHead.keyId === this.keyId) {
+          const stored = await this.store.readRecord(tenant, head.seq);
+          if (stored?.hash === atHead.hash) continue;
+        }
         const { answer, signed: fresh } = await this.verifyAndSign(tenant);
         if (fresh) signed++;
         else if (answer.notSigned !== undefined) refused.push(tenant);

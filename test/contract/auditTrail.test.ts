@@ -485,6 +485,8 @@ describe('signed heads on Table Storage (Azurite)', () => {
       'record 6 no longer has the hash of the head at seq 6 (the chain was rewritten)',
     ]);
     expect(await signer().signHeads()).toMatchObject({ signed: 0, refused: [T] });
+    // Also on the instance that appended the records (it knows the head as it wrote it).
+    expect(await trail.signHeads()).toMatchObject({ signed: 0, refused: [T] });
 
     // Every signed head removed as well: the service cannot tell, and signs the rebuilt head as a
     // first head (prevSeq 0); a head kept elsewhere catches it.
