@@ -98,6 +98,7 @@ export function checkSignedHeads(
     if (prevSeq === 0) continue;
     expected.push({ seq: prevSeq, hash: prevHash });
     const before = ofKey.get(prevSeq);
+    if (before !== undefined && !genuine.includes(before)) continue; // reported above
     if (before === undefined) {
       problems.push({
         seq: prevSeq,
