@@ -1,4 +1,5 @@
-import type { AuditRecord, VerifyResult } from '../shared/audit/chain';
+import type { AuditRecord } from '../shared/audit/chain';
+import type { VerifyAnswer } from '../shared/audit/headChain';
 import type { SignedHead } from '../shared/audit/headSignature';
 import { readJson, type Transport } from './transport';
 
@@ -9,6 +10,7 @@ import { readJson, type Transport } from './transport';
  */
 
 export type { AuditRecord, VerifyResult } from '../shared/audit/chain';
+export type { VerifyAnswer } from '../shared/audit/headChain';
 export type { SignedHead } from '../shared/audit/headSignature';
 
 export interface AuditRecordQuery {
@@ -46,11 +48,11 @@ export class AuditClient {
     }
   }
 
-  /** The service's verification, optionally against a head kept elsewhere. */
-  async verify(expected?: {
-    seq: number;
-    hash: string;
-  }): Promise<VerifyResult & { signedHead?: SignedHead }> {
+  /**
+   * The service's verification (the chain and its signed heads), optionally against a head kept
+   * elsewhere; with a signing key, the head is signed only when all holds (else `notSigned`).
+   */
+  async verify(expected?: { seq: number; hash: string }): Promise<VerifyAnswer> {
     const query = expected === undefined ? {} : { expectedSeq: expected.seq, expectedHash: expected.hash };
     return readJson(await this.transport.call('GET', '/audit/verify', { query }), 200);
   }

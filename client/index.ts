@@ -8,7 +8,14 @@ export type {
   SessionRecord,
 } from './archiveClient';
 export { ArchiveClient, StaleCheckpointError } from './archiveClient';
-export type { AuditPage, AuditRecord, AuditRecordQuery, SignedHead, VerifyResult } from './auditClient';
+export type {
+  AuditPage,
+  AuditRecord,
+  AuditRecordQuery,
+  SignedHead,
+  VerifyAnswer,
+  VerifyResult,
+} from './auditClient';
 export { AuditClient } from './auditClient';
 export type { CairnClientOptions, Health } from './cairnClient';
 export { CairnClient } from './cairnClient';

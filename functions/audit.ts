@@ -14,7 +14,7 @@ import { json, parseQuery } from './http/request';
 /**
  * The audit trail's routes (docs/audit.md): the caller's tenant's records, oldest first, with
  * filters and paging; verification of the hash chain (optionally against a head kept elsewhere),
- * which signs the head when a signing key is configured; the signed heads. With CAIRN_AUDIT off
+ * which signs the head when a signing key is configured and the trail verifies; the signed heads. With CAIRN_AUDIT off
  * every route answers 400 naming the setting. Also the `auditHeadSign` timer.
  */
 
@@ -111,9 +111,11 @@ registerHttp('auditHeads', 'audit/heads', auditHeads);
 
 /**
  * The `auditHeadSign` timer: for every tenant with a trail, repairs its pending audit markers and,
- * with CAIRN_AUDIT_SIGNING_KEY, signs and keeps its head. Safe to run twice or on two instances at
- * once (see AuditTrail.signHeads). Quiet when auditing is off; fails (throws) when a tenant could
- * not be served, after every tenant was tried.
+ * with CAIRN_AUDIT_SIGNING_KEY, signs and keeps its head when it moved, only if the trail verifies
+ * and extends the last signed head. Safe to run twice or on two instances at once (see
+ * AuditTrail.signHeads). Quiet when auditing is off; fails (throws, after every tenant was tried)
+ * when a tenant could not be served or its head was not signed because its trail does not verify,
+ * with a warning whose `alert` is `audit_head_not_signed` naming the tenants.
  */
 export async function auditHeadSign(_timer: Timer, context: InvocationContext): Promise<void> {
   const services = getServices();
@@ -125,9 +127,19 @@ export async function auditHeadSign(_timer: Timer, context: InvocationContext): 
     { invocationId: context.invocationId, function: 'auditHeadSign' },
   );
   const result = await trail.signHeads();
-  log.info(result, 'audit heads signed');
-  if (result.failed.length > 0) {
-    throw new Error(`audit heads: ${result.failed.length} of ${result.tenants} tenants need attention`);
+  if (result.refused.length > 0) {
+    log.warn(
+      { ...result, alert: 'audit_head_not_signed' },
+      'audit heads not signed: the trail of these tenants does not verify',
+    );
+  } else {
+    log.info(result, 'audit heads signed');
+  }
+  const attention = result.failed.length + result.refused.length;
+  if (attention > 0) {
+    throw new Error(
+      `audit heads: ${attention} of ${result.tenants} tenants need attention (${result.refused.length} whose trail does not verify, not signed)`,
+    );
   }
 }
 

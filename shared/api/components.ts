@@ -1247,7 +1247,7 @@ const schemas: Record<string, Schema> = {
   SignedHead: {
     type: 'object',
     description:
-      'An Ed25519 signature (base64) of the canonical JSON of `{hash, seq, signedAtMs, tenant}`, by the key whose id is `keyId` (first 16 hex digits of the SHA-256 of its SPKI DER).',
+      'An Ed25519 signature (base64) of the canonical JSON of `{hash, prevHash, prevSeq, seq, signedAtMs, tenant}` (without `prevHash` and `prevSeq` for a head signed before they existed), by the key whose id is `keyId` (first 16 hex digits of the SHA-256 of its SPKI DER). `prevSeq` and `prevHash` name the signed head of the key this one extends (0 and 64 zeros for its first head of the tenant).',
     required: ['tenant', 'seq', 'hash', 'signedAtMs', 'keyId', 'signature'],
     additionalProperties: false,
     properties: {
@@ -1255,6 +1255,8 @@ const schemas: Record<string, Schema> = {
       seq: { type: 'integer', minimum: 1 },
       hash: { type: 'string', pattern: '^[0-9a-f]{64}$' },
       signedAtMs: { type: 'integer' },
+      prevSeq: { type: 'integer', minimum: 0, description: 'The seq of the signed head this one extends.' },
+      prevHash: { type: 'string', pattern: '^[0-9a-f]{64}$', description: "That head's hash." },
       keyId: { type: 'string', pattern: '^[0-9a-f]{16}$' },
       signature: { type: 'string' },
     },

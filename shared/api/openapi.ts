@@ -1651,7 +1651,7 @@ const auditVerifyPath = {
     operationId: 'verifyAuditTrail',
     summary: "Checks the tenant's hash chain",
     description:
-      '`firstBroken` is the first record whose fields, link or place is wrong (a changed field, a deleted record, records reordered), or, with an expected head kept elsewhere, the first missing seq of a cut tail or the expected seq when its hash differs (a rewritten chain). With CAIRN_AUDIT_SIGNING_KEY the head found is signed and kept (`signedHead`). 400 naming CAIRN_AUDIT when the audit trail is off.',
+      "`firstBroken` is the first record whose fields, link or place is wrong (a changed field, a deleted record, records reordered), or, against a signed head of CAIRN_AUDIT_SIGNING_KEY's key or an expected head kept elsewhere, the first missing seq of a cut tail or the head's seq when its hash differs (a rewritten chain), or the seq of a signed head that does not hold (its signature does not verify, or it was removed from before a head that extends it); `problems` says what, in words. With CAIRN_AUDIT_SIGNING_KEY the head found is signed and kept (`signedHead`, naming the key's last signed head it extends) only when `ok`; otherwise `notSigned` says why (a head already signed by the key is answered, not signed again). A trail rebuilt after every signed head was removed verifies: only a head kept elsewhere catches it. 400 naming CAIRN_AUDIT when the audit trail is off.",
     tag: TAGS.audit,
     access: 'tenant',
     parameters: [
@@ -1667,10 +1667,20 @@ const auditVerifyPath = {
     answers: {
       200: jsonAnswer('The result.', {
         type: 'object',
-        required: ['ok', 'records', 'firstBroken', 'head'],
+        required: ['ok', 'records', 'firstBroken', 'head', 'problems'],
         additionalProperties: false,
         properties: {
           ok: { type: 'boolean' },
+          problems: {
+            type: 'array',
+            items: { type: 'string' },
+            description: 'What does not hold, in words; empty when `ok`.',
+          },
+          notSigned: {
+            type: 'string',
+            description:
+              'With CAIRN_AUDIT_SIGNING_KEY: why the head was not signed (the chain or a signed head does not hold).',
+          },
           records: { type: 'integer', minimum: 0, description: 'Records checked.' },
           firstBroken: { oneOf: [{ type: 'integer', minimum: 1 }, { type: 'null' }] },
           head: {
@@ -1697,7 +1707,7 @@ const auditHeadsPath = {
     operationId: 'listSignedAuditHeads',
     summary: "The tenant's signed heads, by seq",
     description:
-      'Heads signed on verify and by the auditHeadSign timer, one per seq. `cairn audit verify --public-key` checks a trail against them. 400 naming CAIRN_AUDIT when the audit trail is off.',
+      'Heads signed on verify and by the auditHeadSign timer when the trail verifies, one per seq, each naming the signed head it extends. `cairn audit verify --public-key` checks a trail against them (and against heads kept elsewhere with `--heads`). 400 naming CAIRN_AUDIT when the audit trail is off.',
     tag: TAGS.audit,
     access: 'tenant',
     parameters: [seqParameter('afterSeq', 'Only heads after this seq.'), pageLimit],

@@ -1,4 +1,4 @@
-import { type KeyObject, randomBytes } from 'node:crypto';
+import { createPublicKey, type KeyObject, randomBytes } from 'node:crypto';
 
 import { InternalError, StorageUnavailableError } from '../errors';
 import type { Logger } from '../logging';
@@ -6,15 +6,9 @@ import { LruMap } from '../lruMap';
 import { KeyedMutex } from '../storage/keyedMutex';
 import type { AuditEvent } from './auditLog';
 import type { AuditStore, RecordQuery, StoredMarker } from './auditStore';
-import {
-  type AuditRecord,
-  ChainVerifier,
-  type ExpectedHead,
-  GENESIS_HASH,
-  type VerifyResult,
-  withHash,
-} from './chain';
-import { type SignedHead, signHead } from './headSignature';
+import { type AuditRecord, ChainVerifier, type ExpectedHead, GENESIS_HASH, withHash } from './chain';
+import { checkSignedHeads, type VerifyAnswer } from './headChain';
+import { publicKeyId, type SignedHead, signHead } from './headSignature';
 import type { PendingEvent, TransactionalAuditLog } from './pending';
 
 /**
@@ -45,8 +39,9 @@ import type { PendingEvent, TransactionalAuditLog } from './pending';
  * The grace period is several storage timeouts long, so that no appender of an event is still
  * running once a repair may append it.
  *
- * Signed heads: with a signing key, the head is signed on every verify and by the timer; the
- * signatures are kept (one per seq) and can be checked with the public key alone.
+ * Signed heads: with a signing key, the head is signed on verify and by the timer, only when the
+ * whole trail verifies and still holds the key's last signed head, which the new head names (see
+ * headChain.ts); the signatures are kept (one per seq) and can be checked with the public key alone.
  */
 
 export interface AuditTrailOptions {
@@ -119,11 +114,6 @@ interface AppendOptions {
   readonly deadlineMs?: number;
 }
 
-export interface VerifyAnswer extends VerifyResult {
-  /** The head just signed, when a signing key is configured. */
-  readonly signedHead?: SignedHead;
-}
-
 const GENESIS_HEAD: Head = { seq: 0, hash: GENESIS_HASH, eventId: '', receipt: true };
 /** How long one append keeps trying when other writers keep taking the next seq. */
 const APPEND_BUDGET_MS = 20_000;
@@ -158,9 +148,14 @@ export class AuditTrail implements TransactionalAuditLog {
   private archiveCheck: ArchivePublishCheck | undefined;
   private memoryReader: MemoryOutboxReader | undefined;
   private snapshotCheck: SnapshotStoredCheck | undefined;
+  private readonly publicKey: KeyObject | undefined;
+  private readonly keyId: string | undefined;
+  private refusals = 0;
 
   constructor(private readonly options: AuditTrailOptions) {
     this.store = options.store;
+    this.publicKey = options.signingKey === undefined ? undefined : createPublicKey(options.signingKey);
+    this.keyId = this.publicKey === undefined ? undefined : publicKeyId(this.publicKey);
     this.now = options.now ?? Date.now;
     this.graceMs = options.repairGraceMs;
     this.repairIntervalMs = options.repairIntervalMs ?? 10_000;
@@ -275,55 +270,133 @@ export class AuditTrail implements TransactionalAuditLog {
     return this.store.listRecords(tenant, query);
   }
 
-  /** Checks the whole chain (and the expected head); signs the head found when a key is configured. */
+  /**
+   * Checks the whole chain, the signed heads of the signing key (see headChain.ts) and the expected
+   * head. With a signing key, signs the head found only when all of that holds: the chain verifies,
+   * and it still holds the key's last signed head (the new head names it, `prevSeq`/`prevHash`);
+   * otherwise says why in `notSigned` and in a warning. A head already signed by the key is not
+   * signed again (`signedHead` is that one).
+   */
   async verify(tenant: string, expected?: ExpectedHead): Promise<VerifyAnswer> {
-    const verifier = new ChainVerifier(expected === undefined ? [] : [expected]);
+    return (await this.verifyAndSign(tenant, expected)).answer;
+  }
+
+  private async verifyAndSign(
+    tenant: string,
+    expected?: ExpectedHead,
+  ): Promise<{ answer: VerifyAnswer; signed: boolean }> {
+    const heads =
+      this.publicKey === undefined
+        ? undefined
+        : checkSignedHeads(tenant, await this.allSignedHeads(tenant), this.publicKey);
+    const verifier = new ChainVerifier([
+      ...(heads?.expected ?? []),
+      ...(expected === undefined ? [] : [expected]),
+    ]);
     for (let after = 0; ;) {
       const page = await this.store.listRecords(tenant, { afterSeq: after, limit: VERIFY_PAGE });
       for (const record of page) verifier.add(record);
       if (page.length < VERIFY_PAGE) break;
       after = page.at(-1)?.seq ?? after;
     }
-    const result = verifier.result();
-    const [seq, hash] = result.head;
-    if (this.options.signingKey === undefined || seq === 0) return result;
-    const signed = signHead(this.options.signingKey, { tenant, seq, hash, signedAtMs: this.now() });
+    const chain = verifier.check();
+    const headProblems = heads?.problems ?? [];
+    const firstBroken = [chain.result.firstBroken, ...headProblems.map((problem) => problem.seq)].reduce<
+      number | null
+    >((first, seq) => (seq === null ? first : first === null ? seq : Math.min(first, seq)), null);
+    const problems = [
+      ...(chain.problem === null ? [] : [chain.problem]),
+      ...headProblems.map((p) => p.message),
+    ];
+    const answer: VerifyAnswer = { ...chain.result, ok: firstBroken === null, firstBroken, problems };
+    const [seq, hash] = answer.head;
+    if (this.options.signingKey === undefined || seq === 0) return { answer, signed: false };
+    if (firstBroken !== null) {
+      const notSigned = `the head at seq ${seq} is not signed: ${problems.join('; ')}`;
+      this.refusals++;
+      this.options.log?.warn(
+        { tenant, seq, firstBroken, problems, alert: 'audit_head_not_signed' },
+        'audit head not signed: the trail does not verify',
+      );
+      return { answer: { ...answer, notSigned }, signed: false };
+    }
+    const latest = heads?.latest;
+    if (latest !== undefined && latest.seq === seq && latest.hash === hash) {
+      return { answer: { ...answer, signedHead: latest }, signed: false };
+    }
+    const signed = signHead(this.options.signingKey, {
+      tenant,
+      seq,
+      hash,
+      signedAtMs: this.now(),
+      prevSeq: latest?.seq ?? 0,
+      prevHash: latest?.hash ?? GENESIS_HASH,
+    });
     await this.store.putSignedHead(signed);
-    return { ...result, signedHead: signed };
+    return { answer: { ...answer, signedHead: signed }, signed: true };
+  }
+
+  /** How many times this instance refused to sign a head (the chain or a signed head did not hold). */
+  get headsRefused(): number {
+    return this.refusals;
   }
 
   signedHeads(tenant: string, afterSeq: number, limit: number): Promise<SignedHead[]> {
     return this.store.listSignedHeads(tenant, afterSeq, limit);
   }
 
+  private async allSignedHeads(tenant: string): Promise<SignedHead[]> {
+    const heads: SignedHead[] = [];
+    for (let after = 0; ;) {
+      const page = await this.store.listSignedHeads(tenant, after, VERIFY_PAGE);
+      heads.push(...page);
+      if (page.length < VERIFY_PAGE) return heads;
+      after = page.at(-1)?.seq ?? after;
+    }
+  }
+
   /**
    * The timer's work for every tenant with a trail: repairs its pending markers, then (with a
-   * signing key) signs its head. Safe to run twice at once: repairs claim their markers, and a
-   * second signature of the same head replaces the first.
+   * signing key) signs its head unless the key signed it already, as verify does: only when the
+   * whole trail verifies and extends the key's last signed head; `refused` names the tenants whose
+   * head was not signed for that reason. Safe to run twice at once: repairs claim their markers,
+   * and a second signature of the same head replaces the first (both name a head that is kept).
    */
-  async signHeads(): Promise<{ tenants: number; signed: number; repaired: number; failed: string[] }> {
+  async signHeads(): Promise<{
+    tenants: number;
+    signed: number;
+    repaired: number;
+    refused: string[];
+    failed: string[];
+  }> {
     let tenants = 0;
     let signed = 0;
     let repaired = 0;
+    const refused: string[] = [];
     const failed: string[] = [];
     for await (const tenant of this.store.tenants()) {
       tenants++;
       try {
         repaired += await this.repair(tenant);
+        if (this.options.signingKey === undefined) continue;
         const head = await this.discover(tenant, this.stateOf(tenant).head);
-        if (this.options.signingKey !== undefined && head.seq > 0) {
-          const { seq, hash } = head;
-          await this.store.putSignedHead(
-            signHead(this.options.signingKey, { tenant, seq, hash, signedAtMs: this.now() }),
-          );
-          signed++;
+        if (head.seq === 0) continue;
+        // Already signed by this key: nothing to do (the whole trail is read only when there is).
+        // The head record is read as stored: the head this instance knows may have been rewritten.
+        const [atHead] = await this.store.listSignedHeads(tenant, head.seq - 1, 1);
+        if (atHead?.seq === head.seq && atHead.keyId === this.keyId) {
+          const stored = await this.store.readRecord(tenant, head.seq);
+          if (stored?.hash === atHead.hash) continue;
         }
+        const { answer, signed: fresh } = await this.verifyAndSign(tenant);
+        if (fresh) signed++;
+        else if (answer.notSigned !== undefined) refused.push(tenant);
       } catch (error) {
         this.options.log?.warn({ err: error, tenant }, 'audit head not signed');
         failed.push(tenant);
       }
     }
-    return { tenants, signed, repaired, failed };
+    return { tenants, signed, repaired, refused, failed };
   }
 
   // Repair.

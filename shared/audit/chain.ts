@@ -120,18 +120,32 @@ export class ChainVerifier {
   }
 
   result(): VerifyResult {
+    return this.check().result;
+  }
+
+  /** The result, and what broke in words (null when nothing did). */
+  check(): { result: VerifyResult; problem: string | null } {
     let firstBroken = this.firstBroken;
+    let problem =
+      firstBroken === null
+        ? null
+        : `record ${firstBroken} is not the one chained after record ${firstBroken - 1}: changed, removed or moved`;
     for (const head of this.expected) {
       if (firstBroken !== null && firstBroken <= head.seq) break;
       const found = this.atExpected.get(head.seq);
       if (found === undefined) {
         // The trail ends before the expected head: its tail was cut off.
         firstBroken = this.head[0] < head.seq ? this.head[0] + 1 : head.seq;
+        problem = `the trail ends at seq ${this.head[0]}, before the head at seq ${head.seq} (its tail was cut)`;
       } else if (found !== head.hash) {
         firstBroken = head.seq;
+        problem = `record ${head.seq} no longer has the hash of the head at seq ${head.seq} (the chain was rewritten)`;
       }
       if (firstBroken !== null) break;
     }
-    return { ok: firstBroken === null, records: this.count, firstBroken, head: this.head };
+    return {
+      result: { ok: firstBroken === null, records: this.count, firstBroken, head: this.head },
+      problem,
+    };
   }
 }

@@ -3,9 +3,13 @@ import { createHash, createPrivateKey, createPublicKey, type KeyObject, sign, ve
 import { canonicalJson } from './chain';
 
 /**
- * Signed heads of an audit trail: Ed25519 signatures over `{tenant, seq, hash, signedAtMs}` (as
- * canonical JSON), so that a copy of the trail can be checked against them with the public key
- * alone (`cairn audit verify --public-key <file>`). Pure (node's crypto only): the CLI uses it too.
+ * Signed heads of an audit trail: Ed25519 signatures over `{tenant, seq, hash, signedAtMs, prevSeq,
+ * prevHash}` (as canonical JSON), so that a copy of the trail can be checked against them with the
+ * public key alone (`cairn audit verify --public-key <file>`). `prevSeq`/`prevHash` name the signed
+ * head (of the same key) that the signer found and checked the chain against before signing: the
+ * heads form a chain of their own, from `prevSeq` 0 (the key's first head of the tenant). Heads
+ * signed before that link existed carry neither, and their statement has neither. Pure (node's
+ * crypto only): the CLI uses it too.
  *
  * Key text: the private key (CAIRN_AUDIT_SIGNING_KEY) is PKCS#8, either PEM
  * (`-----BEGIN PRIVATE KEY-----`) or the base64 of its DER on one line (what `cairn audit keygen`
@@ -17,16 +21,32 @@ export interface SignedHead {
   readonly seq: number;
   readonly hash: string;
   readonly signedAtMs: number;
+  /** The seq of the signed head this one extends; 0 for the key's first head of the tenant. */
+  readonly prevSeq?: number;
+  /** That head's hash (64 zeros with `prevSeq` 0). */
+  readonly prevHash?: string;
   /** First 16 hex digits of the SHA-256 of the public key (SPKI DER): which key signed. */
   readonly keyId: string;
   /** Base64 Ed25519 signature of {@link signedStatement}. */
   readonly signature: string;
 }
 
-/** The bytes a head's signature covers. */
-export function signedStatement(head: Pick<SignedHead, 'tenant' | 'seq' | 'hash' | 'signedAtMs'>): Buffer {
+export type HeadStatement = Pick<
+  SignedHead,
+  'tenant' | 'seq' | 'hash' | 'signedAtMs' | 'prevSeq' | 'prevHash'
+>;
+
+/** The bytes a head's signature covers (the link to the previous head only when it has one). */
+export function signedStatement(head: HeadStatement): Buffer {
   return Buffer.from(
-    canonicalJson({ hash: head.hash, seq: head.seq, signedAtMs: head.signedAtMs, tenant: head.tenant }),
+    canonicalJson({
+      hash: head.hash,
+      seq: head.seq,
+      signedAtMs: head.signedAtMs,
+      tenant: head.tenant,
+      prevSeq: head.prevSeq,
+      prevHash: head.prevHash,
+    }),
   );
 }
 
@@ -73,15 +93,14 @@ function strictBase64(text: string): Buffer {
   return Buffer.from(text, 'base64');
 }
 
-export function signHead(
-  privateKey: KeyObject,
-  head: Pick<SignedHead, 'tenant' | 'seq' | 'hash' | 'signedAtMs'>,
-): SignedHead {
+export function signHead(privateKey: KeyObject, head: HeadStatement): SignedHead {
   return {
     tenant: head.tenant,
     seq: head.seq,
     hash: head.hash,
     signedAtMs: head.signedAtMs,
+    ...(head.prevSeq === undefined ? {} : { prevSeq: head.prevSeq }),
+    ...(head.prevHash === undefined ? {} : { prevHash: head.prevHash }),
     keyId: publicKeyId(createPublicKey(privateKey)),
     signature: sign(null, signedStatement(head), privateKey).toString('base64'),
   };

@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash, generateKeyPairSync, randomUUID } from 'node:crypto';
 import path from 'node:path';
 
 import type { TableClient } from '@azure/data-tables';
@@ -11,7 +11,15 @@ import { SessionArchive } from '../../shared/archive/sessionArchive';
 import type { AuditEvent } from '../../shared/audit/auditLog';
 import type { AuditStore } from '../../shared/audit/auditStore';
 import { AuditTrail } from '../../shared/audit/auditTrail';
-import { type AuditRecord, withHash } from '../../shared/audit/chain';
+import {
+  type AuditRecord,
+  ChainVerifier,
+  GENESIS_HASH,
+  type UnhashedRecord,
+  withHash,
+} from '../../shared/audit/chain';
+import { checkKeptHeads } from '../../shared/audit/headChain';
+import { type SignedHead, verifyHeadSignature } from '../../shared/audit/headSignature';
 import { ConflictError, StorageUnavailableError } from '../../shared/errors';
 import type { Logger } from '../../shared/logging';
 import { MemoryFacts } from '../../shared/memory/memory';
@@ -252,6 +260,7 @@ describe('audit trail on Table Storage (Azurite)', () => {
       records: 12,
       firstBroken: null,
       head: [12, records[11]?.hash],
+      problems: [],
     });
     // Another tenant's trail is its own.
     expect(await trail.records('tenant-b', { afterSeq: 0, limit: 10 })).toEqual([]);
@@ -372,6 +381,180 @@ describe('audit trail on Table Storage (Azurite)', () => {
         firstBroken: 8,
       });
     });
+  });
+});
+
+describe('signed heads on Table Storage (Azurite)', () => {
+  const keys = generateKeyPairSync('ed25519');
+  const signer = (): AuditTrail =>
+    new AuditTrail({
+      log,
+      store: new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000),
+      repairGraceMs: GRACE_MS,
+      repairIntervalMs: 0,
+      signingKey: keys.privateKey,
+    });
+  const pad = (seq: number) => String(seq).padStart(12, '0');
+  const heads = async () => signer().signedHeads(T, 0, 1000);
+  const append = async (trail: AuditTrail, count: number) => {
+    for (let index = 0; index < count; index++)
+      await trail.record(event('run.started', { details: { index } }));
+  };
+  const refusals = () =>
+    warnings.filter((fields) => (fields as { alert?: string }).alert === 'audit_head_not_signed');
+
+  /** Every record 1..count replaced by a consistent forged chain, record 1 edited (the probe's rebuild). */
+  async function rebuild(count: number): Promise<void> {
+    let prevHash = GENESIS_HASH;
+    for (let seq = 1; seq <= count; seq++) {
+      const original = await rowJson(seq);
+      const record = withHash({
+        ...original,
+        ...(seq === 1 ? { actor: 'someone-else' } : {}),
+        prevHash,
+        hash: undefined,
+      } as unknown as UnhashedRecord);
+      await table.upsertEntity(
+        {
+          partitionKey: `t:${T}`,
+          rowKey: `r:${pad(seq)}`,
+          json: JSON.stringify(record),
+          action: record.action,
+        },
+        'Replace',
+      );
+      prevHash = record.hash;
+    }
+  }
+
+  it('signs a head once, naming the signed head it extends; the timer signs only a head that moved', async () => {
+    const trail = signer();
+    await append(trail, 3);
+    const first = await trail.verify(T);
+    expect(first).toMatchObject({
+      ok: true,
+      problems: [],
+      signedHead: { seq: 3, prevSeq: 0, prevHash: GENESIS_HASH },
+    });
+    expect(verifyHeadSignature(keys.publicKey, first.signedHead as SignedHead)).toBe(true);
+    // Verified again, unchanged: the head already signed is the answer, not a new signature.
+    expect((await signer().verify(T)).signedHead).toEqual(first.signedHead);
+    await append(trail, 2);
+    expect(await signer().signHeads()).toMatchObject({ signed: 1, refused: [], failed: [] });
+    expect(await signer().signHeads()).toMatchObject({ signed: 0, refused: [], failed: [] });
+    const kept = await heads();
+    expect(kept.map((head) => [head.seq, head.prevSeq])).toEqual([
+      [3, 0],
+      [5, 3],
+    ]);
+    expect(kept[1]?.prevHash).toBe(first.signedHead?.hash);
+    expect(verifyHeadSignature(keys.publicKey, kept[1] as SignedHead)).toBe(true);
+    expect(refusals()).toEqual([]);
+  });
+
+  it('refuses to sign a chain that does not verify, on verify and on the timer, and says so', async () => {
+    const trail = signer();
+    await append(trail, 4);
+    expect((await trail.verify(T)).signedHead?.seq).toBe(4);
+    await replaceRow(2, { ...(await rowJson(2)), actor: 'someone-else' });
+    await append(trail, 1);
+    const answer = await signer().verify(T);
+    expect(answer).toMatchObject({ ok: false, firstBroken: 2, head: [5, expect.any(String)] });
+    expect(answer.signedHead).toBeUndefined();
+    expect(answer.notSigned).toMatch(/^the head at seq 5 is not signed: record 2 /);
+    expect(answer.problems[0]).toMatch(/^record 2 /);
+    const timer = signer();
+    expect(await timer.signHeads()).toMatchObject({ signed: 0, refused: [T], failed: [] });
+    expect(timer.headsRefused).toBe(1);
+    expect((await heads()).map((head) => head.seq)).toEqual([4]);
+    expect(refusals()).toHaveLength(2);
+    expect(refusals()[0]).toMatchObject({ tenant: T, seq: 5, firstBroken: 2 });
+  });
+
+  it('refuses to sign a trail rebuilt from scratch or cut while a signed head stands; signs a rebuilt one anew once every signed head is gone', async () => {
+    const trail = signer();
+    await append(trail, 6);
+    const signed = (await trail.verify(T)).signedHead as SignedHead;
+    expect(signed.seq).toBe(6);
+
+    await rebuild(6);
+    const rebuilt = await signer().verify(T);
+    expect(rebuilt).toMatchObject({ ok: false, firstBroken: 6 });
+    expect(rebuilt.signedHead).toBeUndefined();
+    expect(rebuilt.problems).toEqual([
+      'record 6 no longer has the hash of the head at seq 6 (the chain was rewritten)',
+    ]);
+    expect(await signer().signHeads()).toMatchObject({ signed: 0, refused: [T] });
+    // Also on the instance that appended the records (it knows the head as it wrote it).
+    expect(await trail.signHeads()).toMatchObject({ signed: 0, refused: [T] });
+
+    // Every signed head removed as well: the service cannot tell, and signs the rebuilt head as a
+    // first head (prevSeq 0); a head kept elsewhere catches it.
+    await table.deleteEntity(`t:${T}`, `s:${pad(6)}`);
+    const fresh = await signer().verify(T);
+    expect(fresh).toMatchObject({ ok: true, signedHead: { seq: 6, prevSeq: 0 } });
+    const kept = checkKeptHeads([signed], keys.publicKey, 6);
+    const verifier = new ChainVerifier(kept.expected);
+    for (const record of await allRecords(trail)) verifier.add(record);
+    expect(verifier.result()).toMatchObject({ ok: false, firstBroken: 6 });
+
+    // A cut tail below the signed head, then appended to again: refused, and refused again.
+    for (const seq of [6, 5]) await table.deleteEntity(`t:${T}`, `r:${pad(seq)}`);
+    const cut = await signer().verify(T);
+    expect(cut).toMatchObject({
+      ok: false,
+      firstBroken: 5,
+      problems: ['the trail ends at seq 4, before the head at seq 6 (its tail was cut)'],
+    });
+    expect(cut.notSigned).toMatch(/^the head at seq 4 is not signed: the trail ends at seq 4/);
+    await append(signer(), 3);
+    expect(await signer().verify(T)).toMatchObject({
+      ok: false,
+      firstBroken: 6,
+      head: [7, expect.any(String)],
+    });
+    expect((await heads()).map((head) => head.seq)).toEqual([6]);
+  });
+
+  it('reports a signed head removed from between two, a forged signature, and refuses to sign', async () => {
+    const trail = signer();
+    for (let round = 0; round < 3; round++) {
+      await append(trail, 2);
+      await trail.verify(T);
+    }
+    expect((await heads()).map((head) => [head.seq, head.prevSeq])).toEqual([
+      [2, 0],
+      [4, 2],
+      [6, 4],
+    ]);
+    const four = await table.getEntity<{ json: string }>(`t:${T}`, `s:${pad(4)}`);
+    await table.deleteEntity(`t:${T}`, `s:${pad(4)}`);
+    await append(trail, 1);
+    const gap = await signer().verify(T);
+    expect(gap).toMatchObject({
+      ok: false,
+      firstBroken: 4,
+      problems: [
+        'the head at seq 6 extends the signed head at seq 4, which is gone (signed heads were removed)',
+      ],
+    });
+    expect(gap.signedHead).toBeUndefined();
+    await table.createEntity({ partitionKey: `t:${T}`, rowKey: `s:${pad(4)}`, json: four.json });
+    expect(await signer().verify(T)).toMatchObject({ ok: true, signedHead: { seq: 7, prevSeq: 6 } });
+
+    const forged = { ...(JSON.parse(four.json) as SignedHead), signedAtMs: 1 };
+    await table.upsertEntity(
+      { partitionKey: `t:${T}`, rowKey: `s:${pad(4)}`, json: JSON.stringify(forged) },
+      'Replace',
+    );
+    await append(trail, 1);
+    const forgedAnswer = await signer().verify(T);
+    expect(forgedAnswer).toMatchObject({
+      ok: false,
+      firstBroken: 4,
+      problems: ['the signature of the head at seq 4 does not verify'],
+    });
+    expect(forgedAnswer.notSigned).toMatch(/^the head at seq 8 is not signed/);
   });
 });
 

@@ -1,12 +1,14 @@
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { AuditRecord } from '../../shared/audit/chain';
+import { type AuditRecord, GENESIS_HASH, withHash } from '../../shared/audit/chain';
+import type { VerifyAnswer } from '../../shared/audit/headChain';
+import type { SignedHead } from '../../shared/audit/headSignature';
 import {
   apiKeysSetting,
   backendSettings,
@@ -77,6 +79,7 @@ describe('audit trail end to end', () => {
   const ops = newTenant('ops', true);
   const other = newTenant('other');
   const agent = newTenant('agent');
+  const probe = newTenant('probe');
   let app: RunningApp;
   let settings: Record<string, string>;
   let asOps: Call;
@@ -94,7 +97,7 @@ describe('audit trail end to end', () => {
     expect((await cairn(['audit', 'keygen', '--public-key', publicKeyFile], {})).code).toBe(2);
     settings = { ...backendSettings('blob', azurite().blobEndpoint), ...auditSettings() };
     app = await startApp({
-      CAIRN_API_KEYS: apiKeysSetting([ops, other, agent]),
+      CAIRN_API_KEYS: apiKeysSetting([ops, other, agent, probe]),
       CAIRN_AUDIT_SIGNING_KEY: keygen.stdout.trim(),
       CAIRN_ENCRYPTION_KEYS: `k1:${randomBytes(32).toString('hex')}`,
       ...settings,
@@ -334,12 +337,14 @@ describe('audit trail end to end', () => {
       'Merge',
     );
 
-    // A cut tail: the trail itself verifies, but not against the signed head (nor an expected one).
+    // A cut tail: the records left are a chain, but not one that holds the signed head (nor an
+    // expected one): the service says so and does not sign.
     const [headSeq, headHash] = verified.head;
     const last = await table.getEntity<{ json: string; action: string }>(`t:${ops.tenant}`, row(headSeq));
     await table.deleteEntity(`t:${ops.tenant}`, row(headSeq));
-    const cut = await json<{ ok: boolean; firstBroken: number | null }>(asOps('/api/audit/verify'));
-    expect(cut).toMatchObject({ ok: true });
+    const cut = await json<VerifyAnswer>(asOps('/api/audit/verify'));
+    expect(cut).toMatchObject({ ok: false, firstBroken: headSeq });
+    expect(cut.signedHead).toBeUndefined();
     expect(
       await json(asOps(`/api/audit/verify?expectedSeq=${headSeq}&expectedHash=${headHash}`)),
     ).toMatchObject({ ok: false, firstBroken: headSeq });
@@ -376,6 +381,126 @@ describe('audit trail end to end', () => {
       expect(waited).toBeLessThan(20_000);
       await sleep(100);
     }
+  });
+
+  it('refuses to sign a tampered and rebuilt trail; the CLI catches it against heads kept elsewhere once every signed head is gone', async () => {
+    const asProbe = client(app.url, probe.key);
+    const env = { CAIRN_URL: app.url, CAIRN_KEY: probe.key };
+    const cli = (...extra: string[]) =>
+      cairn(['audit', 'verify', '--public-key', publicKeyFile, ...extra], env);
+    const report = (run: { stdout: string }) =>
+      JSON.parse(run.stdout) as { ok: boolean; firstBroken: number | null; problems: string[] };
+    for (const thread of ['p1', 'p2']) {
+      const { runId } = await json<{ runId: string }>(
+        asProbe(`/api/threads/${thread}/runs`, { method: 'POST', body: '{}' }),
+        201,
+      );
+      await json(
+        asProbe(`/api/threads/${thread}/runs/${runId}/finish`, {
+          method: 'POST',
+          body: '{"status":"finished"}',
+        }),
+      );
+    }
+    const first = await json<VerifyAnswer>(asProbe('/api/audit/verify'));
+    expect(first).toMatchObject({ ok: true, problems: [], signedHead: { seq: 4, prevSeq: 0 } });
+    // The user keeps the heads elsewhere.
+    const keptFile = path.join(tempDir('audit-kept'), 'heads.json');
+    const saved = await cli('--save-heads', keptFile);
+    expect(saved.code, saved.stdout).toBe(0);
+    expect(JSON.parse(readFileSync(keptFile, 'utf8'))).toEqual([first.signedHead]);
+
+    // The probe: record 1 edited, then every record rewritten with fresh hashes.
+    const table = azuriteTable(azurite().tableEndpoint, settings['CAIRN_AUDIT_TABLE']);
+    const partition = `t:${probe.tenant}`;
+    const row = (seq: number) => `r:${String(seq).padStart(12, '0')}`;
+    let prevHash = GENESIS_HASH;
+    for (let seq = 1; seq <= 4; seq++) {
+      const original = JSON.parse(
+        (await table.getEntity<{ json: string }>(partition, row(seq))).json,
+      ) as AuditRecord;
+      // withHash hashes everything but the old hash, then replaces it.
+      const forged = withHash({ ...original, ...(seq === 1 ? { actor: 'someone-else' } : {}), prevHash });
+      await table.updateEntity(
+        { partitionKey: partition, rowKey: row(seq), json: JSON.stringify(forged) },
+        'Merge',
+      );
+      prevHash = forged.hash;
+    }
+    const rewritten = await json<VerifyAnswer>(asProbe('/api/audit/verify'));
+    expect(rewritten).toMatchObject({
+      ok: false,
+      firstBroken: 4,
+      problems: ['record 4 no longer has the hash of the head at seq 4 (the chain was rewritten)'],
+    });
+    expect(rewritten.signedHead).toBeUndefined();
+    expect(rewritten.notSigned).toMatch(/^the head at seq 4 is not signed: record 4 no longer has the hash/);
+    const listed = await json<{ heads: SignedHead[] }>(asProbe('/api/audit/heads'));
+    expect(listed.heads).toEqual([first.signedHead]);
+    // The timer refuses too, and says so.
+    expect(
+      (await fetch(`${app.url}/admin/functions/auditHeadSign`, { method: 'POST', body: '{}' })).status,
+    ).toBe(202);
+    const refused = () =>
+      app
+        .output()
+        .split('\n')
+        .some(
+          (line) =>
+            line.includes('"alert":"audit_head_not_signed"') &&
+            line.includes('"refused":[') &&
+            line.includes(`"${probe.tenant}"`),
+        );
+    for (let waited = 0; !refused(); waited += 100) {
+      expect(waited).toBeLessThan(20_000);
+      await sleep(100);
+    }
+    expect((await json<{ heads: SignedHead[] }>(asProbe('/api/audit/heads'))).heads).toEqual([
+      first.signedHead,
+    ]);
+    const caught = await cli();
+    expect(caught.code).toBe(1);
+    expect(report(caught)).toMatchObject({ ok: false, firstBroken: 4 });
+
+    // Every stored signed head deleted as well: the service cannot tell, and signs the rebuilt head
+    // as a first head; with only the service's heads, neither can the CLI; the kept heads catch it.
+    const deleteSignedHeads = async () => {
+      for await (const entity of table.listEntities({
+        queryOptions: { filter: `PartitionKey eq '${partition}' and RowKey gt 's:' and RowKey lt 's;'` },
+      })) {
+        await table.deleteEntity(partition, String(entity.rowKey));
+      }
+    };
+    await deleteSignedHeads();
+    expect(await json(asProbe('/api/audit/verify'))).toMatchObject({
+      ok: true,
+      signedHead: { seq: 4, prevSeq: 0 },
+    });
+    expect((await cli()).code).toBe(0);
+    const rebuilt = await cli('--heads', keptFile);
+    expect(rebuilt.code).toBe(1);
+    expect(report(rebuilt)).toMatchObject({
+      ok: false,
+      firstBroken: 4,
+      problems: [
+        'the trail is broken at seq 4: record 4 no longer has the hash of the head at seq 4 (the chain was rewritten)',
+      ],
+    });
+
+    // Cut back as well, with the heads gone again: the service's heads end before the kept one.
+    await table.deleteEntity(partition, row(4));
+    await deleteSignedHeads();
+    const cut = await cli('--heads', keptFile);
+    expect(cut.code).toBe(1);
+    expect(report(cut).problems).toEqual([
+      'the trail is broken at seq 4: the trail ends at seq 3, before the head at seq 4 (its tail was cut)',
+      "the service's signed heads end at seq 0, before the kept head at seq 4 (signed heads were removed, or the trail was cut)",
+      'no head of the trail is signed by this key',
+    ]);
+    // A heads file that is not one is a usage error.
+    const bad = path.join(tempDir('audit-bad'), 'heads.json');
+    writeFileSync(bad, '{"heads": [{"seq": "one"}]}');
+    expect((await cli('--heads', bad)).code).toBe(2);
   });
 });
 

@@ -10,7 +10,13 @@ import {
   recordHash,
   withHash,
 } from '../../shared/audit/chain';
-import { parsePublicKey, signHead, verifyHeadSignature } from '../../shared/audit/headSignature';
+import { checkKeptHeads, checkSignedHeads } from '../../shared/audit/headChain';
+import {
+  parsePublicKey,
+  type SignedHead,
+  signHead,
+  verifyHeadSignature,
+} from '../../shared/audit/headSignature';
 
 function chain(length: number): AuditRecord[] {
   const records: AuditRecord[] = [];
@@ -119,5 +125,96 @@ describe('signed heads', () => {
     const other = generateKeyPairSync('ed25519').publicKey;
     expect(verifyHeadSignature(other, signed)).toBe(false);
     expect(() => parsePublicKey('nonsense')).toThrow(/not a public key/);
+  });
+});
+
+describe('the continuity of signed heads', () => {
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+  const records = chain(8);
+  const hashAt = (seq: number) => records[seq - 1]?.hash ?? '';
+  const head = (seq: number, prevSeq?: number) =>
+    signHead(privateKey, {
+      tenant: 't1',
+      seq,
+      hash: hashAt(seq),
+      signedAtMs: seq,
+      ...(prevSeq === undefined ? {} : { prevSeq, prevHash: prevSeq === 0 ? GENESIS_HASH : hashAt(prevSeq) }),
+    });
+
+  it('signs the link to the head before; a head signed without one still verifies', () => {
+    const linked = head(4, 2);
+    expect(linked).toMatchObject({ prevSeq: 2, prevHash: hashAt(2) });
+    expect(verifyHeadSignature(publicKey, linked)).toBe(true);
+    expect(verifyHeadSignature(publicKey, { ...linked, prevSeq: 1 })).toBe(false);
+    // The link cannot be dropped from a head that was signed with it.
+    expect(verifyHeadSignature(publicKey, { ...linked, prevSeq: undefined, prevHash: undefined })).toBe(
+      false,
+    );
+    expect(verifyHeadSignature(publicKey, head(4))).toBe(true);
+  });
+
+  it('a chain of heads holds; a head removed from between two, or forged, does not', () => {
+    const heads = [head(2, 0), head(5, 2), head(8, 5)];
+    const intact = checkSignedHeads('t1', heads, publicKey);
+    expect(intact).toMatchObject({ problems: [], checked: 3, otherKeys: 0, latest: heads[2] });
+    expect(verify(records, intact.expected)).toMatchObject({ ok: true });
+    // Concurrent signers may both extend one head; heads signed before links name none.
+    expect(checkSignedHeads('t1', [head(1), head(2, 0), head(5, 2), head(6, 2)], publicKey).problems).toEqual(
+      [],
+    );
+
+    expect(checkSignedHeads('t1', [heads[0], heads[2]] as SignedHead[], publicKey).problems).toEqual([
+      {
+        seq: 5,
+        message:
+          'the head at seq 8 extends the signed head at seq 5, which is gone (signed heads were removed)',
+      },
+    ]);
+    const forged = { ...(heads[1] as SignedHead), hash: 'f'.repeat(64) };
+    expect(checkSignedHeads('t1', [heads[0], forged, heads[2]] as SignedHead[], publicKey).problems).toEqual([
+      { seq: 5, message: 'the signature of the head at seq 5 does not verify' },
+    ]);
+    expect(checkSignedHeads('t2', heads, publicKey).problems.map((problem) => problem.seq)).toEqual([
+      2, 5, 8,
+    ]);
+    const other = generateKeyPairSync('ed25519').publicKey;
+    expect(checkSignedHeads('t1', heads, other)).toMatchObject({ problems: [], checked: 0, otherKeys: 3 });
+  });
+
+  it('heads kept elsewhere: the trail must hold them, and the stored heads must not end before them', () => {
+    const kept = [head(3, 0), head(6, 3)];
+    expect(checkKeptHeads(kept, publicKey, 6)).toEqual({
+      expected: [
+        { seq: 3, hash: hashAt(3) },
+        { seq: 6, hash: hashAt(6) },
+      ],
+      problems: [],
+    });
+    expect(checkKeptHeads(kept, publicKey, 3).problems).toEqual([
+      {
+        seq: 4,
+        message:
+          "the service's signed heads end at seq 3, before the kept head at seq 6 (signed heads were removed, or the trail was cut)",
+      },
+    ]);
+    // Rebuilt from scratch: record 1 changed, every hash recomputed (a consistent chain).
+    let prevHash = GENESIS_HASH;
+    const rebuilt = records.map((record) => {
+      const forged = withHash({ ...record, ...(record.seq === 1 ? { actor: 'x' } : {}), prevHash });
+      prevHash = forged.hash;
+      return forged;
+    });
+    expect(verify(rebuilt)).toMatchObject({ ok: true });
+    expect(verify(rebuilt, checkKeptHeads(kept, publicKey, 8).expected)).toMatchObject({
+      ok: false,
+      firstBroken: 3,
+    });
+    expect(verify(records.slice(0, 4), checkKeptHeads(kept, publicKey, 8).expected)).toMatchObject({
+      ok: false,
+      firstBroken: 5,
+    });
+    expect(checkKeptHeads([{ ...(kept[0] as SignedHead), seq: 4 }], publicKey, 8).problems).toEqual([
+      { seq: 4, message: 'the signature of the kept head at seq 4 does not verify' },
+    ]);
   });
 });
