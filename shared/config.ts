@@ -76,7 +76,7 @@ export const SETTINGS = {
   },
   CAIRN_AUDIT: {
     description:
-      'true/1/yes turns the audit trail on (docs/audit.md); needs CAIRN_TABLE_ENDPOINT. Off: the audit routes answer 400 naming this setting.',
+      'true/1/yes turns the audit trail on (docs/audit.md); needs CAIRN_TABLE_ENDPOINT. Off: the audit routes answer 501 not_configured naming this setting.',
   },
   CAIRN_AUDIT_TABLE: {
     description:
@@ -117,7 +117,7 @@ export const SETTINGS = {
   CAIRN_TABLE_ENDPOINT: {
     requiredIn: 'blob',
     description:
-      'Table service URL (e.g. https://<account>.table.core.windows.net) of the session index and memory facts; credentials as for Blob (CAIRN_STORAGE_ACCOUNT_KEY for Azurite, else AZURE_CLIENT_ID). Unset: the session routes answer 500 naming this setting, and so do the memory routes on the Blob backend (npm start sets it to its Azurite).',
+      'Table service URL (e.g. https://<account>.table.core.windows.net) of the session index and memory facts; credentials as for Blob (CAIRN_STORAGE_ACCOUNT_KEY for Azurite, else AZURE_CLIENT_ID). Unset: the session routes answer 501 not_configured naming this setting, and so do the memory routes on the Blob backend (npm start sets it to its Azurite).',
   },
   CAIRN_SESSION_TABLE: {
     description:

@@ -90,7 +90,7 @@ export interface Services {
   /**
    * Memory facts: on Table Storage when CAIRN_TABLE_ENDPOINT is set, else on the local filesystem
    * with the local backend; undefined with the Blob backend and no table service (the memory
-   * routes then answer 500 naming CAIRN_TABLE_ENDPOINT: facts must not silently stay on one
+   * routes then answer 501 `not_configured` naming CAIRN_TABLE_ENDPOINT: facts must not silently stay on one
    * instance's disk while the rest of the data is shared).
    */
   readonly memory?: MemoryFacts;

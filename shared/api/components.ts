@@ -1443,8 +1443,18 @@ const responses: Record<string, JsonObject> = {
     }),
   ),
   InternalError: errorAnswer(
-    '`internal` (a bug, or a route that is not configured) or `integrity_error` (stored bytes failed their hash).',
+    '`internal` (a bug) or `integrity_error` (stored bytes failed their hash).',
     errorSchema(['internal', 'integrity_error']),
+  ),
+  NotConfigured: errorAnswer(
+    '`not_configured`: this deployment does not configure the part of Cairn the route belongs to; `setting` names the setting an operator must set (the message says how). Retrying does not help until then; nothing was read or written.',
+    errorSchema(['not_configured'], {
+      setting: {
+        type: 'string',
+        pattern: '^CAIRN_[A-Z0-9_]+$',
+        description: 'The setting that turns the part on, e.g. CAIRN_TABLE_ENDPOINT or CAIRN_AUDIT.',
+      },
+    }),
   ),
   StorageUnavailable: errorAnswer(
     '`storage_unavailable`: the storage (or the token signing keys) failed or timed out; retry after `Retry-After`. Never reported as 404.',

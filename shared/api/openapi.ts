@@ -190,7 +190,7 @@ const keysPath = {
 // Session archives
 
 const SESSIONS_NOTE =
-  "A session id belongs to the tenant that first writes to it: another tenant's write is 403 `tenant mismatch`, its read 404. Without the session index configured (CAIRN_TABLE_ENDPOINT) these routes answer 500. For a tenant CAIRN_ENCRYPT_TENANTS lists, objects, manifests and the index's `data` are sealed at rest (sizes and answers unchanged); stored bytes that do not open answer 500 `integrity_error`, never 404.";
+  "A session id belongs to the tenant that first writes to it: another tenant's write is 403 `tenant mismatch`, its read 404. Without the session index configured (CAIRN_TABLE_ENDPOINT) these routes answer 501 `not_configured` naming it. For a tenant CAIRN_ENCRYPT_TENANTS lists, objects, manifests and the index's `data` are sealed at rest (sizes and answers unchanged); stored bytes that do not open answer 500 `integrity_error`, never 404.";
 
 const sid = pathParameter('sid', 'The session id.', schemaRef('Id'));
 const cid = pathParameter('cid', 'A checkpoint id, or `latest` for the latest checkpoint.', schemaRef('Id'));
@@ -215,7 +215,7 @@ const sessionsPath = {
       }),
     ],
     answers: { 200: jsonAnswer('One page of sessions.', schemaRef('SessionPage')) },
-    errors: [400],
+    errors: [400, 501],
   }),
 };
 
@@ -228,7 +228,7 @@ const sessionPath = {
     tag: TAGS.sessions,
     access: 'tenant',
     answers: { 200: jsonAnswer('The record.', schemaRef('Session')) },
-    errors: [400, 404],
+    errors: [400, 404, 501],
   }),
 };
 
@@ -255,7 +255,7 @@ const sessionObjectPath = {
       200: jsonAnswer('The same bytes were already stored.', schemaRef('ObjectStored')),
       201: jsonAnswer('Stored.', schemaRef('ObjectStored')),
     },
-    errors: [400, 403, 409],
+    errors: [400, 403, 409, 501],
   }),
   get: operation({
     operationId: 'getSessionObject',
@@ -264,7 +264,7 @@ const sessionObjectPath = {
     tag: TAGS.sessions,
     access: 'tenant',
     answers: { 200: bytesAnswer('The bytes.') },
-    errors: [400, 404],
+    errors: [400, 404, 501],
   }),
 };
 
@@ -284,7 +284,7 @@ const checkpointsPath = {
       limitBytes: 512 * KiB,
     },
     answers: { 201: jsonAnswer('Published; `latest` is the new checkpoint.', schemaRef('Published')) },
-    errors: [400, 403, 409, 422],
+    errors: [400, 403, 409, 422, 501],
   }),
 };
 
@@ -297,7 +297,7 @@ const checkpointPath = {
     tag: TAGS.sessions,
     access: 'tenant',
     answers: { 200: jsonAnswer('The manifest.', schemaRef('Manifest')) },
-    errors: [400, 404],
+    errors: [400, 404, 501],
   }),
 };
 
@@ -326,7 +326,7 @@ const checkpointFilePath = {
         }),
       }),
     },
-    errors: [400, 404],
+    errors: [400, 404, 501],
   }),
 };
 
@@ -1260,7 +1260,7 @@ const snapshotKeysPath = {
 // Memory facts (docs/memory.md)
 
 const MEMORY_NOTE =
-  "Facts are per tenant: another tenant's fact is absent for the caller. Without a table service (CAIRN_TABLE_ENDPOINT) on the Blob backend these routes answer 500.";
+  "Facts are per tenant: another tenant's fact is absent for the caller. Without a table service (CAIRN_TABLE_ENDPOINT) on the Blob backend these routes answer 501 `not_configured` naming it.";
 /** Memory request bodies: a value of at most 32 KiB of JSON, or a search with its filter. */
 const MEMORY_BODY_BYTES = 64 * KiB;
 const requiredQuery = (name: string, description: string, schema: JsonObject) => ({
@@ -1304,7 +1304,7 @@ const memoryFactsPath = {
       200: jsonAnswer('Replaced.', schemaRef('MemoryItem'), { ETag: factEtag }),
       201: jsonAnswer('Created (no live fact was there).', schemaRef('MemoryItem'), { ETag: factEtag }),
     },
-    errors: [400, 412],
+    errors: [400, 412, 501],
   }),
   get: operation({
     operationId: 'recallFact',
@@ -1313,7 +1313,7 @@ const memoryFactsPath = {
     tag: TAGS.memory,
     access: 'tenant',
     answers: { 200: jsonAnswer('The fact.', schemaRef('MemoryItem'), { ETag: factEtag }) },
-    errors: [400, 404],
+    errors: [400, 404, 501],
   }),
   delete: operation({
     operationId: 'forgetFact',
@@ -1323,7 +1323,7 @@ const memoryFactsPath = {
     access: 'tenant',
     parameters: writeConditions,
     answers: { 204: emptyAnswer('Forgotten, or absent.') },
-    errors: [400, 412],
+    errors: [400, 412, 501],
   }),
 };
 
@@ -1351,7 +1351,7 @@ const memorySearchPath = {
       limitBytes: MEMORY_BODY_BYTES,
     },
     answers: { 200: jsonAnswer('The results.', schemaRef('MemorySearchResult')) },
-    errors: [400],
+    errors: [400, 501],
   }),
 };
 
@@ -1386,7 +1386,7 @@ const memoryNamespacesPath = {
       }),
     ],
     answers: { 200: jsonAnswer('One page of namespaces.', schemaRef('MemoryNamespaceList')) },
-    errors: [400],
+    errors: [400, 501],
   }),
   delete: operation({
     operationId: 'forgetNamespace',
@@ -1404,7 +1404,7 @@ const memoryNamespacesPath = {
       }),
     ],
     answers: { 200: jsonAnswer('What was deleted.', schemaRef('MemoryForgotten')) },
-    errors: [400],
+    errors: [400, 501],
   }),
 };
 
@@ -1513,7 +1513,7 @@ const migrationsPath = {
     operationId: 'startMigration',
     summary: 'Start a migration of local state to Blob storage',
     description:
-      "Copies the files under each source root into the tenant's key/value space on the Blob backend, as keys `prefix/relative/path`. Existing keys are skipped, never overwritten; sources are never changed; a missing root is skipped. 409 when the service runs on the local backend.",
+      "Copies the files under each source root into the tenant's key/value space on the Blob backend, as keys `prefix/relative/path`. Existing keys are skipped, never overwritten; sources are never changed; a missing root is skipped. 501 `not_configured` naming CAIRN_BLOB_ENDPOINT when the service runs on the local backend.",
     tag: TAGS.migrations,
     access: 'admin',
     body: {
@@ -1563,7 +1563,7 @@ const migrationsPath = {
         { Location: header('The status URI.', { type: 'string', format: 'uri' }) },
       ),
     },
-    errors: [400, 409],
+    errors: [400, 501],
   }),
 };
 
@@ -1618,7 +1618,7 @@ const auditRecordsPath = {
     operationId: 'listAuditRecords',
     summary: "The tenant's audit records, oldest first",
     description:
-      'Filtered by thread and action, paged with `afterSeq`. 400 naming CAIRN_AUDIT when the audit trail is off.',
+      'Filtered by thread and action, paged with `afterSeq`. 501 `not_configured` naming CAIRN_AUDIT when the audit trail is off.',
     tag: TAGS.audit,
     access: 'tenant',
     parameters: [
@@ -1638,7 +1638,7 @@ const auditRecordsPath = {
         properties: { records: { type: 'array', items: schemaRef('AuditRecord') }, next: nextSeq },
       }),
     },
-    errors: [400],
+    errors: [400, 501],
   }),
 };
 
@@ -1647,7 +1647,7 @@ const auditVerifyPath = {
     operationId: 'verifyAuditTrail',
     summary: "Checks the tenant's hash chain",
     description:
-      '`firstBroken` is the first record whose fields, link or place is wrong (a changed field, a deleted record, records reordered), or, with an expected head kept elsewhere, the first missing seq of a cut tail or the expected seq when its hash differs (a rewritten chain). With CAIRN_AUDIT_SIGNING_KEY the head found is signed and kept (`signedHead`). 400 naming CAIRN_AUDIT when the audit trail is off.',
+      '`firstBroken` is the first record whose fields, link or place is wrong (a changed field, a deleted record, records reordered), or, with an expected head kept elsewhere, the first missing seq of a cut tail or the expected seq when its hash differs (a rewritten chain). With CAIRN_AUDIT_SIGNING_KEY the head found is signed and kept (`signedHead`). 501 `not_configured` naming CAIRN_AUDIT when the audit trail is off.',
     tag: TAGS.audit,
     access: 'tenant',
     parameters: [
@@ -1684,7 +1684,7 @@ const auditVerifyPath = {
         },
       }),
     },
-    errors: [400],
+    errors: [400, 501],
   }),
 };
 
@@ -1693,7 +1693,7 @@ const auditHeadsPath = {
     operationId: 'listSignedAuditHeads',
     summary: "The tenant's signed heads, by seq",
     description:
-      'Heads signed on verify and by the auditHeadSign timer, one per seq. `cairn audit verify --public-key` checks a trail against them. 400 naming CAIRN_AUDIT when the audit trail is off.',
+      'Heads signed on verify and by the auditHeadSign timer, one per seq. `cairn audit verify --public-key` checks a trail against them. 501 `not_configured` naming CAIRN_AUDIT when the audit trail is off.',
     tag: TAGS.audit,
     access: 'tenant',
     parameters: [seqParameter('afterSeq', 'Only heads after this seq.'), pageLimit],
@@ -1705,7 +1705,7 @@ const auditHeadsPath = {
         properties: { heads: { type: 'array', items: schemaRef('SignedHead') }, next: nextSeq },
       }),
     },
-    errors: [400],
+    errors: [400, 501],
   }),
 };
 
@@ -1717,7 +1717,7 @@ const rewrapsPath = {
     operationId: 'startRewrap',
     summary: 'Start re-sealing every stored sealed value with the first key',
     description:
-      "Re-seals, with the first key of CAIRN_ENCRYPTION_KEYS, every value of every tenant that was sealed with another key: thread records, checkpoints, channel values, pending writes, memory facts (their ETags change), and the key/value values and session archives (objects, manifests, index data; re-sealed in place, same content) of the tenants CAIRN_ENCRYPT_TENANTS lists. Idempotent and resumable: running it again re-seals nothing twice. When the report's `remaining` is 0 for a key, that key can be removed. 409 when encryption is off.",
+      "Re-seals, with the first key of CAIRN_ENCRYPTION_KEYS, every value of every tenant that was sealed with another key: thread records, checkpoints, channel values, pending writes, memory facts (their ETags change), and the key/value values and session archives (objects, manifests, index data; re-sealed in place, same content) of the tenants CAIRN_ENCRYPT_TENANTS lists. Idempotent and resumable: running it again re-seals nothing twice. When the report's `remaining` is 0 for a key, that key can be removed. 501 `not_configured` naming CAIRN_ENCRYPTION_KEYS when encryption is off.",
     tag: TAGS.encryption,
     access: 'admin',
     body: {
@@ -1738,7 +1738,7 @@ const rewrapsPath = {
         { Location: header('The status URI.', { type: 'string', format: 'uri' }) },
       ),
     },
-    errors: [400, 409],
+    errors: [400, 501],
   }),
 };
 
