@@ -292,7 +292,7 @@ function retentionFrom(env: Env): RetentionConfig {
 /** Where memory facts live: a table when the table service is configured. */
 export interface MemoryConfig {
   readonly tableName: string;
-  /** Unset: facts live on the local filesystem (local backend), or nowhere (Blob backend: 500). */
+  /** Unset: facts live on the local filesystem (local backend), or nowhere (Blob backend: 501 not_configured). */
   readonly tableService?: StorageServiceConfig;
 }
 
@@ -313,7 +313,7 @@ function memoryFrom(env: Env, sessionIndex: SessionIndexConfig): MemoryConfig {
 /** The session index (Azure Table Storage). */
 export interface SessionIndexConfig {
   readonly tableName: string;
-  /** Unset: the session routes cannot work and answer 500 naming CAIRN_TABLE_ENDPOINT. */
+  /** Unset: the session routes cannot work and answer 501 not_configured naming CAIRN_TABLE_ENDPOINT. */
   readonly tableService?: StorageServiceConfig;
 }
 

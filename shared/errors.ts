@@ -154,6 +154,18 @@ export class StorageUnavailableError extends CairnError {
 }
 
 /**
+ * Readiness: a configured store did not answer. `checks` gives each store's outcome by name (no
+ * endpoint, path or error text). A 503 like {@link StorageUnavailableError}, with `Retry-After`.
+ */
+export class NotReadyError extends CairnError {
+  readonly code = 'storage_unavailable';
+  readonly fault = 'system';
+  constructor(message: string, checks: Readonly<Record<string, string>>) {
+    super(message, { checks });
+  }
+}
+
+/**
  * The route belongs to a part of Cairn that this deployment does not configure (auditing off, no
  * table service for memory or session archives, no encryption keys, no Blob backend for a
  * migration). Not the caller's fault and not a bug, and retrying does not help until an operator

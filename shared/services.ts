@@ -22,6 +22,7 @@ import { processLogger } from './logging';
 import { MemoryFacts } from './memory/memory';
 import { memoryRewrapTarget } from './memory/memoryRewrap';
 import type { MemoryStore } from './memory/memoryStore';
+import { MAX_READINESS_MS, Readiness, readinessProbes } from './readiness';
 import { RetentionPolicies } from './retention/policy';
 import { RetentionPruner, type RetentionStores } from './retention/prune';
 import { PruneStates } from './retention/pruneState';
@@ -116,6 +117,8 @@ export interface Services {
   readonly pruner: RetentionPruner;
   /** `cairn verify`: checks what each tenant keeps. */
   readonly verifier: Verifier;
+  /** Whether every configured store answers (`GET /api/health/ready`). */
+  readonly readiness: Readiness;
 }
 
 /** The actor of what the retentionPrune run does, in the audit trail. */
@@ -251,6 +254,10 @@ export function createServices(config: Config): Services {
       maxMs: config.retention.maxSeconds * 1000,
     }),
     verifier: new Verifier({ ...retentionStores, audit: auditChainCheckOf(auditTrail) }),
+    readiness: new Readiness(
+      readinessProbes(config, blobService),
+      Math.min(config.storageTimeoutMs, MAX_READINESS_MS),
+    ),
   };
 }
 

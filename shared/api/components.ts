@@ -209,6 +209,19 @@ const memorySchemas: Record<string, Schema> = {
 };
 
 const schemas: Record<string, Schema> = {
+  ReadinessChecks: {
+    type: 'object',
+    description:
+      'Each configured store by name and whether it answered: `backend` (the Blob container or the local data folder) always; `sessionIndex`, `memory` and `audit` (their tables) and `emailWindowQueue` when configured. Names only: no endpoint, account, path or error text.',
+    required: ['backend'],
+    additionalProperties: false,
+    properties: Object.fromEntries(
+      ['backend', 'sessionIndex', 'memory', 'audit', 'emailWindowQueue'].map((store) => [
+        store,
+        { enum: ['ok', 'failed', 'timeout'] },
+      ]),
+    ),
+  },
   Key: {
     type: 'string',
     minLength: 1,
@@ -1455,6 +1468,11 @@ const responses: Record<string, JsonObject> = {
         description: 'The setting that turns the part on, e.g. CAIRN_TABLE_ENDPOINT or CAIRN_AUDIT.',
       },
     }),
+  ),
+  NotReady: errorAnswer(
+    "`storage_unavailable`: a configured store did not answer (`failed`) or not within the deadline (`timeout`); `checks` gives every store's outcome. Retry after `Retry-After`.",
+    errorSchema(['storage_unavailable'], { checks: schemaRef('ReadinessChecks') }),
+    { 'Retry-After': header('Seconds to wait before probing again.', { type: 'integer', minimum: 0 }) },
   ),
   StorageUnavailable: errorAnswer(
     '`storage_unavailable`: the storage (or the token signing keys) failed or timed out; retry after `Retry-After`. Never reported as 404.',

@@ -15,6 +15,7 @@ import {
   MAX_SEARCH_SCAN_BYTES,
   MAX_SEARCH_SCAN_ROWS,
 } from '../memory/memory';
+import { MAX_READINESS_MS } from '../readiness';
 import { MAX_POLICY_BODY_BYTES } from '../retention/policy';
 import { PART_BYTES } from '../snapshots/identifiers';
 import { MAX_PUBLISH_BODY_BYTES } from '../snapshots/manifest';
@@ -1783,7 +1784,8 @@ const healthPath = {
   get: operation({
     operationId: 'getHealth',
     summary: 'Liveness',
-    description: 'Reveals no endpoint, container, path or secret.',
+    description:
+      'The process answers; touches no storage (`GET /api/health/ready` checks it). Reveals no endpoint, container, path or secret.',
     tag: TAGS.service,
     access: 'anonymous',
     answers: {
@@ -1797,6 +1799,28 @@ const healthPath = {
           version: { type: 'string', minLength: 1 },
         },
       }),
+    },
+  }),
+};
+
+const healthReadyPath = {
+  get: operation({
+    operationId: 'getReadiness',
+    summary: 'Readiness: every configured store answers',
+    description: `One cheap request per configured store, all at once, answered within ${MAX_READINESS_MS / 1000} seconds (or the storage timeout, when shorter); concurrent probes share one check, reused for a second. What a load balancer probes; \`GET /api/health\` is liveness and touches no storage.`,
+    tag: TAGS.service,
+    access: 'anonymous',
+    answers: {
+      200: jsonAnswer('Every configured store answered.', {
+        type: 'object',
+        required: ['status', 'checks'],
+        additionalProperties: false,
+        properties: {
+          status: { const: 'ready' },
+          checks: schemaRef('ReadinessChecks'),
+        },
+      }),
+      503: ref('#/components/responses/NotReady'),
     },
   }),
 };
@@ -1905,6 +1929,7 @@ export const openApiDocument = {
   security: [{ apiKey: [] }, { entraId: [] }],
   paths: {
     '/api/health': healthPath,
+    '/api/health/ready': healthReadyPath,
     '/api/openapi.json': openApiPath,
     '/api/kv/{key}': kvPath,
     '/api/keys': keysPath,
