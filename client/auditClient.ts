@@ -5,8 +5,8 @@ import { readJson, type Transport } from './transport';
 
 /**
  * The caller's tenant's audit trail (the service must run with CAIRN_AUDIT=true; otherwise every
- * call fails with 400 naming the setting): records oldest first, the service's verification of the
- * hash chain, and the signed heads. `cairn audit verify` checks a trail itself, with the public key.
+ * call fails with 501 `not_configured` naming the setting): records oldest first, the service's
+ * verification of the hash chain, and the signed heads. `cairn audit verify` checks a trail itself, with the public key.
  */
 
 export type { AuditRecord, VerifyResult } from '../shared/audit/chain';

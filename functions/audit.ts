@@ -3,7 +3,7 @@ import { z } from 'zod';
 
 import type { AuditTrail } from '#shared/audit/auditTrail';
 import { auditSignScheduleFrom } from '#shared/config';
-import { InvalidArgumentError } from '#shared/errors';
+import { InvalidArgumentError, NotConfiguredError } from '#shared/errors';
 import { createLogger } from '#shared/logging';
 import { getServices } from '#shared/services';
 import { isName, NAME_RULE } from '#shared/threads/identifiers';
@@ -14,14 +14,15 @@ import { json, parseQuery } from './http/request';
 /**
  * The audit trail's routes (docs/audit.md): the caller's tenant's records, oldest first, with
  * filters and paging; verification of the hash chain (optionally against a head kept elsewhere),
- * which signs the head when a signing key is configured and the trail verifies; the signed heads. With CAIRN_AUDIT off
- * every route answers 400 naming the setting. Also the `auditHeadSign` timer.
+ * which signs the head when a signing key is configured and the trail verifies; the signed heads.
+ * With CAIRN_AUDIT off every route answers 501 `not_configured` naming the setting. Also the
+ * `auditHeadSign` timer.
  */
 
 function trailOf(call: AuthenticatedCall): AuditTrail {
   const trail = call.services.auditTrail;
   if (trail === undefined) {
-    throw new InvalidArgumentError('CAIRN_AUDIT', 'the audit trail is off; set CAIRN_AUDIT=true to keep one');
+    throw new NotConfiguredError('CAIRN_AUDIT', 'the audit trail is off: set CAIRN_AUDIT=true to keep one');
   }
   return trail;
 }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 import { actorOf } from '#shared/auth';
-import { InternalError, NotFoundError } from '#shared/errors';
+import { NotConfiguredError, NotFoundError } from '#shared/errors';
 import type { Caller, MemoryFacts } from '#shared/memory/memory';
 import { checkFilter } from '#shared/memory/valueFilter';
 
@@ -26,7 +26,8 @@ export const MAX_SEARCH_BODY_BYTES = 64 * 1024;
 function memoryOf(call: AuthenticatedCall): MemoryFacts {
   const memory = call.services.memory;
   if (memory === undefined) {
-    throw new InternalError(
+    throw new NotConfiguredError(
+      'CAIRN_TABLE_ENDPOINT',
       'memory is not configured: set CAIRN_TABLE_ENDPOINT (memory facts live in Table Storage with the Blob backend)',
     );
   }

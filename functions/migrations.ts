@@ -4,7 +4,7 @@ import { z } from 'zod';
 
 import { actorOf } from '#shared/auth';
 import { isValidTenantId } from '#shared/config';
-import { ConflictError, ForbiddenError, NotFoundError } from '#shared/errors';
+import { ForbiddenError, NotConfiguredError, NotFoundError } from '#shared/errors';
 import { validateKey } from '#shared/keys';
 import {
   type CopyBatch,
@@ -229,8 +229,9 @@ export const startMigration = httpHandler('startMigration', {
     requireAdmin(call);
     const body = await readJsonBody(request, 64 * 1024, startRequest);
     if (call.services.kvStores.kind !== 'blob') {
-      throw new ConflictError(
-        'the service runs on the local backend: a migration needs the Blob backend as its target',
+      throw new NotConfiguredError(
+        'CAIRN_BLOB_ENDPOINT',
+        'the service runs on the local backend: a migration needs the Blob backend as its target; set CAIRN_BLOB_ENDPOINT and CAIRN_BLOB_CONTAINER',
       );
     }
     const client = df.getClient(call.context);

@@ -4,7 +4,7 @@ import { z } from 'zod';
 
 import { actorOf } from '#shared/auth';
 import { addCounts, emptyCounts, type RewrapCounts, type RewrapPage } from '#shared/crypto/rewrap';
-import { ConflictError, ForbiddenError, InternalError, NotFoundError } from '#shared/errors';
+import { ForbiddenError, InternalError, NotConfiguredError, NotFoundError } from '#shared/errors';
 import { getServices } from '#shared/services';
 
 import { type JobAudit, jobEvent } from './auditJobs';
@@ -211,8 +211,9 @@ export const startRewrap = httpHandler('startRewrap', {
     await readJsonBody(request, 1024, startRequest, { emptyIsObject: true });
     const { codec } = call.services;
     if (codec.firstKeyId === undefined) {
-      throw new ConflictError(
-        'encryption at rest is off (CAIRN_ENCRYPTION_KEYS is empty): nothing to re-seal',
+      throw new NotConfiguredError(
+        'CAIRN_ENCRYPTION_KEYS',
+        'encryption at rest is off (CAIRN_ENCRYPTION_KEYS is empty): nothing to re-seal; set CAIRN_ENCRYPTION_KEYS to seal values',
       );
     }
     const input: RewrapInput = {

@@ -5,7 +5,7 @@ import { ID_RULE } from '#shared/archive/identifiers';
 import { publishRequestSchema } from '#shared/archive/manifest';
 import type { SessionArchive } from '#shared/archive/sessionArchive';
 import { actorOf } from '#shared/auth';
-import { InternalError } from '#shared/errors';
+import { NotConfiguredError } from '#shared/errors';
 import { MAX_OBJECT_BYTES } from '#shared/storage/immutableObjectStore';
 import { readAllBytes } from '#shared/streams';
 
@@ -30,7 +30,8 @@ const VERIFY_BEFORE_SENDING_BYTES = 1024 * 1024;
 function archiveOf(call: AuthenticatedCall): SessionArchive {
   const archive = call.services.sessionArchive;
   if (archive === undefined) {
-    throw new InternalError(
+    throw new NotConfiguredError(
+      'CAIRN_TABLE_ENDPOINT',
       'session archives are not configured: set CAIRN_TABLE_ENDPOINT (the session index)',
     );
   }

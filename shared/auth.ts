@@ -26,9 +26,36 @@ export function sha256Hex(text: string): string {
 }
 
 /**
+ * The key set's getter, with every failure to get a usable key set (unreachable, timed out, an
+ * answer other than 200, not JSON, not a key set, a key that does not import) turned into 503
+ * `storage_unavailable`: our side's fault, retryable, never a 401 the client would not retry. What
+ * is the token's own fault stays as jose raised it (401): no key of the set has its `kid` (after
+ * one reload of the set), several do, or its algorithm is not one a key set serves.
+ */
+function keySetOrUnavailable(getKey: JWTVerifyGetKey): JWTVerifyGetKey {
+  return async (header, token) => {
+    try {
+      return await getKey(header, token);
+    } catch (error) {
+      if (
+        error instanceof joseErrors.JWKSNoMatchingKey ||
+        error instanceof joseErrors.JWKSMultipleMatchingKeys ||
+        error instanceof joseErrors.JOSENotSupported
+      ) {
+        throw error;
+      }
+      throw new StorageUnavailableError('could not fetch the token signing keys; retry later', {
+        cause: error,
+      });
+    }
+  };
+}
+
+/**
  * Checks bearer credentials: API keys (compared by their SHA-256, so configuration holds no key in
  * clear) and, when configured, Entra ID access tokens verified in-process with `jose` (signature
- * against the JWKS, `exp`, `nbf`, issuer and audience). Tokens are never logged or kept.
+ * against the JWKS, a required `exp`, `nbf`, issuer and audience; a key set that cannot be
+ * fetched is 503, see {@link keySetOrUnavailable}). Tokens are never logged or kept.
  */
 export class Authenticator {
   private readonly keysByHash: ReadonlyMap<string, Principal>;
@@ -37,11 +64,15 @@ export class Authenticator {
   constructor(
     apiKeys: readonly ApiKeyEntry[],
     private readonly entra?: EntraConfig,
+    /** How long a fetch of the key set may take before the request answers 503. */
+    jwksTimeoutMs = 5000,
   ) {
     this.keysByHash = new Map(
       apiKeys.map((entry) => [entry.sha256, { tenant: entry.tenant, admin: entry.admin }]),
     );
-    this.jwks = entra && createRemoteJWKSet(new URL(entra.jwksUri), { timeoutDuration: 5000 });
+    this.jwks =
+      entra &&
+      keySetOrUnavailable(createRemoteJWKSet(new URL(entra.jwksUri), { timeoutDuration: jwksTimeoutMs }));
   }
 
   /** The caller of a request with this `Authorization` header; throws UnauthorizedError otherwise. */
@@ -66,16 +97,19 @@ export class Authenticator {
   ): Promise<Principal> {
     let payload;
     try {
-      ({ payload } = await jwtVerify(token, jwks, { issuer: entra.issuer, audience: entra.audience }));
+      ({ payload } = await jwtVerify(token, jwks, {
+        issuer: entra.issuer,
+        audience: entra.audience,
+        // A token without an expiry would be valid for ever: refused, as docs/api.md says.
+        requiredClaims: ['exp'],
+      }));
     } catch (error) {
+      if (error instanceof StorageUnavailableError) throw error;
       if (error instanceof joseErrors.JWTExpired) throw new UnauthorizedError('the access token has expired');
-      if (error instanceof joseErrors.JOSEError && !(error instanceof joseErrors.JWKSTimeout)) {
-        throw new UnauthorizedError('the access token is not valid for this service');
+      if (error instanceof joseErrors.JWTClaimValidationFailed && error.reason === 'missing') {
+        throw new UnauthorizedError(`the access token has no "${error.claim}" claim`);
       }
-      // The signing keys could not be fetched: our fault, retryable, not the caller's credential.
-      throw new StorageUnavailableError('could not fetch the token signing keys; retry later', {
-        cause: error,
-      });
+      throw new UnauthorizedError('the access token is not valid for this service');
     }
     const tenant = payload[entra.tenantClaim];
     if (typeof tenant !== 'string' || !isValidTenantId(tenant)) {

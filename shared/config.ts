@@ -76,7 +76,7 @@ export const SETTINGS = {
   },
   CAIRN_AUDIT: {
     description:
-      'true/1/yes turns the audit trail on (docs/audit.md); needs CAIRN_TABLE_ENDPOINT. Off: the audit routes answer 400 naming this setting.',
+      'true/1/yes turns the audit trail on (docs/audit.md); needs CAIRN_TABLE_ENDPOINT. Off: the audit routes answer 501 not_configured naming this setting.',
   },
   CAIRN_AUDIT_TABLE: {
     description:
@@ -117,7 +117,7 @@ export const SETTINGS = {
   CAIRN_TABLE_ENDPOINT: {
     requiredIn: 'blob',
     description:
-      'Table service URL (e.g. https://<account>.table.core.windows.net) of the session index and memory facts; credentials as for Blob (CAIRN_STORAGE_ACCOUNT_KEY for Azurite, else AZURE_CLIENT_ID). Unset: the session routes answer 500 naming this setting, and so do the memory routes on the Blob backend (npm start sets it to its Azurite).',
+      'Table service URL (e.g. https://<account>.table.core.windows.net) of the session index and memory facts; credentials as for Blob (CAIRN_STORAGE_ACCOUNT_KEY for Azurite, else AZURE_CLIENT_ID). Unset: the session routes answer 501 not_configured naming this setting, and so do the memory routes on the Blob backend (npm start sets it to its Azurite).',
   },
   CAIRN_SESSION_TABLE: {
     description:
@@ -292,7 +292,7 @@ function retentionFrom(env: Env): RetentionConfig {
 /** Where memory facts live: a table when the table service is configured. */
 export interface MemoryConfig {
   readonly tableName: string;
-  /** Unset: facts live on the local filesystem (local backend), or nowhere (Blob backend: 500). */
+  /** Unset: facts live on the local filesystem (local backend), or nowhere (Blob backend: 501 not_configured). */
   readonly tableService?: StorageServiceConfig;
 }
 
@@ -313,7 +313,7 @@ function memoryFrom(env: Env, sessionIndex: SessionIndexConfig): MemoryConfig {
 /** The session index (Azure Table Storage). */
 export interface SessionIndexConfig {
   readonly tableName: string;
-  /** Unset: the session routes cannot work and answer 500 naming CAIRN_TABLE_ENDPOINT. */
+  /** Unset: the session routes cannot work and answer 501 not_configured naming CAIRN_TABLE_ENDPOINT. */
   readonly tableService?: StorageServiceConfig;
 }
 

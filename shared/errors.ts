@@ -18,6 +18,7 @@ export type ErrorCode =
   | 'payload_too_large'
   | 'missing_objects'
   | 'storage_unavailable'
+  | 'not_configured'
   | 'integrity_error'
   | 'internal';
 
@@ -149,6 +150,35 @@ export class StorageUnavailableError extends CairnError {
   readonly fault = 'system';
   constructor(message = 'the storage is unavailable; retry later', options?: { cause?: unknown }) {
     super(message, {}, options);
+  }
+}
+
+/**
+ * Readiness: a configured store did not answer. `checks` gives each store's outcome by name (no
+ * endpoint, path or error text). A 503 like {@link StorageUnavailableError}, with `Retry-After`.
+ */
+export class NotReadyError extends CairnError {
+  readonly code = 'storage_unavailable';
+  readonly fault = 'system';
+  constructor(message: string, checks: Readonly<Record<string, string>>) {
+    super(message, { checks });
+  }
+}
+
+/**
+ * The route belongs to a part of Cairn that this deployment does not configure (auditing off, no
+ * table service for memory or session archives, no encryption keys, no Blob backend for a
+ * migration). Not the caller's fault and not a bug, and retrying does not help until an operator
+ * sets `setting`, which the message and the error JSON name. Nothing was read or written.
+ */
+export class NotConfiguredError extends CairnError {
+  readonly code = 'not_configured';
+  readonly fault = 'system';
+  constructor(
+    readonly setting: string,
+    message: string,
+  ) {
+    super(message, { setting });
   }
 }
 

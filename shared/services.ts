@@ -22,6 +22,7 @@ import { processLogger } from './logging';
 import { MemoryFacts } from './memory/memory';
 import { memoryRewrapTarget } from './memory/memoryRewrap';
 import type { MemoryStore } from './memory/memoryStore';
+import { MAX_READINESS_MS, Readiness, readinessProbes } from './readiness';
 import { RetentionPolicies } from './retention/policy';
 import { RetentionPruner, type RetentionStores } from './retention/prune';
 import { PruneStates } from './retention/pruneState';
@@ -90,7 +91,7 @@ export interface Services {
   /**
    * Memory facts: on Table Storage when CAIRN_TABLE_ENDPOINT is set, else on the local filesystem
    * with the local backend; undefined with the Blob backend and no table service (the memory
-   * routes then answer 500 naming CAIRN_TABLE_ENDPOINT: facts must not silently stay on one
+   * routes then answer 501 `not_configured` naming CAIRN_TABLE_ENDPOINT: facts must not silently stay on one
    * instance's disk while the rest of the data is shared).
    */
   readonly memory?: MemoryFacts;
@@ -116,6 +117,8 @@ export interface Services {
   readonly pruner: RetentionPruner;
   /** `cairn verify`: checks what each tenant keeps. */
   readonly verifier: Verifier;
+  /** Whether every configured store answers (`GET /api/health/ready`). */
+  readonly readiness: Readiness;
 }
 
 /** The actor of what the retentionPrune run does, in the audit trail. */
@@ -251,6 +254,10 @@ export function createServices(config: Config): Services {
       maxMs: config.retention.maxSeconds * 1000,
     }),
     verifier: new Verifier({ ...retentionStores, audit: auditChainCheckOf(auditTrail) }),
+    readiness: new Readiness(
+      readinessProbes(config, blobService),
+      Math.min(config.storageTimeoutMs, MAX_READINESS_MS),
+    ),
   };
 }
 

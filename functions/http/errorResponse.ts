@@ -4,6 +4,7 @@ import {
   CairnError,
   type ErrorCode,
   MethodNotAllowedError,
+  NotConfiguredError,
   PreconditionFailedError,
   ThreadBusyError,
 } from '#shared/errors';
@@ -23,6 +24,7 @@ export const STATUS_BY_CODE: Readonly<Record<ErrorCode, number>> = {
   payload_too_large: 413,
   missing_objects: 422,
   storage_unavailable: 503,
+  not_configured: 501,
   integrity_error: 500,
   internal: 500,
 };
@@ -30,7 +32,9 @@ export const STATUS_BY_CODE: Readonly<Record<ErrorCode, number>> = {
 /** The response for any thrown value: Cairn's errors by their code, anything else as a 500 bug. */
 export function errorResponse(error: unknown, log: Logger): HttpResponseInit {
   const known = error instanceof CairnError ? error : undefined;
-  if (known === undefined || known.fault === 'system') {
+  // A part that is not configured is the deployment's choice, not a failure: the request line's
+  // 501 says enough, and a client calling it in a loop must not flood the error log.
+  if (known === undefined || (known.fault === 'system' && !(known instanceof NotConfiguredError))) {
     log.error({ err: error }, 'request failed');
   }
   const code: ErrorCode = known?.code ?? 'internal';

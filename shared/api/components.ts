@@ -212,6 +212,19 @@ const memorySchemas: Record<string, Schema> = {
 };
 
 const schemas: Record<string, Schema> = {
+  ReadinessChecks: {
+    type: 'object',
+    description:
+      'Each configured store by name and whether it answered: `backend` (the Blob container or the local data folder) always; `sessionIndex`, `memory` and `audit` (their tables) and `emailWindowQueue` when configured. Names only: no endpoint, account, path or error text.',
+    required: ['backend'],
+    additionalProperties: false,
+    properties: Object.fromEntries(
+      ['backend', 'sessionIndex', 'memory', 'audit', 'emailWindowQueue'].map((store) => [
+        store,
+        { enum: ['ok', 'failed', 'timeout'] },
+      ]),
+    ),
+  },
   Key: {
     type: 'string',
     minLength: 1,
@@ -1449,8 +1462,23 @@ const responses: Record<string, JsonObject> = {
     }),
   ),
   InternalError: errorAnswer(
-    '`internal` (a bug, or a route that is not configured) or `integrity_error` (stored bytes failed their hash).',
+    '`internal` (a bug) or `integrity_error` (stored bytes failed their hash).',
     errorSchema(['internal', 'integrity_error']),
+  ),
+  NotConfigured: errorAnswer(
+    '`not_configured`: this deployment does not configure the part of Cairn the route belongs to; `setting` names the setting an operator must set (the message says how). Retrying does not help until then; nothing was read or written.',
+    errorSchema(['not_configured'], {
+      setting: {
+        type: 'string',
+        pattern: '^CAIRN_[A-Z0-9_]+$',
+        description: 'The setting that turns the part on, e.g. CAIRN_TABLE_ENDPOINT or CAIRN_AUDIT.',
+      },
+    }),
+  ),
+  NotReady: errorAnswer(
+    "`storage_unavailable`: a configured store did not answer (`failed`) or not within the deadline (`timeout`); `checks` gives every store's outcome. Retry after `Retry-After`.",
+    errorSchema(['storage_unavailable'], { checks: schemaRef('ReadinessChecks') }),
+    { 'Retry-After': header('Seconds to wait before probing again.', { type: 'integer', minimum: 0 }) },
   ),
   StorageUnavailable: errorAnswer(
     '`storage_unavailable`: the storage (or the token signing keys) failed or timed out; retry after `Retry-After`. Never reported as 404.',

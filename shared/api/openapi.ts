@@ -15,6 +15,7 @@ import {
   MAX_SEARCH_SCAN_BYTES,
   MAX_SEARCH_SCAN_ROWS,
 } from '../memory/memory';
+import { MAX_READINESS_MS } from '../readiness';
 import { MAX_POLICY_BODY_BYTES } from '../retention/policy';
 import { PART_BYTES } from '../snapshots/identifiers';
 import { MAX_PUBLISH_BODY_BYTES } from '../snapshots/manifest';
@@ -194,7 +195,7 @@ const keysPath = {
 // Session archives
 
 const SESSIONS_NOTE =
-  "A session id belongs to the tenant that first writes to it: another tenant's write is 403 `tenant mismatch`, its read 404. Without the session index configured (CAIRN_TABLE_ENDPOINT) these routes answer 500. For a tenant CAIRN_ENCRYPT_TENANTS lists, objects, manifests and the index's `data` are sealed at rest (sizes and answers unchanged); stored bytes that do not open answer 500 `integrity_error`, never 404.";
+  "A session id belongs to the tenant that first writes to it: another tenant's write is 403 `tenant mismatch`, its read 404. Without the session index configured (CAIRN_TABLE_ENDPOINT) these routes answer 501 `not_configured` naming it. For a tenant CAIRN_ENCRYPT_TENANTS lists, objects, manifests and the index's `data` are sealed at rest (sizes and answers unchanged); stored bytes that do not open answer 500 `integrity_error`, never 404.";
 
 const sid = pathParameter('sid', 'The session id.', schemaRef('Id'));
 const cid = pathParameter('cid', 'A checkpoint id, or `latest` for the latest checkpoint.', schemaRef('Id'));
@@ -219,7 +220,7 @@ const sessionsPath = {
       }),
     ],
     answers: { 200: jsonAnswer('One page of sessions.', schemaRef('SessionPage')) },
-    errors: [400],
+    errors: [400, 501],
   }),
 };
 
@@ -232,7 +233,7 @@ const sessionPath = {
     tag: TAGS.sessions,
     access: 'tenant',
     answers: { 200: jsonAnswer('The record.', schemaRef('Session')) },
-    errors: [400, 404],
+    errors: [400, 404, 501],
   }),
 };
 
@@ -259,7 +260,7 @@ const sessionObjectPath = {
       200: jsonAnswer('The same bytes were already stored.', schemaRef('ObjectStored')),
       201: jsonAnswer('Stored.', schemaRef('ObjectStored')),
     },
-    errors: [400, 403, 409],
+    errors: [400, 403, 409, 501],
   }),
   get: operation({
     operationId: 'getSessionObject',
@@ -268,7 +269,7 @@ const sessionObjectPath = {
     tag: TAGS.sessions,
     access: 'tenant',
     answers: { 200: bytesAnswer('The bytes.') },
-    errors: [400, 404],
+    errors: [400, 404, 501],
   }),
 };
 
@@ -288,7 +289,7 @@ const checkpointsPath = {
       limitBytes: 512 * KiB,
     },
     answers: { 201: jsonAnswer('Published; `latest` is the new checkpoint.', schemaRef('Published')) },
-    errors: [400, 403, 409, 422],
+    errors: [400, 403, 409, 422, 501],
   }),
 };
 
@@ -301,7 +302,7 @@ const checkpointPath = {
     tag: TAGS.sessions,
     access: 'tenant',
     answers: { 200: jsonAnswer('The manifest.', schemaRef('Manifest')) },
-    errors: [400, 404],
+    errors: [400, 404, 501],
   }),
 };
 
@@ -330,7 +331,7 @@ const checkpointFilePath = {
         }),
       }),
     },
-    errors: [400, 404],
+    errors: [400, 404, 501],
   }),
 };
 
@@ -1264,7 +1265,7 @@ const snapshotKeysPath = {
 // Memory facts (docs/memory.md)
 
 const MEMORY_NOTE =
-  "Facts are per tenant: another tenant's fact is absent for the caller. Without a table service (CAIRN_TABLE_ENDPOINT) on the Blob backend these routes answer 500.";
+  "Facts are per tenant: another tenant's fact is absent for the caller. Without a table service (CAIRN_TABLE_ENDPOINT) on the Blob backend these routes answer 501 `not_configured` naming it.";
 /** Memory request bodies: a value of at most 32 KiB of JSON, or a search with its filter. */
 const MEMORY_BODY_BYTES = 64 * KiB;
 const requiredQuery = (name: string, description: string, schema: JsonObject) => ({
@@ -1308,7 +1309,7 @@ const memoryFactsPath = {
       200: jsonAnswer('Replaced.', schemaRef('MemoryItem'), { ETag: factEtag }),
       201: jsonAnswer('Created (no live fact was there).', schemaRef('MemoryItem'), { ETag: factEtag }),
     },
-    errors: [400, 412],
+    errors: [400, 412, 501],
   }),
   get: operation({
     operationId: 'recallFact',
@@ -1317,7 +1318,7 @@ const memoryFactsPath = {
     tag: TAGS.memory,
     access: 'tenant',
     answers: { 200: jsonAnswer('The fact.', schemaRef('MemoryItem'), { ETag: factEtag }) },
-    errors: [400, 404],
+    errors: [400, 404, 501],
   }),
   delete: operation({
     operationId: 'forgetFact',
@@ -1327,7 +1328,7 @@ const memoryFactsPath = {
     access: 'tenant',
     parameters: writeConditions,
     answers: { 204: emptyAnswer('Forgotten, or absent.') },
-    errors: [400, 412],
+    errors: [400, 412, 501],
   }),
 };
 
@@ -1355,7 +1356,7 @@ const memorySearchPath = {
       limitBytes: MEMORY_BODY_BYTES,
     },
     answers: { 200: jsonAnswer('The results.', schemaRef('MemorySearchResult')) },
-    errors: [400],
+    errors: [400, 501],
   }),
 };
 
@@ -1390,7 +1391,7 @@ const memoryNamespacesPath = {
       }),
     ],
     answers: { 200: jsonAnswer('One page of namespaces.', schemaRef('MemoryNamespaceList')) },
-    errors: [400],
+    errors: [400, 501],
   }),
   delete: operation({
     operationId: 'forgetNamespace',
@@ -1408,7 +1409,7 @@ const memoryNamespacesPath = {
       }),
     ],
     answers: { 200: jsonAnswer('What was deleted.', schemaRef('MemoryForgotten')) },
-    errors: [400],
+    errors: [400, 501],
   }),
 };
 
@@ -1517,7 +1518,7 @@ const migrationsPath = {
     operationId: 'startMigration',
     summary: 'Start a migration of local state to Blob storage',
     description:
-      "Copies the files under each source root into the tenant's key/value space on the Blob backend, as keys `prefix/relative/path`. Existing keys are skipped, never overwritten; sources are never changed; a missing root is skipped. 409 when the service runs on the local backend.",
+      "Copies the files under each source root into the tenant's key/value space on the Blob backend, as keys `prefix/relative/path`. Existing keys are skipped, never overwritten; sources are never changed; a missing root is skipped. 501 `not_configured` naming CAIRN_BLOB_ENDPOINT when the service runs on the local backend.",
     tag: TAGS.migrations,
     access: 'admin',
     body: {
@@ -1567,7 +1568,7 @@ const migrationsPath = {
         { Location: header('The status URI.', { type: 'string', format: 'uri' }) },
       ),
     },
-    errors: [400, 409],
+    errors: [400, 501],
   }),
 };
 
@@ -1622,7 +1623,7 @@ const auditRecordsPath = {
     operationId: 'listAuditRecords',
     summary: "The tenant's audit records, oldest first",
     description:
-      'Filtered by thread and action, paged with `afterSeq`. 400 naming CAIRN_AUDIT when the audit trail is off.',
+      'Filtered by thread and action, paged with `afterSeq`. 501 `not_configured` naming CAIRN_AUDIT when the audit trail is off.',
     tag: TAGS.audit,
     access: 'tenant',
     parameters: [
@@ -1642,7 +1643,7 @@ const auditRecordsPath = {
         properties: { records: { type: 'array', items: schemaRef('AuditRecord') }, next: nextSeq },
       }),
     },
-    errors: [400],
+    errors: [400, 501],
   }),
 };
 
@@ -1651,7 +1652,7 @@ const auditVerifyPath = {
     operationId: 'verifyAuditTrail',
     summary: "Checks the tenant's hash chain",
     description:
-      "`firstBroken` is the first record whose fields, link or place is wrong (a changed field, a deleted record, records reordered), or, against a signed head of CAIRN_AUDIT_SIGNING_KEY's key or an expected head kept elsewhere, the first missing seq of a cut tail or the head's seq when its hash differs (a rewritten chain), or the seq of a signed head that does not hold (its signature does not verify, or it was removed from before a head that extends it); `problems` says what, in words. With CAIRN_AUDIT_SIGNING_KEY the head found is signed and kept (`signedHead`, naming the key's last signed head it extends) only when `ok`; otherwise `notSigned` says why (a head already signed by the key is answered, not signed again). A trail rebuilt after every signed head was removed verifies: only a head kept elsewhere catches it. 400 naming CAIRN_AUDIT when the audit trail is off.",
+      "`firstBroken` is the first record whose fields, link or place is wrong (a changed field, a deleted record, records reordered), or, against a signed head of CAIRN_AUDIT_SIGNING_KEY's key or an expected head kept elsewhere, the first missing seq of a cut tail or the head's seq when its hash differs (a rewritten chain), or the seq of a signed head that does not hold (its signature does not verify, or it was removed from before a head that extends it); `problems` says what, in words. With CAIRN_AUDIT_SIGNING_KEY the head found is signed and kept (`signedHead`, naming the key's last signed head it extends) only when `ok`; otherwise `notSigned` says why (a head already signed by the key is answered, not signed again). A trail rebuilt after every signed head was removed verifies: only a head kept elsewhere catches it. 501 `not_configured` naming CAIRN_AUDIT when the audit trail is off.",
     tag: TAGS.audit,
     access: 'tenant',
     parameters: [
@@ -1698,7 +1699,7 @@ const auditVerifyPath = {
         },
       }),
     },
-    errors: [400],
+    errors: [400, 501],
   }),
 };
 
@@ -1707,7 +1708,7 @@ const auditHeadsPath = {
     operationId: 'listSignedAuditHeads',
     summary: "The tenant's signed heads, by seq",
     description:
-      'Heads signed on verify and by the auditHeadSign timer when the trail verifies, one per seq, each naming the signed head it extends. `cairn audit verify --public-key` checks a trail against them (and against heads kept elsewhere with `--heads`). 400 naming CAIRN_AUDIT when the audit trail is off.',
+      'Heads signed on verify and by the auditHeadSign timer when the trail verifies, one per seq, each naming the signed head it extends. `cairn audit verify --public-key` checks a trail against them (and against heads kept elsewhere with `--heads`). 501 `not_configured` naming CAIRN_AUDIT when the audit trail is off.',
     tag: TAGS.audit,
     access: 'tenant',
     parameters: [seqParameter('afterSeq', 'Only heads after this seq.'), pageLimit],
@@ -1719,7 +1720,7 @@ const auditHeadsPath = {
         properties: { heads: { type: 'array', items: schemaRef('SignedHead') }, next: nextSeq },
       }),
     },
-    errors: [400],
+    errors: [400, 501],
   }),
 };
 
@@ -1731,7 +1732,7 @@ const rewrapsPath = {
     operationId: 'startRewrap',
     summary: 'Start re-sealing every stored sealed value with the first key',
     description:
-      "Re-seals, with the first key of CAIRN_ENCRYPTION_KEYS, every value of every tenant that was sealed with another key: thread records, checkpoints, channel values, pending writes, memory facts (their ETags change), and the key/value values and session archives (objects, manifests, index data; re-sealed in place, same content) of the tenants CAIRN_ENCRYPT_TENANTS lists. Idempotent and resumable: running it again re-seals nothing twice. When the report's `remaining` is 0 for a key, that key can be removed. 409 when encryption is off.",
+      "Re-seals, with the first key of CAIRN_ENCRYPTION_KEYS, every value of every tenant that was sealed with another key: thread records, checkpoints, channel values, pending writes, memory facts (their ETags change), and the key/value values and session archives (objects, manifests, index data; re-sealed in place, same content) of the tenants CAIRN_ENCRYPT_TENANTS lists. Idempotent and resumable: running it again re-seals nothing twice. When the report's `remaining` is 0 for a key, that key can be removed. 501 `not_configured` naming CAIRN_ENCRYPTION_KEYS when encryption is off.",
     tag: TAGS.encryption,
     access: 'admin',
     body: {
@@ -1752,7 +1753,7 @@ const rewrapsPath = {
         { Location: header('The status URI.', { type: 'string', format: 'uri' }) },
       ),
     },
-    errors: [400, 409],
+    errors: [400, 501],
   }),
 };
 
@@ -1797,7 +1798,8 @@ const healthPath = {
   get: operation({
     operationId: 'getHealth',
     summary: 'Liveness',
-    description: 'Reveals no endpoint, container, path or secret.',
+    description:
+      'The process answers; touches no storage (`GET /api/health/ready` checks it). Reveals no endpoint, container, path or secret.',
     tag: TAGS.service,
     access: 'anonymous',
     answers: {
@@ -1811,6 +1813,28 @@ const healthPath = {
           version: { type: 'string', minLength: 1 },
         },
       }),
+    },
+  }),
+};
+
+const healthReadyPath = {
+  get: operation({
+    operationId: 'getReadiness',
+    summary: 'Readiness: every configured store answers',
+    description: `One cheap request per configured store, all at once, answered within ${MAX_READINESS_MS / 1000} seconds (or the storage timeout, when shorter); concurrent probes share one check, reused for a second. What a load balancer probes; \`GET /api/health\` is liveness and touches no storage.`,
+    tag: TAGS.service,
+    access: 'anonymous',
+    answers: {
+      200: jsonAnswer('Every configured store answered.', {
+        type: 'object',
+        required: ['status', 'checks'],
+        additionalProperties: false,
+        properties: {
+          status: { const: 'ready' },
+          checks: schemaRef('ReadinessChecks'),
+        },
+      }),
+      503: ref('#/components/responses/NotReady'),
     },
   }),
 };
@@ -1870,7 +1894,7 @@ export const openApiDocument = {
       'Durable state for AI agents: key/value, session archives, fleet coordination, threads, memory, workspace snapshots, migrations, encryption at rest, audit trail.',
     description: [
       'Base path `/api`; JSON in and out unless an operation says bytes.',
-      "Every operation but `GET /api/health` and `GET /api/openapi.json` needs `Authorization: Bearer <token>`, an API key or a Microsoft Entra ID access token; without a valid one, 401 with `WWW-Authenticate: Bearer`. Everything a tenant stores is visible to that tenant only; another tenant's data answers as absent data does (404).",
+      "Every operation but `GET /api/health`, `GET /api/health/ready` and `GET /api/openapi.json` needs `Authorization: Bearer <token>`, an API key or a Microsoft Entra ID access token; without a valid one, 401 with `WWW-Authenticate: Bearer`. Everything a tenant stores is visible to that tenant only; another tenant's data answers as absent data does (404).",
       'Errors are the status plus `{"error": {"code", "message", ...details}}`; the components list each one. A method a path does not list answers 405 `method_not_allowed` with `Allow`.',
       'Every answer carries `x-request-id`. Times are RFC 3339 strings in UTC. Size limits are checked before anything else about a body: an oversize body is 413 whatever else is wrong with it. A failed request writes nothing unless its operation says otherwise.',
     ].join('\n\n'),
@@ -1919,6 +1943,7 @@ export const openApiDocument = {
   security: [{ apiKey: [] }, { entraId: [] }],
   paths: {
     '/api/health': healthPath,
+    '/api/health/ready': healthReadyPath,
     '/api/openapi.json': openApiPath,
     '/api/kv/{key}': kvPath,
     '/api/keys': keysPath,

@@ -23,8 +23,11 @@ export type Access = 'anonymous' | 'tenant' | 'admin';
 export const OPERATION_METHODS = ['get', 'head', 'put', 'post', 'patch', 'delete', 'options'] as const;
 export type OperationMethod = (typeof OPERATION_METHODS)[number];
 
-/** Error answers an operation may list; 401, 403, 413, 500 and 503 are added by {@link operation}. */
-export type CallerError = 400 | 403 | 404 | 409 | 412 | 413 | 422;
+/**
+ * Error answers an operation may list; 401, 403, 413, 500 and 503 are added by {@link operation}.
+ * 501 (`not_configured`) is for the operations of a part that a deployment may leave off.
+ */
+export type CallerError = 400 | 403 | 404 | 409 | 412 | 413 | 422 | 501;
 
 /**
  * An error answer other than its status's usual one: `response` names an answer of
@@ -48,6 +51,7 @@ const ERROR_RESPONSES: Readonly<Record<number, string>> = {
   413: 'PayloadTooLarge',
   422: 'MissingObjects',
   500: 'InternalError',
+  501: 'NotConfigured',
   503: 'StorageUnavailable',
 };
 

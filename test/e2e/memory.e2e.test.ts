@@ -371,24 +371,7 @@ describe.each<Backend>(['local', 'blob'])('memory API on the %s backend', (backe
   });
 });
 
-describe('memory without a table service on the Blob backend', () => {
-  it('answers 500 naming CAIRN_TABLE_ENDPOINT, as the session routes do', async () => {
-    const tenant = newTenant('untabled');
-    const app = await startApp({
-      CAIRN_API_KEYS: apiKeysSetting([tenant]),
-      ...backendSettings('blob', azurite().blobEndpoint),
-    });
-    try {
-      const response = await client(app.url, tenant.key)(factPath('a', 'k'));
-      expect(response.status).toBe(500);
-      const error = await errorOf(response);
-      expect(error.code).toBe('internal');
-      expect(error.message).toContain('CAIRN_TABLE_ENDPOINT');
-    } finally {
-      await app.stop();
-    }
-  });
-});
+// Memory without a table service on the Blob backend: test/e2e/notConfigured.e2e.test.ts.
 
 describe('memory on Table Storage while the storage is down', () => {
   const tenant = newTenant('faulty');

@@ -190,19 +190,4 @@ describe('migration of local state to blob storage', () => {
   });
 });
 
-describe('migration on the local backend', () => {
-  it('answers 409: the target must be the Blob backend', async () => {
-    const ops = newTenant('ops', true);
-    const app = await startApp({ CAIRN_API_KEYS: apiKeysSetting([ops]), ...backendSettings('local', '') });
-    try {
-      const response = await client(app.url, ops.key)('/api/migrations', {
-        method: 'POST',
-        body: JSON.stringify({ tenant: 't', sources: [{ root: '/tmp', prefix: '' }] }),
-      });
-      expect(response.status).toBe(409);
-      expect(((await response.json()) as { error: { code: string } }).error.code).toBe('conflict');
-    } finally {
-      await app.stop();
-    }
-  });
-});
+// A migration on the local backend: test/e2e/notConfigured.e2e.test.ts.

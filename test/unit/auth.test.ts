@@ -158,4 +158,86 @@ describe('Entra ID access tokens (JWKS served by this test)', () => {
       StorageUnavailableError,
     );
   });
+
+  it('refuses a validly signed token without exp (it would never expire)', async () => {
+    const noExp = await new SignJWT({ oid: 'a' })
+      .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+      .setIssuer(ISSUER)
+      .setAudience(AUDIENCE)
+      .setIssuedAt()
+      .sign(signingKey);
+    const refusal = authenticator.authenticate(`Bearer ${noExp}`);
+    await expect(refusal).rejects.toBeInstanceOf(UnauthorizedError);
+    await expect(refusal).rejects.toThrow(/"exp"/);
+  });
+
+  it('refuses (401) a token whose kid is not in a valid key set', async () => {
+    const unknownKid = await new SignJWT({ oid: 'a' })
+      .setProtectedHeader({ alg: 'RS256', kid: 'not-in-the-set' })
+      .setIssuer(ISSUER)
+      .setAudience(AUDIENCE)
+      .setExpirationTime('5m')
+      .sign(signingKey);
+    await expect(authenticator.authenticate(`Bearer ${unknownKid}`)).rejects.toBeInstanceOf(
+      UnauthorizedError,
+    );
+  });
+});
+
+describe('Entra ID access tokens when the key set is broken', () => {
+  /** What the key set server answers: an error status, bytes that are not JSON, JSON that is not a key set, nothing. */
+  type Fault = 'status 500' | 'not JSON' | 'not a key set' | 'no answer';
+  const ANSWERS: Record<Exclude<Fault, 'no answer'>, { status: number; type: string; body: string }> = {
+    'status 500': { status: 500, type: 'application/json', body: '{"error":"boom"}' },
+    'not JSON': { status: 200, type: 'text/html', body: '<html>maintenance</html>' },
+    'not a key set': { status: 200, type: 'application/json', body: '{"keys":"none"}' },
+  };
+  let server: http.Server;
+  let baseUri: string;
+  let signingKey: webcrypto.CryptoKey;
+
+  beforeAll(async () => {
+    signingKey = (await generateKeyPair('RS256')).privateKey;
+    server = http.createServer((req, res) => {
+      const fault = decodeURIComponent(req.url?.slice(1) ?? '') as Fault;
+      if (fault === 'no answer') return; // hangs until the client gives up
+      const answer = ANSWERS[fault];
+      res.writeHead(answer.status, { 'content-type': answer.type });
+      res.end(answer.body);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    baseUri = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  });
+  afterAll(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
+
+  it.each<Fault>(['status 500', 'not JSON', 'not a key set', 'no answer'])(
+    'answers unavailable (not unauthorized) when the key set server gives %s',
+    async (fault) => {
+      const authenticator = new Authenticator(
+        [],
+        {
+          issuer: ISSUER,
+          audience: AUDIENCE,
+          jwksUri: baseUri + encodeURIComponent(fault),
+          tenantClaim: 'oid',
+        },
+        200,
+      );
+      const token = await new SignJWT({ oid: 'a' })
+        .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+        .setIssuer(ISSUER)
+        .setAudience(AUDIENCE)
+        .setExpirationTime('5m')
+        .sign(signingKey);
+      await expect(authenticator.authenticate(`Bearer ${token}`)).rejects.toBeInstanceOf(
+        StorageUnavailableError,
+      );
+    },
+  );
 });
