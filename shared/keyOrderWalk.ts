@@ -5,7 +5,8 @@ import path from 'node:path';
  * Walks a folder tree in the byte order of whole keys (relative POSIX paths), as a listing needs:
  * folders sort as `name/`, so `a-c` comes before `a/b` (`-` < `/`). Subtrees that cannot hold a key
  * after `after` with `prefix` are not entered, so a page costs what it returns, not the whole tree.
- * Symbolic links are reported, never followed.
+ * Symbolic links are reported, never followed. The recursion follows folders, so its depth is
+ * bounded by a key's length (at most 512 segments in 1024 bytes), never by what files hold.
  */
 
 export type WalkEntryKind = 'file' | 'symlink' | 'other';

@@ -1,4 +1,5 @@
 import { BLOCK_BYTES, MAX_FILES_PER_CHECKPOINT } from '../archive/identifiers';
+import { MAX_JSON_DEPTH } from '../json';
 import {
   DEFAULT_NAMESPACE_LIMIT,
   DEFAULT_SEARCH_LIMIT,
@@ -1896,7 +1897,9 @@ export const openApiDocument = {
       'Base path `/api`; JSON in and out unless an operation says bytes.',
       "Every operation but `GET /api/health`, `GET /api/health/ready` and `GET /api/openapi.json` needs `Authorization: Bearer <token>`, an API key or a Microsoft Entra ID access token; without a valid one, 401 with `WWW-Authenticate: Bearer`. Everything a tenant stores is visible to that tenant only; another tenant's data answers as absent data does (404).",
       'Errors are the status plus `{"error": {"code", "message", ...details}}`; the components list each one. A method a path does not list answers 405 `method_not_allowed` with `Allow`.',
-      'Every answer carries `x-request-id`. Times are RFC 3339 strings in UTC. Size limits are checked before anything else about a body: an oversize body is 413 whatever else is wrong with it. A failed request writes nothing unless its operation says otherwise.',
+      'Every answer carries `x-request-id`. Times are RFC 3339 strings in UTC. Size limits are checked before anything else about a body: an oversize body is 413 whatever else is wrong with it. A JSON body may nest arrays and objects at most ' +
+        String(MAX_JSON_DEPTH) +
+        ' levels deep, the body counting as one (else 400 naming the top-level field). Keys, prefixes and every user-chosen name that goes into a storage key refuse control characters, Unicode noncharacters and unpaired surrogates. A failed request writes nothing unless its operation says otherwise.',
     ].join('\n\n'),
     license: { name: 'MIT', identifier: 'MIT' },
   },

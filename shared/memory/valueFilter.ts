@@ -15,6 +15,10 @@ import { InvalidArgumentError } from '../errors';
  * - `$exists`: true holds when the field is present (also when null), false when it is missing.
  *
  * A value that is not a JSON object has no fields: only conditions a missing field meets hold.
+ *
+ * Deep equality recurses only as deep as both sides share structure, so its depth is bounded by
+ * the filter's operand (a request body, at most `MAX_JSON_DEPTH` levels), however deeply the stored
+ * value nests.
  */
 
 export type ValueFilter = Readonly<Record<string, unknown>>;

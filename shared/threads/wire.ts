@@ -179,6 +179,7 @@ export const historyQuery = z.object({
       try {
         const value = JSON.parse(text) as unknown;
         if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+          // Bounded like a body: history filters compare it with stored metadata recursively.
           if (tooDeepPath(value) !== null) {
             context.addIssue({ code: 'custom', message: JSON_DEPTH_RULE });
             return z.NEVER;
