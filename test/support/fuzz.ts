@@ -308,7 +308,9 @@ const FIELD_EDGES: readonly unknown[] = [
   {},
   { __proto__: null, constructor: 1 },
   raw(deepArray(2_000)),
-  raw(deepObject(2_000)),
+  raw(deepArray(10_000)),
+  raw(deepObject(10_000)),
+  raw(`[${'{"a":['.repeat(5_000)}${']}'.repeat(5_000)}]`),
   '2026-02-30T25:61:00Z',
   '1970-01-01T00:00:00Z',
 ];
@@ -531,7 +533,13 @@ function encodeSegments(value: string): string {
  * `count` cases for one operation. Every case changes one or two things of an otherwise plausible
  * request, so that most of them reach the check they aim at (path, query, header, body).
  */
-export function casesFor(document: JsonObject, operation: Operation, random: Random, count: number) {
+export function casesFor(
+  document: JsonObject,
+  operation: Operation,
+  random: Random,
+  count: number,
+  options: { everyEdge?: boolean } = {},
+) {
   const pathParameters = operation.parameters.filter((parameter) => parameter['in'] === 'path');
   const queryParameters = operation.parameters.filter((parameter) => parameter['in'] === 'query');
   const headerParameters = operation.parameters.filter(
@@ -624,8 +632,10 @@ export function casesFor(document: JsonObject, operation: Operation, random: Ran
   });
   if (body !== undefined) {
     kinds.push(() => {
-      // Over the route's limit by one byte: 413 whatever the bytes are.
-      const size = body.limit + 1;
+      // Over the route's limit by one byte, or by much: 413 whatever the bytes are.
+      const size = random.chance(0.7)
+        ? body.limit + 1
+        : Math.min(body.limit * 4, body.limit + 8 * 1024 * 1024);
       const bytes =
         body.mediaType === 'application/json'
           ? Buffer.from(`{"pad":"${'p'.repeat(size - 10)}"}`)
@@ -679,9 +689,29 @@ export function casesFor(document: JsonObject, operation: Operation, random: Ran
     });
   }
 
+  // With `everyEdge`, every path parameter meets every path edge and every query parameter every
+  // query edge once, besides the `count` drawn cases.
+  const every: Draft[] = [];
+  if (options.everyEdge === true) {
+    for (const parameter of pathParameters) {
+      const name = String(parameter['name']);
+      for (const value of PATH_EDGES) {
+        every.push({
+          path: { ...validPath(), [name]: value },
+          body: validBody(),
+          what: `path ${name}=${summary(value)}`,
+        });
+      }
+    }
+    for (const parameter of queryParameters) {
+      const name = String(parameter['name']);
+      for (const value of QUERY_EDGES)
+        every.push({ query: `${name}=${value}`, what: `query ${name}=${summary(value)}` });
+    }
+  }
   const cases: FuzzCase[] = [];
-  for (let index = 0; index < count; index++) {
-    const draft = random.pick(kinds)();
+  for (let index = 0; index < count + every.length; index++) {
+    const draft = every[index] ?? random.pick(kinds)();
     const parameters = draft.path ?? validPath();
     let path = operation.path.replace(/\{([^}]+)\}/g, (_match, name: string) => parameters[name] ?? 'fuzz1');
     const query = draft.query ?? (random.chance(0.3) ? validQuery().join('&') : '');

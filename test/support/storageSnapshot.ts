@@ -83,10 +83,10 @@ export async function takeSnapshot(spec: StorageSpec): Promise<StorageSnapshot> 
       if (container.name !== spec.container && !container.name.startsWith(`${spec.container}-`)) continue;
       snapshot.set(`container:${container.name}`, 'container');
       const client = service.getContainerClient(container.name);
-      for await (const blob of client.listBlobsFlat({ includeMetadata: true })) {
+      for await (const blob of client.listBlobsFlat()) {
         snapshot.set(
           `blob:${container.name}/${blob.name}`,
-          `${blob.properties.etag ?? ''} ${blob.properties.contentLength ?? ''} ${JSON.stringify(blob.metadata ?? {})}`,
+          `${blob.properties.etag ?? ''} ${blob.properties.contentLength ?? ''}`,
         );
       }
     }
