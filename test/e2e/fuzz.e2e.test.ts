@@ -245,6 +245,11 @@ function refusedOrRead(fuzzCase: FuzzCase, result: Reply | string): boolean {
   return result.status < 400 && (fuzzCase.method === 'GET' || fuzzCase.method === 'HEAD');
 }
 
+function errorText(error: unknown): string {
+  const { name, message, statusCode } = error as { name?: string; message?: string; statusCode?: number };
+  return `${name ?? 'error'}${statusCode === undefined ? '' : ` ${statusCode}`}: ${(message ?? String(error)).slice(0, 200)}`;
+}
+
 /**
  * Waits until the job at `location` (a 202's status URL) is completed or failed, so that it writes
  * nothing while a later batch is compared; its problem, or undefined.
@@ -330,7 +335,7 @@ async function fuzz(
       // What the app stored breaks the storage's own listing: reported, and nothing more compared.
       fail(
         undefined,
-        `storage could not be listed after this batch (${String(error).slice(0, 200)}); the batch:\n      ${listing()}`,
+        `storage could not be listed after this batch (${errorText(error)}); the batch:\n      ${listing()}`,
       );
       listable = false;
       continue;
