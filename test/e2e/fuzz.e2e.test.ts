@@ -43,7 +43,8 @@ import {
  * The run is seeded (`CAIRN_FUZZ_SEED`, default {@link DEFAULT_SEED}): the same seed sends the same
  * requests, and every failure names it. The local backend (with its tables on Azurite, the audit
  * trail and encryption keys on) gets every operation; the Blob backend gets the key/value and
- * listing routes. A few thousand requests in all.
+ * listing routes; a local backend without tables, audit or encryption keys gets every operation
+ * too, a few times each. A few thousand requests in all.
  *
  * Before the run both callers write once in every domain. The tenant directory records a tenant
  * before its first write in a domain, also one that is then refused (shared/tenants/tenantDirectory.ts:
@@ -57,6 +58,8 @@ const SEED = Number(process.env['CAIRN_FUZZ_SEED'] ?? DEFAULT_SEED);
 const CASES_PER_OPERATION = 30;
 /** The Blob backend gets few operations: each meets every path and query edge, and more drawn cases. */
 const BLOB_CASES_PER_OPERATION = 40;
+/** With the optional features off (no tables, audit or encryption keys), fewer cases per operation. */
+const BARE_CASES_PER_OPERATION = 6;
 /** Small, so that many batches are all refused (one accepted write makes a batch uncomparable). */
 const BATCH_SIZE = 4;
 const CONCURRENCY = 4;
@@ -438,6 +441,7 @@ describe('fuzzing every documented route', () => {
   const tableEndpoint = () => azurite().tableEndpoint;
   let local: Target;
   let blob: Target;
+  let bare: Target;
 
   beforeAll(async () => {
     const suffix = randomUUID().replaceAll('-', '').slice(0, 16);
@@ -454,7 +458,8 @@ describe('fuzzing every documented route', () => {
       CAIRN_LOG_LEVEL: 'warn',
     };
     const localSettings = backendSettings('local', '');
-    const [localApp, blobApp] = await Promise.all([
+    const bareSettings = backendSettings('local', '');
+    const [localApp, blobApp, bareApp] = await Promise.all([
       startApp({
         ...common,
         ...localSettings,
@@ -471,7 +476,15 @@ describe('fuzzing every documented route', () => {
         const app = await startApp({ ...common, ...settings });
         return { app, container: settings['CAIRN_BLOB_CONTAINER'] ?? '' };
       })(),
+      startApp({ ...common, ...bareSettings }),
     ]);
+    bare = {
+      name: 'local backend without tables, audit or encryption',
+      app: bareApp,
+      tenant,
+      admin,
+      storage: { dataDir: bareSettings['CAIRN_DATA_DIR'] ?? '' },
+    };
     local = {
       name: 'local backend',
       app: localApp,
@@ -500,7 +513,7 @@ describe('fuzzing every documented route', () => {
     }
   });
   afterAll(async () => {
-    await Promise.all([local?.app.stop(), blob?.app.stop()]);
+    await Promise.all([local?.app.stop(), blob?.app.stop(), bare?.app.stop()]);
   });
 
   it('answers every case of every route of the local backend below 500, in time, and writes nothing when it refuses', async () => {
@@ -511,6 +524,13 @@ describe('fuzzing every documented route', () => {
     expect(result.failures.length, report(result)).toBe(0);
     expect(result.compared, result.summary).toBeGreaterThan(0);
   }, 240_000);
+
+  it('does the same with the optional features off (their routes refuse, never 500)', async () => {
+    const document = await fetchDocument(bare.app);
+    const result = await fuzz(bare, operationsOf(document), document, BARE_CASES_PER_OPERATION);
+    expect(result.failures.length, report(result)).toBe(0);
+    expect(result.compared, result.summary).toBeGreaterThan(0);
+  }, 120_000);
 
   it('does the same for the key/value and listing routes on the Blob backend', async () => {
     const document = await fetchDocument(blob.app);
