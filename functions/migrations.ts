@@ -22,6 +22,7 @@ import { getServices } from '#shared/services';
 import { type JobAudit, jobEvent } from './auditJobs';
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json } from './http/request';
+import { isJobId } from './jobIds';
 import { readJsonBody } from './jsonBody';
 
 /**
@@ -254,6 +255,7 @@ export const migrationStatus = httpHandler('migrationStatus', {
   GET: async (request, call) => {
     requireAdmin(call);
     const id = request.params['id'] ?? '';
+    if (!isJobId(id)) throw new NotFoundError('no such migration');
     const client = df.getClient(call.context);
     let status;
     try {

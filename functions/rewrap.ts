@@ -10,6 +10,7 @@ import { getServices } from '#shared/services';
 import { type JobAudit, jobEvent } from './auditJobs';
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json } from './http/request';
+import { isJobId } from './jobIds';
 import { readJsonBody } from './jsonBody';
 
 /**
@@ -235,6 +236,7 @@ export const rewrapStatus = httpHandler('rewrapStatus', {
   GET: async (request, call) => {
     requireAdmin(call);
     const id = request.params['id'] ?? '';
+    if (!isJobId(id)) throw new NotFoundError('no such rewrap job');
     let status;
     try {
       status = await df.getClient(call.context).getStatus(id);

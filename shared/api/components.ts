@@ -296,7 +296,12 @@ const schemas: Record<string, Schema> = {
       path: schemaRef('Key'),
       generation: schemaRef('Id'),
       size: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
-      sha256: { type: 'string', pattern: '^[0-9a-fA-F]{64}$', description: 'Hex SHA-256 of the whole file.' },
+      sha256: {
+        type: 'string',
+        pattern: '^[0-9a-fA-F]{64}$',
+        description:
+          'Hex SHA-256 of the whole file; for a file of size 0 it must be the hash of no bytes, e3b0c442…b855 (else 400).',
+      },
     },
     description:
       `A file of \`size\` bytes is blocks 0 … floor(size/${BLOCK_BYTES})-1 of its generation and, when ` +

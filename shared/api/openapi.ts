@@ -1574,7 +1574,13 @@ const migrationsPath = {
 };
 
 const migrationPath = {
-  parameters: [pathParameter('id', 'The migration id.', { type: 'string', minLength: 1 })],
+  parameters: [
+    pathParameter(
+      'id',
+      'The migration id, as the start answered it. An id of other characters names no migration (404).',
+      { type: 'string', pattern: '^[A-Za-z0-9_-]{1,128}$' },
+    ),
+  ],
   get: operation({
     operationId: 'getMigration',
     summary: "A migration's status",
@@ -1759,7 +1765,13 @@ const rewrapsPath = {
 };
 
 const rewrapPath = {
-  parameters: [pathParameter('id', 'The job id.', { type: 'string', minLength: 1 })],
+  parameters: [
+    pathParameter(
+      'id',
+      'The job id, as the start answered it. An id of other characters names no job (404).',
+      { type: 'string', pattern: '^[A-Za-z0-9_-]{1,128}$' },
+    ),
+  ],
   get: operation({
     operationId: 'getRewrap',
     summary: "A rewrap job's status",

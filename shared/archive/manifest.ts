@@ -49,6 +49,9 @@ const path = z
     }
   });
 
+/** The SHA-256 of no bytes: the only hash a file of size 0 can have. */
+const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
+
 const manifestFile = z.strictObject({
   path,
   generation: id,
@@ -98,6 +101,15 @@ export const publishRequestSchema: z.ZodType<PublishRequest> = z
           code: 'custom',
           path: ['files', index, 'generation'],
           message: 'is used by another file of this checkpoint',
+        });
+      }
+      // No object holds an empty file, so nothing checks its hash at publish; a wrong one would make
+      // the file unreadable (500 integrity_error on restore). It can only be one value.
+      if (file.size === 0 && file.sha256 !== EMPTY_SHA256) {
+        context.addIssue({
+          code: 'custom',
+          path: ['files', index, 'sha256'],
+          message: `must be ${EMPTY_SHA256} (the SHA-256 of no bytes) for a file of size 0`,
         });
       }
       paths.add(file.path);
