@@ -137,6 +137,9 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
   const { port } = server.address() as AddressInfo;
   const url = `http://${listenHost}:${port}`;
   contexts.baseUrl = url;
+  // As the host tells its worker: the durable client then calls the webhook URLs it is handed
+  // (without it, the library points them at localhost:7071).
+  process.env['WEBSITE_HOSTNAME'] = `${listenHost}:${port}`;
   log.info(
     { url, functions: registrations.map((registration) => registration.name) },
     'local runtime listening',
