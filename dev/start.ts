@@ -8,7 +8,9 @@
  *    (admin), keeps it in `.cairn/dev-api-key` (mode 600) and prints it once, when it is created.
  * 4. With only CAIRN_BLOB_CONTAINER set, points the Blob backend at this Azurite; without
  *    CAIRN_QUEUE_ENDPOINT, puts the email-window queue on this Azurite too.
- * 5. Runs `func start` when Azure Functions Core Tools are installed, else the local runtime.
+ * 5. Runs `func start` when Azure Functions Core Tools are installed, else the local runtime, whose
+ *    own endpoints (durable webhooks, `/admin/functions/<name>`) need the host key: kept in
+ *    `.cairn/host-key` (mode 600), printed once, when it is created.
  * Ctrl-C stops everything it started.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -18,6 +20,7 @@ import path from 'node:path';
 
 import { sha256Hex } from '../shared/auth';
 import { AZURITE_ACCOUNT_KEY, startAzurite } from './azurite';
+import { HOST_KEY_FILE, loadOrCreateHostKey } from './host/hostAccess';
 import { serve, stopOnSignals } from './host/serve';
 
 // npm runs scripts from the project folder: .cairn/ and local.settings.json are looked up there.
@@ -137,9 +140,16 @@ async function main(): Promise<void> {
     return;
   }
 
+  const hostKey = loadOrCreateHostKey(stateDir);
+  if (hostKey.created) {
+    // Printed once, when created, as the development API key; later starts refer to the file.
+    console.log(
+      `Created the local runtime's host key (for /admin/functions/... and the durable webhooks), kept in .cairn/${HOST_KEY_FILE}:\n  ${hostKey.key}\n`,
+    );
+  }
   let runtime;
   try {
-    runtime = await serve(port);
+    runtime = await serve(port, hostKey.key);
   } catch {
     await azurite.stop();
     process.exit(1);

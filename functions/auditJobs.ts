@@ -2,6 +2,8 @@ import type { ActivityHandler, OrchestrationContext, Task } from 'durable-functi
 import * as df from 'durable-functions';
 
 import type { AuditEvent } from '#shared/audit/auditLog';
+import { InvalidArgumentError } from '#shared/errors';
+import { checkJobAudit, knownAdminActors } from '#shared/migration/jobInput';
 import { getServices } from '#shared/services';
 
 /**
@@ -19,10 +21,30 @@ export interface JobAudit {
   readonly actor: string;
 }
 
-/** Records the event; answers its id (a value: some hosts cannot carry an activity's `undefined`). */
-export const auditJobEventActivity: ActivityHandler = async (event: AuditEvent & { id: string }) => {
-  await getServices().audit.record(event);
-  return { recorded: event.id };
+/** The actions {@link jobEvent} records; the activity records no other. */
+const JOB_ACTIONS = new Set([
+  'admin.migration.started',
+  'admin.migration.completed',
+  'admin.rewrap.started',
+  'admin.rewrap.completed',
+]);
+
+/**
+ * Records the event; answers its id (a value: some hosts cannot carry an activity's `undefined`).
+ * Its input may come from anyone who can reach the durable runtime, so it is checked as the job's
+ * route makes it: a job action, an id of that action, the actor an admin's (docs/audit.md).
+ */
+export const auditJobEventActivity: ActivityHandler = async (input: AuditEvent & { id: string }) => {
+  const services = getServices();
+  if (typeof input !== 'object' || input === null)
+    throw new InvalidArgumentError('input', 'must be an object');
+  if (!JOB_ACTIONS.has(input.action)) throw new InvalidArgumentError('action', 'must be an admin job action');
+  if (typeof input.id !== 'string' || !input.id.startsWith(`${input.action}:`)) {
+    throw new InvalidArgumentError('id', 'must be the action and the job id');
+  }
+  checkJobAudit('event', { tenant: input.tenant, actor: input.actor }, knownAdminActors(services.config));
+  await services.audit.record(input);
+  return { recorded: input.id };
 };
 
 df.app.activity(AUDIT_JOB_EVENT, { handler: auditJobEventActivity });

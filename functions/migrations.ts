@@ -4,8 +4,15 @@ import { z } from 'zod';
 
 import { actorOf } from '#shared/auth';
 import { isValidTenantId } from '#shared/config';
-import { ForbiddenError, NotConfiguredError, NotFoundError } from '#shared/errors';
+import { ForbiddenError, InvalidArgumentError, NotConfiguredError, NotFoundError } from '#shared/errors';
 import { validateKey } from '#shared/keys';
+import {
+  checkJobAudit,
+  checkSource,
+  checkSourceRoot,
+  checkTenant,
+  knownAdminActors,
+} from '#shared/migration/jobInput';
 import {
   type CopyBatch,
   copyFiles,
@@ -92,7 +99,7 @@ function retryOptions(): df.RetryOptions {
  * of activities. Progress is its custom status.
  */
 export const migrationOrchestrator: OrchestrationHandler = function* (context: OrchestrationContext) {
-  const input = context.df.getInput<MigrationInput>();
+  const input = checkMigrationInput(context.df.getInput<unknown>());
   const retry = retryOptions();
   const report = emptyReport();
   let total = 0;
@@ -150,23 +157,92 @@ export const migrationOrchestrator: OrchestrationHandler = function* (context: O
   return report;
 };
 
+/**
+ * The orchestration's input, checked as the starting route makes it (anyone who can reach the
+ * durable runtime can start the orchestration with any input): the tenant, every source (its root
+ * inside CAIRN_MIGRATION_SOURCE_ROOTS), `dryRun`, and the audit (its actor an admin's, its trail
+ * the target tenant's). The configuration is the same on every replay in one process; the
+ * activities check again before they read or write anything.
+ */
+export function checkMigrationInput(input: unknown): MigrationInput {
+  const value = objectInput('input', input);
+  const config = getServices().config;
+  const tenant = checkTenant('tenant', value['tenant']);
+  const sources = value['sources'];
+  if (!Array.isArray(sources) || sources.length === 0 || sources.length > 100) {
+    throw new InvalidArgumentError('sources', 'must list 1-100 sources');
+  }
+  if (typeof value['dryRun'] !== 'boolean') throw new InvalidArgumentError('dryRun', 'must be a boolean');
+  const audit = checkJobAudit('audit', value['audit'], knownAdminActors(config), tenant);
+  return {
+    tenant,
+    sources: sources.map((source, index) =>
+      checkSource(`sources.${index}`, source, config.migrationSourceRoots),
+    ),
+    dryRun: value['dryRun'],
+    ...(audit === undefined ? {} : { audit }),
+  };
+}
+
+function objectInput(field: string, input: unknown): Record<string, unknown> {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    throw new InvalidArgumentError(field, 'must be an object');
+  }
+  return input as Record<string, unknown>;
+}
+
+/** A key of the walk (`after`, `through`): a string (the empty one is the start). */
+function walkKey(field: string, value: unknown): string {
+  if (typeof value !== 'string' || value.length > 4096) {
+    throw new InvalidArgumentError(field, 'must be a string of at most 4096 characters');
+  }
+  return value;
+}
+
+function count(field: string, value: unknown, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
+    throw new InvalidArgumentError(field, `must be an integer from 1 to ${max}`);
+  }
+  return value;
+}
+
+/** An activity's tenant and source, checked as the orchestration's. */
+function tenantAndSource(value: Record<string, unknown>): { tenant: string; source: MigrationSource } {
+  return {
+    tenant: checkTenant('tenant', value['tenant']),
+    source: checkSource('source', value['source'], getServices().config.migrationSourceRoots),
+  };
+}
+
 /** Plans a page of a source: what the target stores is skipped, the rest cut into batches. */
-export const listSourcePageActivity: ActivityHandler = (input: ListInput) =>
-  planSourcePage(
-    getServices().kvStores.forTenant(input.tenant),
-    input.source,
-    input.after,
-    input.limit,
+export const listSourcePageActivity: ActivityHandler = (input: unknown) => {
+  const value = objectInput('input', input);
+  const { tenant, source } = tenantAndSource(value);
+  return planSourcePage(
+    getServices().kvStores.forTenant(tenant),
+    source,
+    walkKey('after', value['after']),
+    count('limit', value['limit'], PAGE_SIZE),
     BATCH_SIZE,
   );
+};
 
 /** Throws on a storage fault (so the orchestrator's retry applies); per-file problems are in the report. */
-export const copyFilesActivity: ActivityHandler = async (input: CopyInput) => {
+export const copyFilesActivity: ActivityHandler = async (input: unknown) => {
+  const value = objectInput('input', input);
+  const { tenant, source } = tenantAndSource(value);
+  const batchValue = objectInput('batch', value['batch']);
+  const batch: CopyBatch = {
+    after: walkKey('batch.after', batchValue['after']),
+    through: walkKey('batch.through', batchValue['through']),
+    count: count('batch.count', batchValue['count'], BATCH_SIZE),
+  };
+  if (typeof value['dryRun'] !== 'boolean') throw new InvalidArgumentError('dryRun', 'must be a boolean');
   const services = getServices();
-  return copyFiles(services.kvStores.forTenant(input.tenant), {
-    source: input.source,
-    files: await listBatch(input.source, input.batch),
-    dryRun: input.dryRun,
+  return copyFiles(services.kvStores.forTenant(tenant), {
+    source,
+    files: await listBatch(source, batch),
+    dryRun: value['dryRun'],
     maxValueBytes: services.config.maxValueBytes,
     concurrency: COPY_CONCURRENCY,
   });
@@ -229,6 +305,11 @@ export const startMigration = httpHandler('startMigration', {
   POST: async (request, call) => {
     requireAdmin(call);
     const body = await readJsonBody(request, 64 * 1024, startRequest);
+    const roots = call.services.config.migrationSourceRoots;
+    const sources = body.sources.map((source, index) => ({
+      root: checkSourceRoot(`sources.${index}.root`, source.root, roots),
+      prefix: source.prefix,
+    }));
     if (call.services.kvStores.kind !== 'blob') {
       throw new NotConfiguredError(
         'CAIRN_BLOB_ENDPOINT',
@@ -238,7 +319,7 @@ export const startMigration = httpHandler('startMigration', {
     const client = df.getClient(call.context);
     const input: MigrationInput = {
       tenant: body.tenant,
-      sources: body.sources,
+      sources,
       dryRun: body.dryRun,
       ...(call.services.audit.enabled
         ? { audit: { tenant: body.tenant, actor: actorOf(call.principal) } }
@@ -259,7 +340,8 @@ export const migrationStatus = httpHandler('migrationStatus', {
     const client = df.getClient(call.context);
     let status;
     try {
-      status = await client.getStatus(id);
+      // The client puts the id into the status URL as it is: encoded, an id is only ever an id.
+      status = await client.getStatus(encodeURIComponent(id));
     } catch (error) {
       // The durable client signals an unknown instance only by this message.
       if (error instanceof Error && /HTTP 404/.test(error.message))

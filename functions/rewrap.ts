@@ -4,7 +4,14 @@ import { z } from 'zod';
 
 import { actorOf } from '#shared/auth';
 import { addCounts, emptyCounts, type RewrapCounts, type RewrapPage } from '#shared/crypto/rewrap';
-import { ForbiddenError, InternalError, NotConfiguredError, NotFoundError } from '#shared/errors';
+import {
+  ForbiddenError,
+  InternalError,
+  InvalidArgumentError,
+  NotConfiguredError,
+  NotFoundError,
+} from '#shared/errors';
+import { checkJobAudit, checkTenant } from '#shared/migration/jobInput';
 import { getServices } from '#shared/services';
 
 import { type JobAudit, jobEvent } from './auditJobs';
@@ -93,7 +100,7 @@ function chunk<T>(items: readonly T[], size: number): T[][] {
  * nothing is left sealed with it).
  */
 export const rewrapOrchestrator: OrchestrationHandler = function* (context: OrchestrationContext) {
-  const input = context.df.getInput<RewrapInput>();
+  const input = checkRewrapInput(context.df.getInput<unknown>());
   const retry = retryOptions();
   const counts = emptyCounts();
   for (const id of input.keyIds) if (id !== input.firstKeyId) counts.remaining[id] = 0;
@@ -154,8 +161,53 @@ export const rewrapOrchestrator: OrchestrationHandler = function* (context: Orch
   return { firstKeyId: input.firstKeyId, tenants, ...counts } satisfies RewrapReport;
 };
 
+function objectInput(field: string, input: unknown): Record<string, unknown> {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    throw new InvalidArgumentError(field, 'must be an object');
+  }
+  return input as Record<string, unknown>;
+}
+
+function stringList(field: string, value: unknown): string[] {
+  if (!Array.isArray(value) || !value.every((item) => typeof item === 'string' && item !== '')) {
+    throw new InvalidArgumentError(field, 'must be a list of names');
+  }
+  return value as string[];
+}
+
+/**
+ * The orchestration's input, checked as the starting route makes it (anyone who can reach the
+ * durable runtime can start the orchestration with any input). Deterministic, so without
+ * configuration: each page checks the first key against this instance's and its target, the audit
+ * activity the actor, before anything is read or written.
+ */
+export function checkRewrapInput(input: unknown): RewrapInput {
+  const value = objectInput('input', input);
+  const firstKeyId = value['firstKeyId'];
+  if (typeof firstKeyId !== 'string' || firstKeyId === '') {
+    throw new InvalidArgumentError('firstKeyId', 'must be a key id');
+  }
+  const keyIds = stringList('keyIds', value['keyIds']);
+  const targets = stringList('targets', value['targets']);
+  const audit = checkJobAudit('audit', value['audit'], undefined);
+  return { firstKeyId, keyIds, targets, ...(audit === undefined ? {} : { audit }) };
+}
+
+function cursorInput(field: string, value: unknown): string | null {
+  if (value !== null && (typeof value !== 'string' || value.length > 4096)) {
+    throw new InvalidArgumentError(field, 'must be null or a string of at most 4096 characters');
+  }
+  return value;
+}
+
 /** One page of the registry of tenants that stored sealed values, after `after`. */
-export const listTenantsActivity: ActivityHandler = async (input: TenantListInput): Promise<TenantList> => {
+export const listTenantsActivity: ActivityHandler = async (raw: unknown): Promise<TenantList> => {
+  const value = objectInput('input', raw);
+  const limit = value['limit'];
+  if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > TENANT_PAGE_SIZE) {
+    throw new InvalidArgumentError('limit', `must be an integer from 1 to ${TENANT_PAGE_SIZE}`);
+  }
+  const input: TenantListInput = { after: cursorInput('after', value['after']), limit };
   const tenants: string[] = [];
   for await (const tenant of getServices().encryption.sealedTenants(input.limit + 1)) {
     if (input.after !== null && tenant <= input.after) continue;
@@ -168,7 +220,14 @@ export const listTenantsActivity: ActivityHandler = async (input: TenantListInpu
 };
 
 /** Re-seals one page of one tenant's target; throws on a storage fault (retried). */
-export const rewrapPageActivity: ActivityHandler = async (input: PageInput): Promise<RewrapPage> => {
+export const rewrapPageActivity: ActivityHandler = async (raw: unknown): Promise<RewrapPage> => {
+  const value = objectInput('input', raw);
+  const input: PageInput = {
+    firstKeyId: String(value['firstKeyId']),
+    tenant: checkTenant('tenant', value['tenant']),
+    target: String(value['target']),
+    cursor: cursorInput('cursor', value['cursor']),
+  };
   const services = getServices();
   await services.encryption.check();
   if (services.codec.firstKeyId !== input.firstKeyId) {
@@ -239,7 +298,8 @@ export const rewrapStatus = httpHandler('rewrapStatus', {
     if (!isJobId(id)) throw new NotFoundError('no such rewrap job');
     let status;
     try {
-      status = await df.getClient(call.context).getStatus(id);
+      // The client puts the id into the status URL as it is: encoded, an id is only ever an id.
+      status = await df.getClient(call.context).getStatus(encodeURIComponent(id));
     } catch (error) {
       // The durable client signals an unknown instance only by this message.
       if (error instanceof Error && /HTTP 404/.test(error.message))

@@ -62,6 +62,10 @@ export const SETTINGS = {
     requiredIn: 'blob',
   },
   CAIRN_DATA_DIR: { description: 'Root folder of the local backend (default .cairn/data).' },
+  CAIRN_MIGRATION_SOURCE_ROOTS: {
+    description:
+      'Folders on the host a migration may copy from (docs/migration.md): comma-separated absolute paths; a source root must be one of them or inside one. Default: none (every migration is refused with 400 naming this setting).',
+  },
   CAIRN_API_KEYS: {
     description:
       'Comma-separated <tenant>:<sha256 hex of key>[:admin] entries. Keys are never stored in clear.',
@@ -233,6 +237,8 @@ export interface AuditConfig {
 export interface Config {
   readonly backend: BackendConfig;
   readonly dataDir: string;
+  /** Absolute, normalised folders migrations may copy from (CAIRN_MIGRATION_SOURCE_ROOTS). */
+  readonly migrationSourceRoots: readonly string[];
   readonly apiKeys: readonly ApiKeyEntry[];
   readonly entra?: EntraConfig;
   readonly maxValueBytes: number;
@@ -594,9 +600,23 @@ function entraFrom(env: Env): EntraConfig | undefined {
 }
 
 /** Reads and validates every setting. Throws {@link ConfigurationError} naming the first bad one. */
+function parseSourceRoots(value: string | undefined): string[] {
+  const roots = (value ?? '')
+    .split(',')
+    .map((root) => root.trim())
+    .filter((root) => root !== '');
+  for (const root of roots) {
+    if (!path.isAbsolute(root)) {
+      throw new ConfigurationError('CAIRN_MIGRATION_SOURCE_ROOTS', `${root} is not an absolute path`);
+    }
+  }
+  return roots.map((root) => path.resolve(root));
+}
+
 export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
   const dataDir = path.resolve(cwd, read(env, 'CAIRN_DATA_DIR') ?? path.join('.cairn', 'data'));
   const backend = backendFrom(env, dataDir);
+  const migrationSourceRoots = parseSourceRoots(read(env, 'CAIRN_MIGRATION_SOURCE_ROOTS'));
   const apiKeys = parseApiKeys(read(env, 'CAIRN_API_KEYS'));
   const entra = entraFrom(env);
   if (apiKeys.length === 0 && entra === undefined) {
@@ -630,6 +650,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   return {
     backend,
     dataDir,
+    migrationSourceRoots,
     apiKeys,
     ...(entra === undefined ? {} : { entra }),
     maxValueBytes,

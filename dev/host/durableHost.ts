@@ -128,10 +128,38 @@ export class LocalDurableHost {
     }
   }
 
-  /** The durable client binding's data, pointing the client at this host's HTTP API. */
-  clientData(baseUrl: string): Record<string, unknown> {
-    const rpcBaseUrl = `${baseUrl}/runtime/webhooks/durabletask/`;
-    return { taskHubName: 'local', creationUrls: {}, managementUrls: {}, baseUrl: rpcBaseUrl, rpcBaseUrl };
+  /**
+   * The durable client binding's data, pointing the client at this host's webhooks with the host
+   * key in their query (`code`), as the host's extension hands over its own URLs.
+   */
+  clientData(baseUrl: string, hostKey: string): Record<string, unknown> {
+    const webhooks = `${baseUrl}/runtime/webhooks/durabletask/`;
+    const query = `taskHub=local&connection=Storage&code=${encodeURIComponent(hostKey)}`;
+    const instance = `${webhooks}instances/INSTANCEID`;
+    return {
+      taskHubName: 'local',
+      creationUrls: {
+        createNewInstancePostUri: `${webhooks}orchestrators/{functionName}[/{instanceId}]?${query}`,
+        createAndWaitOnNewInstancePostUri: `${webhooks}orchestrators/{functionName}[/{instanceId}]?timeout={timeoutInSeconds}&pollingInterval={intervalInSeconds}&${query}`,
+      },
+      managementUrls: {
+        id: 'INSTANCEID',
+        statusQueryGetUri: `${instance}?${query}`,
+        sendEventPostUri: `${instance}/raiseEvent/{eventName}?${query}`,
+        terminatePostUri: `${instance}/terminate?reason={text}&${query}`,
+        rewindPostUri: `${instance}/rewind?reason={text}&${query}`,
+        purgeHistoryDeleteUri: `${instance}?${query}`,
+        restartPostUri: `${instance}/restart?${query}`,
+        suspendPostUri: `${instance}/suspend?reason={text}&${query}`,
+        resumePostUri: `${instance}/resume?reason={text}&${query}`,
+      },
+      baseUrl: webhooks,
+      requiredQueryStringParameters: query,
+    };
+  }
+
+  hasOrchestration(name: string): boolean {
+    return this.orchestrators.has(name);
   }
 
   /** Starts an orchestration; resolves with its instance id once it is scheduled. */

@@ -12,6 +12,7 @@ import {
 
 import { readAllBytes } from '../../shared/streams';
 import { BufferedRequest } from './bufferedRequest';
+import { drainAfterAnswer, StreamedBody } from './requestBody';
 
 type HttpFunction = (request: HttpRequest, context: InvocationContext) => Promise<unknown>;
 
@@ -40,26 +41,26 @@ export async function invokeHttpFunction(
   const url = `http://${req.headers.host ?? '127.0.0.1'}${req.url ?? '/'}`;
   const declared = Number(req.headers['content-length'] ?? NaN);
   let nativeRequest: Request | BufferedRequest;
+  let streamedBody: StreamedBody | undefined;
   if (hasBody && declared <= BUFFERED_BODY_LIMIT) {
     nativeRequest = new BufferedRequest(url, method, headers, await readAllBytes(req));
   } else {
-    const streamed = new Request(url, {
+    streamedBody = hasBody ? new StreamedBody(req) : undefined;
+    nativeRequest = new Request(url, {
       method,
       headers,
-      ...(hasBody ? { body: Readable.toWeb(req) as ReadableStream, duplex: 'half' } : {}),
+      ...(streamedBody === undefined ? {} : { body: streamedBody.stream, duplex: 'half' }),
     });
-    // A function may answer before reading a streamed body (413 by Content-Length, 401): read
-    // the rest once the answer is out, so the client can finish sending and read it.
-    if (hasBody) {
-      res.once('finish', () => {
-        if (!req.complete && streamed.body !== null && !streamed.bodyUsed) void discard(streamed.body, req);
-      });
-    }
-    nativeRequest = streamed;
   }
   const request = new HttpRequest({ nativeRequest, params } as HttpRequestInit);
   const result = await handler(request, context);
   if (!hasBody) req.resume();
+  // A function may answer before reading a streamed body (413 by Content-Length, 401): the rest
+  // is drained, so that the client can finish sending and read the answer.
+  if (streamedBody !== undefined && !req.complete) {
+    streamedBody.abandon();
+    drainAfterAnswer(req, res);
+  }
   if (writeSimpleResponse(result, res, method)) return;
   const response = result instanceof HttpResponse ? result : new HttpResponse(result ?? {});
   res.writeHead(response.status ?? 200, Object.fromEntries(response.headers.entries()));
@@ -113,20 +114,6 @@ function headerRecord(init: HttpResponseInit['headers']): Record<string, string>
     init instanceof Headers || Array.isArray(init) ? new Headers(init).entries() : Object.entries(init);
   for (const [name, value] of entries) headers[name.toLowerCase()] = String(value);
   return headers;
-}
-
-/** Reads and drops what is left of a request body, up to 64 MiB; past that, drops the connection. */
-async function discard(body: ReadableStream<Uint8Array>, req: http.IncomingMessage): Promise<void> {
-  let size = 0;
-  try {
-    for await (const chunk of body) {
-      size += chunk.length;
-      if (size > 64 * 1024 * 1024) break;
-    }
-  } catch {
-    // The client went away; nothing to answer.
-  }
-  if (!req.complete) req.destroy();
 }
 
 export function sendJson(res: http.ServerResponse, status: number, code: string, message: string): void {

@@ -8,7 +8,7 @@ import type { Registration } from './registrations';
 /**
  * Makes the InvocationContext of one invocation, as the host would: a fresh invocation id, logs to
  * the runtime's output, and for a durable client input (df.app.client.*) this runtime's durable
- * API, as the host's extension would hand over its own.
+ * webhooks (with the host key), as the host's extension would hand over its own.
  */
 export class InvocationContexts {
   /** The runtime's base URL, known once it listens (durable clients call back into it). */
@@ -17,6 +17,7 @@ export class InvocationContexts {
   constructor(
     private readonly durable: LocalDurableHost,
     private readonly write: (line: string) => void,
+    private readonly hostKey: string,
   ) {}
 
   contextFor(registration: Registration): InvocationContext {
@@ -35,7 +36,7 @@ export class InvocationContexts {
       },
     });
     for (const input of clientInputs) {
-      context.extraInputs.set(String(input['name']), this.durable.clientData(this.baseUrl));
+      context.extraInputs.set(String(input['name']), this.durable.clientData(this.baseUrl, this.hostKey));
     }
     return context;
   }

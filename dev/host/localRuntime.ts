@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { writeSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -7,9 +8,11 @@ import type { HttpRequest, InvocationContext } from '@azure/functions';
 import { createLogger, errorSummary, type Logger } from '../../shared/logging';
 import { DURABLE_PREFIX, serveDurableApi } from './durableApi';
 import { LocalDurableHost } from './durableHost';
+import { hasHostKey, isServedHost } from './hostAccess';
 import { invokeHttpFunction, sendJson } from './httpInvocation';
 import { InvocationContexts } from './invocations';
 import { loadApp, type Registration } from './registrations';
+import { drainAfterAnswer, readBodyUpTo } from './requestBody';
 import { compareRanks, compileRoute, type RouteTemplate } from './routeTemplate';
 import { TimerScheduler } from './timers';
 
@@ -19,12 +22,23 @@ import { TimerScheduler } from './timers';
  * under `/api/<route>`, timer triggers on their NCRONTAB schedules, also invocable with
  * `POST /admin/functions/<name>` (202, run in the background) as on the host, and durable
  * orchestrations with the durable client's HTTP API. Production runs on the Functions host.
+ *
+ * As the host, it keeps its own endpoints (the durable webhooks, the admin API) to callers with the
+ * master key, and bounds what it reads of their bodies. It also serves only requests whose `Host`
+ * names a loopback address, and answers 400 for a path whose percent-encoding does not decode
+ * (invalid UTF-8 such as `%FF` or overlong `%C0%AE`), before any function sees it.
  */
 
 export interface LocalRuntimeOptions {
   /** The app's entry module (package.json `main`), compiled. */
   readonly entry: string;
+  /**
+   * The host's master key: the durable webhooks and `POST /admin/functions/<name>` answer 401
+   * without it (`x-functions-key` header or `code` query parameter), as on the host.
+   */
+  readonly hostKey: string;
   readonly port?: number;
+  /** The address to listen on (default 127.0.0.1); requests are served only under loopback names or this one. */
   readonly host?: string;
   /** Output of runtime and function logs (JSON lines); stdout when absent. */
   readonly write?: (line: string) => void;
@@ -40,6 +54,8 @@ export interface LocalRuntime {
 }
 
 const ROUTE_PREFIX = '/api';
+/** `POST /admin/functions/<name>` takes a small JSON body (`{"input": ""}`), which it ignores. */
+const ADMIN_BODY_LIMIT = 64 * 1024;
 const SERVED_TRIGGERS = ['httpTrigger', 'timerTrigger', 'orchestrationTrigger', 'activityTrigger'];
 
 type HttpFunction = (request: HttpRequest, context: InvocationContext) => Promise<unknown>;
@@ -62,27 +78,46 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
     }
   }
   const durable = new LocalDurableHost(registrations, log, write);
-  const contexts = new InvocationContexts(durable, write);
+  const contexts = new InvocationContexts(durable, write, options.hostKey);
+  const listenHost = options.host ?? '127.0.0.1';
   const timers = new TimerScheduler(registrations, contexts, log);
   const routes = new HttpRoutes(registrations);
 
   const dispatch = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
     const method = (req.method ?? 'GET').toUpperCase();
     const rawPath = (req.url ?? '/').split('?')[0] ?? '/';
-    if (rawPath.startsWith(DURABLE_PREFIX)) {
+    if (!isServedHost(req, listenHost)) {
+      drainAfterAnswer(req, res);
+      return sendError(res, 400, 'invalid_argument', 'the Host header must name a loopback address');
+    }
+    if (!decodes(rawPath)) {
+      drainAfterAnswer(req, res);
+      return sendError(res, 400, 'invalid_argument', 'the path is not valid percent-encoded UTF-8');
+    }
+    const durablePath = rawPath.startsWith(DURABLE_PREFIX);
+    const admin = /^\/admin\/functions\/([^/]+)$/.exec(rawPath);
+    if (durablePath || admin !== null || rawPath.startsWith('/admin/')) {
+      if (!hasHostKey(req, options.hostKey)) {
+        drainAfterAnswer(req, res);
+        return sendError(res, 401, 'unauthorized', 'the host key is required (x-functions-key or code)');
+      }
+    }
+    if (durablePath) {
       return serveDurableApi(durable, rawPath.slice(DURABLE_PREFIX.length), method, req, res);
     }
-    const admin = /^\/admin\/functions\/([^/]+)$/.exec(rawPath);
     if (admin !== null && method === 'POST') {
-      req.resume();
       const name = decodeURIComponent(admin[1] ?? '');
+      if ((await readBodyUpTo(req, ADMIN_BODY_LIMIT)) === undefined) {
+        drainAfterAnswer(req, res);
+        return sendJson(res, 413, 'payload_too_large', `the body is at most ${ADMIN_BODY_LIMIT} bytes`);
+      }
       if (!timers.has(name)) return sendJson(res, 404, 'not_found', `no timer function ${name}`);
       void timers.run(name);
       res.writeHead(202).end();
       return;
     }
     if (rawPath !== ROUTE_PREFIX && !rawPath.startsWith(ROUTE_PREFIX + '/')) {
-      req.resume();
+      drainAfterAnswer(req, res);
       return sendJson(res, 404, 'not_found', 'no such route; Cairn serves /api/...');
     }
     const found = routes.find(rawPath.slice(ROUTE_PREFIX.length + 1), method);
@@ -91,17 +126,20 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
       const context = contexts.contextFor(registration);
       return invokeHttpFunction(registration.handler as HttpFunction, context, params, req, res, method);
     }
-    req.resume();
+    drainAfterAnswer(req, res);
     if (found.kind === 'wrong-method') {
       return sendJson(res, 405, 'method_not_allowed', `method ${method} is not allowed here`);
     }
     return sendJson(res, 404, 'not_found', 'no such route');
   };
 
-  const server = await listen(dispatch, log, options.port ?? 7071, options.host ?? '127.0.0.1');
+  const server = await listen(dispatch, log, options.port ?? 7071, listenHost);
   const { port } = server.address() as AddressInfo;
-  const url = `http://${options.host ?? '127.0.0.1'}:${port}`;
+  const url = `http://${listenHost}:${port}`;
   contexts.baseUrl = url;
+  // As the host tells its worker: the durable client then calls the webhook URLs it is handed
+  // (without it, the library points them at localhost:7071).
+  process.env['WEBSITE_HOSTNAME'] = `${listenHost}:${port}`;
   log.info(
     { url, functions: registrations.map((registration) => registration.name) },
     'local runtime listening',
@@ -118,6 +156,22 @@ export async function startLocalRuntime(options: LocalRuntimeOptions): Promise<L
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** True when every percent-escape of `rawPath` decodes, and to valid UTF-8. */
+function decodes(rawPath: string): boolean {
+  try {
+    decodeURIComponent(rawPath);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The error JSON with a request id, as the app's own answers carry one. */
+function sendError(res: http.ServerResponse, status: number, code: string, message: string): void {
+  res.setHeader('x-request-id', randomUUID());
+  sendJson(res, status, code, message);
 }
 
 interface HttpRoute {

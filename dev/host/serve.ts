@@ -1,12 +1,14 @@
 /**
  * Serves the app's registrations with the local runtime, on PORT (default 7071), with the settings
  * in the environment. Used by `npm start` (in-process) and by the end-to-end tests (as a child
- * process). Exits 1 when the app refuses to start (e.g. a configuration error, named).
+ * process). Exits 1 when the app refuses to start (e.g. a configuration error, named). The host's
+ * master key is `.cairn/host-key` of the current folder, made when missing.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { ConfigurationError } from '../../shared/errors';
+import { loadOrCreateHostKey } from './hostAccess';
 import { type LocalRuntime, startLocalRuntime } from './localRuntime';
 
 /** The app's entry point: package.json `main`, the very file the Functions host loads. */
@@ -21,9 +23,17 @@ function appEntry(): string {
   return path.resolve(projectRoot, manifest.main);
 }
 
-export async function serve(port = Number(process.env['PORT'] ?? 7071)): Promise<LocalRuntime> {
+/** The development state folder of the current folder, where the host key is kept. */
+export function stateDirectory(): string {
+  return path.join(process.cwd(), '.cairn');
+}
+
+export async function serve(
+  port = Number(process.env['PORT'] ?? 7071),
+  hostKey = loadOrCreateHostKey(stateDirectory()).key,
+): Promise<LocalRuntime> {
   try {
-    return await startLocalRuntime({ entry: APP_ENTRY, port });
+    return await startLocalRuntime({ entry: APP_ENTRY, port, hostKey });
   } catch (error) {
     if (error instanceof ConfigurationError) {
       process.stderr.write(`Cairn cannot start: ${error.message}\n`);

@@ -2,7 +2,8 @@
  * Building blocks of Cairn's OpenAPI 3.1 document (`openapi.ts`): the few types the document needs
  * and one helper per operation. Documenting a route is one {@link operation} call naming who may
  * call it, its parameters, its body and its answers; what every operation of that kind answers as
- * well (401 and 503 when authenticated, 403 for admins only, 413 with a body, 500, the request id)
+ * well (400 for a path that does not decode, 401 and 503 when authenticated, 403 for admins only,
+ * 413 with a body, 500, the request id)
  * is added here, so that it is written once and cannot be forgotten on a new route.
  *
  * Everything built here is plain JSON data: the document is served as it is.
@@ -24,7 +25,7 @@ export const OPERATION_METHODS = ['get', 'head', 'put', 'post', 'patch', 'delete
 export type OperationMethod = (typeof OPERATION_METHODS)[number];
 
 /**
- * Error answers an operation may list; 401, 403, 413, 500 and 503 are added by {@link operation}.
+ * Error answers an operation may list; 400, 401, 403, 413, 500 and 503 are added by {@link operation}.
  * 501 (`not_configured`) is for the operations of a part that a deployment may leave off.
  */
 export type CallerError = 400 | 403 | 404 | 409 | 412 | 413 | 422 | 501;
@@ -177,6 +178,8 @@ export function operation(spec: OperationSpec): JsonObject {
     );
   }
   const implied = [
+    // Any path whose percent-encoding does not decode (e.g. `%FF`) is 400, on every route.
+    400,
     ...(spec.access === 'anonymous' ? [] : [401, 503]),
     ...(spec.access === 'admin' ? [403] : []),
     ...(spec.body === undefined ? [] : [413]),

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
@@ -42,6 +43,8 @@ export async function runMigrationBench(progress: (line: string) => void = () =>
       // Azurite keeps blobs in memory and slows down past tens of thousands of them; a longer
       // storage deadline keeps the 50,000-file run measuring memory, not the emulator's stalls.
       CAIRN_STORAGE_TIMEOUT_MS: '30000',
+      // The sources are temp folders.
+      CAIRN_MIGRATION_SOURCE_ROOTS: os.tmpdir(),
       ...backendSettings('blob', azurite.blobEndpoint),
     },
     undefined,

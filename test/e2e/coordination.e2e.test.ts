@@ -10,6 +10,7 @@ import {
   client,
   newTenant,
   type RunningApp,
+  runTimer,
   startApp,
 } from '../support/app';
 import { azurite } from '../support/azurite';
@@ -581,9 +582,7 @@ describe.each<Backend>(['local', 'blob'])('fleet coordination API on the %s back
       initialized: true,
     });
     await drainQueue(queue);
-    expect(
-      (await fetch(`${app.url}/admin/functions/emailWindowPoll`, { method: 'POST', body: '{}' })).status,
-    ).toBe(202);
+    expect((await runTimer(app, 'emailWindowPoll')).status).toBe(202);
     const messages = await messagesOn(queue, 2);
     const gammaWindows = messages.filter((m) => m.tenant === gamma.tenant);
     expect(gammaWindows).toStrictEqual([

@@ -47,10 +47,13 @@ describe('local runtime', () => {
   it('runs a timer on POST /admin/functions/{name} and answers 404 for unknown functions', async () => {
     // A fixture app, not Cairn: its answers are not held to Cairn's OpenAPI document.
     const call = client(app.url, undefined, { contract: false });
-    const response = await call('/admin/functions/yearly', { method: 'POST', body: '{}' });
+    const headers = { 'x-functions-key': app.hostKey };
+    const response = await call('/admin/functions/yearly', { method: 'POST', headers, body: '{}' });
     expect(response.status).toBe(202);
     await waitFor(() => runs('yearly').length === 1, 10_000);
-    expect((await call('/admin/functions/nothing', { method: 'POST', body: '{}' })).status).toBe(404);
+    expect((await call('/admin/functions/nothing', { method: 'POST', headers, body: '{}' })).status).toBe(
+      404,
+    );
   });
 
   it('serves HTTP routes with their parameters and answers 405/404 with the error JSON', async () => {

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -51,6 +52,8 @@ describe('migration of local state to blob storage', () => {
   beforeAll(async () => {
     app = await startApp({
       CAIRN_API_KEYS: apiKeysSetting([ops, agent, fresh]),
+      // The sources are temp folders.
+      CAIRN_MIGRATION_SOURCE_ROOTS: os.tmpdir(),
       ...backendSettings('blob', azurite().blobEndpoint),
     });
     source = tree({
@@ -180,6 +183,8 @@ describe('migration of local state to blob storage', () => {
       [{ tenant: 't', sources: [{ root: source, prefix: '../up' }] }, 'sources.0.prefix'],
       [{ tenant: 't', sources: [{ root: source }], extra: 1 }, 'extra'],
       [{ tenant: 't', sources: [{ root: source }], dryRun: 'yes' }, 'dryRun'],
+      [{ tenant: 't', sources: [{ root: '/etc' }] }, 'sources.0.root'],
+      [{ tenant: 't', sources: [{ root: source }, { root: 'relative/folder' }] }, 'sources.1.root'],
     ] as const) {
       const response = await asOps('/api/migrations', { method: 'POST', body: JSON.stringify(bad) });
       expect(response.status, field).toBe(400);

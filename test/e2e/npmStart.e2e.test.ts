@@ -53,6 +53,16 @@ describe('npm start', () => {
       'hello',
     );
 
+    // The host key: made, kept (mode 600) and printed once; the admin API needs it.
+    const hostKeyFile = path.join(cwd, '.cairn', 'host-key');
+    const hostKey = readFileSync(hostKeyFile, 'utf8').trim();
+    expect(statSync(hostKeyFile).mode & 0o777).toBe(0o600);
+    expect(first.output().split(hostKey).length - 1).toBe(1);
+    const admin = (headers: Record<string, string>) =>
+      fetch(`${first.url}/admin/functions/retentionPrune`, { method: 'POST', headers, body: '{}' });
+    expect((await admin({})).status).toBe(401);
+    expect((await admin({ 'x-functions-key': hostKey })).status).toBe(202);
+
     const blobPort = azuriteBlobPort(first.output());
     expect(await portOpen(blobPort)).toBe(true);
     await stopProcess(first.child, 'SIGINT');
@@ -62,6 +72,7 @@ describe('npm start', () => {
     // The second start keeps the key and does not print it again; its example still works.
     const second = await startNpmStart(cwd);
     expect(second.output()).not.toContain(key);
+    expect(second.output()).not.toContain(hostKey);
     const read = second
       .output()
       .split('\n')

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 
@@ -46,6 +47,8 @@ export function backendSettings(backend: Backend, blobEndpoint: string): Record<
 export interface RunningApp {
   readonly url: string;
   readonly child: ChildProcess;
+  /** The local runtime's host key (for `/admin/functions/...` and the durable webhooks). */
+  readonly hostKey: string;
   /** Everything the app printed so far (runtime and function logs). */
   output(): string;
   stop(): Promise<void>;
@@ -53,14 +56,17 @@ export interface RunningApp {
 
 /**
  * Starts the app in the local runtime as a child process, on a free port, with exactly `env`
- * (plus PATH/HOME): no ambient CAIRN_* setting of the machine leaks in.
+ * (plus PATH/HOME): no ambient CAIRN_* setting of the machine leaks in. It runs in a temp folder
+ * of its own (`cwd`, unless given), where the runtime keeps its host key (`.cairn/host-key`).
  */
 export async function startApp(
   env: Record<string, string>,
   script = SERVE_SCRIPT,
-  options: { keepOutput?: boolean; args?: string[] } = {},
+  options: { keepOutput?: boolean; args?: string[]; cwd?: string } = {},
 ): Promise<RunningApp> {
+  const cwd = options.cwd ?? tempDir('app');
   const child = spawn(process.execPath, [script, ...(options.args ?? [])], {
+    cwd,
     env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -95,12 +101,22 @@ export async function startApp(
   return {
     url,
     child,
+    hostKey: readFileSync(path.join(cwd, '.cairn', 'host-key'), 'utf8').trim(),
     output: () => output,
     stop: async () => {
       forget();
       await stopProcess(child);
     },
   };
+}
+
+/** `POST /admin/functions/<name>` with the host key, as the host's admin API is called. */
+export function runTimer(app: RunningApp, name: string): Promise<Response> {
+  return fetch(`${app.url}/admin/functions/${name}`, {
+    method: 'POST',
+    headers: { 'x-functions-key': app.hostKey, 'content-type': 'application/json' },
+    body: '{}',
+  });
 }
 
 export function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {

@@ -31,6 +31,9 @@ interface State {
 let orchestrator: Registration;
 
 beforeAll(() => {
+  // The orchestrator checks its input against the configuration: source roots under /data.
+  process.env['CAIRN_API_KEYS'] = `ops:${'0'.repeat(64)}:admin`;
+  process.env['CAIRN_MIGRATION_SOURCE_ROOTS'] = '/data';
   const registrations = loadRegistrations(path.resolve('dist/functions/migrations.js'));
   const found = registrations.find((registration) => registration.trigger.type === 'orchestrationTrigger');
   if (found === undefined) throw new Error('no orchestration registered');
