@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { promises as fs } from 'node:fs';
+import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 
 import { BLOCK_BYTES } from '../../shared/archive/identifiers';
@@ -18,9 +18,22 @@ import { type UploadedFile, writeUploadState } from './sessionDirectory';
 /** Answers the GET of one file of the checkpoint (retried by the caller's transport). */
 export type FetchFile = (file: ManifestFile) => Promise<HttpReply>;
 
-/** Throws unless `dir` is empty or absent; resolves with its absolute path. */
+/**
+ * Throws unless `dir` is empty or absent; resolves with its absolute path. A symbolic link (even to
+ * an empty folder) is refused: a restore never writes through one, and a folder holding a link is
+ * not empty. The folders above `dir` are the caller's choice.
+ */
 export async function emptyTarget(dir: string): Promise<string> {
   const target = path.resolve(dir);
+  const stat = await fs.lstat(target).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return null;
+    throw error;
+  });
+  if (stat?.isSymbolicLink() === true) {
+    throw new Error(
+      `${dir} is a symbolic link: restore into an empty or new directory (nothing was written)`,
+    );
+  }
   const existing = await fs.readdir(target).catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') return [];
     throw error;
@@ -80,7 +93,12 @@ async function restoreFile(file: ManifestFile, staging: string, fetchFile: Fetch
   for (let attempt = 0; attempt < 3; attempt++) {
     const response = await fetchFile(file);
     if (response.status !== 200) throw await failure(response);
-    const handle = await fs.open(destination, 'w');
+    // The staging folder is new and only this restore writes in it; O_NOFOLLOW all the same.
+    const handle = await fs.open(
+      destination,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW,
+      0o666,
+    );
     try {
       const hash = new BoundaryHash(Math.floor(file.size / BLOCK_BYTES) * BLOCK_BYTES);
       let size = 0;

@@ -1,4 +1,4 @@
-import { promises as fs } from 'node:fs';
+import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 
@@ -13,7 +13,9 @@ import { type Command, EXIT_FAILURE, EXIT_SUCCESS, UsageError } from './command'
  * - push: every regular file not yet stored (create-only, never overwrites; existing keys are
  *   skipped); symbolic links and anything resolving outside the folder are errors, not followed.
  * - pull: every key under the prefix overwrites its local file (the service is authoritative); a
- *   key whose path would leave the folder is skipped and reported.
+ *   key whose path would leave the folder is skipped and reported. No symbolic link inside the
+ *   folder is followed: a key whose file, or a folder on its path, is a link is an error naming
+ *   that path, and nothing is written for it (the folder given itself may be a link).
  * A refusal of the service (5xx) or no answer at all stops the command instead of repeating itself
  * for every file.
  */
@@ -115,12 +117,65 @@ async function pull(kv: KeyValueClient, dir: string, prefix: string): Promise<Pe
       report.skippedKeys.push(key);
       continue;
     }
+    const link = await linkOnPath(root, relative);
+    if (link !== null) {
+      report.errors.push([
+        key,
+        `${link} is a symbolic link inside the persona folder: not followed, nothing written`,
+      ]);
+      continue;
+    }
     const stored = await kv.get(key);
     if (stored === null) continue;
-    await fs.mkdir(path.dirname(file), { recursive: true });
-    await fs.writeFile(file, stored.value);
+    try {
+      await writeNoFollow(file, stored.value);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ELOOP') throw error;
+      report.errors.push([
+        key,
+        `${relative} is a symbolic link inside the persona folder: not followed, nothing written`,
+      ]);
+      continue;
+    }
     report.pulled++;
     report.keys.push(key);
   }
   return report;
+}
+
+/**
+ * The first symbolic link on the path of `relative` below `root` (as a `/` path relative to root),
+ * or null: every component that exists is checked with lstat.
+ */
+async function linkOnPath(root: string, relative: string): Promise<string | null> {
+  const segments = relative.split('/').filter((segment) => segment !== '');
+  for (let count = 1; count <= segments.length; count++) {
+    const stat = await fs
+      .lstat(path.join(root, ...segments.slice(0, count)))
+      .catch((error: NodeJS.ErrnoException) => {
+        if (error.code === 'ENOENT' || error.code === 'ENOTDIR') return null;
+        throw error;
+      });
+    if (stat === null) return null;
+    if (stat.isSymbolicLink()) return segments.slice(0, count).join('/');
+  }
+  return null;
+}
+
+/**
+ * Writes `file` (its folders made first) without following a link at the file itself (O_NOFOLLOW:
+ * ELOOP); the folders on its path were checked by linkOnPath just before.
+ */
+async function writeNoFollow(file: string, bytes: Buffer): Promise<void> {
+  await fs.mkdir(path.dirname(file), { recursive: true });
+  const handle = await fs.open(
+    file,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW,
+    0o666,
+  );
+  try {
+    await handle.writeFile(bytes);
+  } finally {
+    await handle.close();
+  }
 }

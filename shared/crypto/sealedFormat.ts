@@ -51,6 +51,14 @@ export function canonicalPlace(place: ValuePlace): string {
   return `{${fields.map(([name, value]) => `${JSON.stringify(name)}:${JSON.stringify(value)}`).join(',')}}`;
 }
 
+/**
+ * The IV of sealed bytes (base64), random for every seal: it names one write. Bytes too short to be
+ * sealed answer what they hold (they do not open either).
+ */
+export function sealIdentity(bytes: Buffer): string {
+  return bytes.subarray(HEADER_BYTES - IV_BYTES, HEADER_BYTES).toString('base64');
+}
+
 /** True when `bytes` start with the sealed format's marker (whatever follows). */
 export function hasSealMarker(bytes: Buffer): boolean {
   return bytes.length >= MARKER.length && bytes.subarray(0, MARKER.length).equals(MARKER);

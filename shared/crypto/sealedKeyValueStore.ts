@@ -21,6 +21,7 @@ import type {
   WriteResult,
 } from '../storage/keyValueStore';
 import type { SealingCodec } from './encryption';
+import { RollbackWatch } from './rollbackWatch';
 import { plainSize, SEAL_OVERHEAD } from './sealedFormat';
 import { sealsTenant, type TenantPolicy } from './tenantPolicy';
 import type { ValuePlace } from './valueCodec';
@@ -42,10 +43,16 @@ import type { ValuePlace } from './valueCodec';
  *   each one lands on exactly the version it extended. It moves the whole value, as the Blob
  *   backend's own append does;
  * - `head` answers the plain size from the stored size (the overhead is the same for every value).
+ *
+ * The seal does not bind a value to its version: an older sealed value of the same key opens. A
+ * value put back at the storage level in place of a newer one that this process saw is detected
+ * by order instead, and refused as `integrity_error` (see rollbackWatch.ts for what is and is not).
  */
 
 const APPEND_ATTEMPTS = 12;
 const appendLocks = new KeyedMutex();
+/** One per process: every store object of a tenant's space sees what the others saw. */
+const rollbacks = new RollbackWatch();
 
 export class SealingKeyValueStoreFactory implements KeyValueStoreFactory {
   readonly kind: 'local' | 'blob';
@@ -86,9 +93,15 @@ export class SealedKeyValueStore implements KeyValueStore {
 
   async read(key: string): Promise<StoredValue | null> {
     await this.codec.prepareOwnBytes(this.tenant);
+    const start = rollbacks.start();
     const stored = await this.raw.read(key);
-    if (stored === null) return null;
-    return { value: this.codec.open(stored.value, this.place(key)), etag: stored.etag };
+    if (stored === null) {
+      rollbacks.observed(this.watched(key), start, null);
+      return null;
+    }
+    const value = this.codec.open(stored.value, this.place(key));
+    rollbacks.observed(this.watched(key), start, stored.value);
+    return { value, etag: stored.etag };
   }
 
   async head(key: string): Promise<StoredItem | null> {
@@ -104,7 +117,10 @@ export class SealedKeyValueStore implements KeyValueStore {
     checkConditionShape(conditions);
     if (value.length > this.maxValueBytes) throw new PayloadTooLargeError(this.maxValueBytes, 'the value');
     await this.codec.prepareOwnBytes(this.tenant);
-    const written = await this.raw.write(key, this.codec.seal(value, this.place(key)), conditions);
+    const sealed = this.codec.seal(value, this.place(key));
+    const start = rollbacks.start();
+    const written = await this.raw.write(key, sealed, conditions);
+    rollbacks.observed(this.watched(key), start, sealed);
     return { etag: written.etag, size: value.length, created: written.created };
   }
 
@@ -117,8 +133,10 @@ export class SealedKeyValueStore implements KeyValueStore {
     return appendLocks.run(`${this.tenant}\n${key}`, async () => {
       for (let attempt = 0; attempt < APPEND_ATTEMPTS; attempt++) {
         if (attempt > 0) await sleep(Math.random() * Math.min(200, 5 * 2 ** attempt));
+        const start = rollbacks.start();
         const current = await this.raw.read(key);
         const plain = current === null ? Buffer.alloc(0) : this.codec.open(current.value, place);
+        rollbacks.observed(this.watched(key), start, current?.value ?? null);
         checkConditions(conditions, current && { etag: current.etag, size: plain.length });
         const size = plain.length + bytes.length;
         if (size > this.maxValueBytes) {
@@ -126,11 +144,13 @@ export class SealedKeyValueStore implements KeyValueStore {
         }
         const sealed = this.codec.seal(Buffer.concat([plain, bytes]), place);
         try {
+          const writing = rollbacks.start();
           const written = await this.raw.write(
             key,
             sealed,
             current === null ? { ifAbsent: true } : { ifMatch: current.etag },
           );
+          rollbacks.observed(this.watched(key), writing, sealed);
           return { etag: written.etag, size, created: current === null };
         } catch (error) {
           if (!(error instanceof PreconditionFailedError)) throw error;
@@ -140,8 +160,11 @@ export class SealedKeyValueStore implements KeyValueStore {
     });
   }
 
-  delete(key: string, conditions?: Pick<WriteConditions, 'ifMatch'>): Promise<boolean> {
-    return this.raw.delete(key, conditions);
+  async delete(key: string, conditions?: Pick<WriteConditions, 'ifMatch'>): Promise<boolean> {
+    const start = rollbacks.start();
+    const deleted = await this.raw.delete(key, conditions);
+    rollbacks.observed(this.watched(key), start, null);
+    return deleted;
   }
 
   list(options: ListOptions): Promise<ListPage> {
@@ -155,6 +178,11 @@ export class SealedKeyValueStore implements KeyValueStore {
       ...page,
       items: page.items.map((item) => ({ ...item, size: plainSize(item.size) })),
     };
+  }
+
+  /** The key of `key` in the process's rollback watch. */
+  private watched(key: string): string {
+    return `${this.tenant}\n${key}`;
   }
 
   private place(key: string): ValuePlace {

@@ -84,6 +84,8 @@ import { checkLease, checkPut, checkWrites, MAX_BUSY_TIMEOUT_MS } from './valida
 
 export type OnBusy = 'reject' | 'wait' | 'interrupt';
 
+type ThreadKeys = ReturnType<typeof keysOf>;
+
 export interface ThreadStoreOptions {
   /** The tenant's thread space; cheap, no I/O (a factory's `forSpace('threads', tenant)`). */
   readonly storeOf: (tenant: string) => KeyValueStore;
@@ -558,13 +560,25 @@ export class ThreadStore {
       const newNamespace = !thread.heads.has(put.ns);
       // Values are keyed by their digest too: bytes a refused or crashed put left behind can never
       // stand for other content sent later under the same checkpoint id.
-      await Promise.all([
-        ...[...encoded].map(([channel, { bytes, source }]) =>
-          storeValue(store, keys.value(put.ns, source, channel), bytes),
+      const [written] = await Promise.all([
+        Promise.all(
+          [...encoded].map(([channel, { bytes, source }]) =>
+            storeValue(store, keys.value(put.ns, source, channel), bytes),
+          ),
         ),
         newNamespace ? createOnly(store, keys.namespaceMark(put.ns), Buffer.alloc(0)) : Promise.resolve(),
       ]);
-      const stored = await this.storeRecord(store, keys.record(put.checkpointId, put.ns), record);
+      const stored = await this.storeRecord(store, keys, record, encoded);
+      if (!stored.created) {
+        // A retry, or other content under a stored id: the values this put wrote that the stored
+        // record does not name go now (a crash before leaves them to retention, as any refused put's).
+        await discardUnnamed(store, keys, stored.record, written);
+        if (!stored.same) {
+          throw new ConflictError(
+            `checkpointId: checkpoint ${record.id} of namespace "${record.ns}" is stored with other content; checkpoint ids are immutable`,
+          );
+        }
+      }
       try {
         return await this.commitPut(
           store,
@@ -1275,30 +1289,65 @@ export class ThreadStore {
     };
   }
 
-  /** Creates the record, or finds the same one stored by an earlier attempt of this put. */
+  /**
+   * Creates the record, or finds the one stored by an earlier put of its id: `same` tells whether
+   * that one has this put's content, its values included (see sameValues).
+   */
   private async storeRecord(
     store: KeyValueStore,
-    key: string,
+    keys: ThreadKeys,
     record: CheckpointRecord,
-  ): Promise<{ record: CheckpointRecord; created: boolean }> {
+    encoded: ReadonlyMap<string, EncodedValue>,
+  ): Promise<{ record: CheckpointRecord; created: boolean; same: boolean }> {
+    const key = keys.record(record.id, record.ns);
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
         await store.write(key, encodeCheckpointRecord(record), { ifAbsent: true });
-        return { record, created: true };
+        return { record, created: true, same: true };
       } catch (error) {
         if (!(error instanceof PreconditionFailedError)) throw error;
       }
       const stored = await store.read(key);
       if (stored === null) continue; // removed by a refused put in between: create it again
       const existing = decodeCheckpointRecord(stored.value, record.id);
-      if (!sameCheckpoint(existing, record)) {
-        throw new ConflictError(
-          `checkpointId: checkpoint ${record.id} of namespace "${record.ns}" is stored with other content; checkpoint ids are immutable`,
-        );
-      }
-      return { record: existing, created: false };
+      const same =
+        sameCheckpoint(existing, record) && (await this.sameValues(store, keys, existing, record, encoded));
+      return { record: existing, created: false, same };
     }
     throw tooBusy();
+  }
+
+  /**
+   * Whether a stored record and a put's record of the same checkpoint name the same value for each
+   * channel. Unsealed, a value's source holds the digest of its bytes (type tag included), so equal
+   * sources are equal values. Sealed, the sources of the values the checkpoint stored itself carry
+   * random bytes: those values are read and compared byte for byte (only on this retry path).
+   * Inherited sources come from the parent, already compared.
+   */
+  private async sameValues(
+    store: KeyValueStore,
+    keys: ThreadKeys,
+    existing: CheckpointRecord,
+    record: CheckpointRecord,
+    encoded: ReadonlyMap<string, EncodedValue>,
+  ): Promise<boolean> {
+    const own = `${record.id}/`;
+    const channels = new Set([...Object.keys(existing.valueSources), ...Object.keys(record.valueSources)]);
+    const reads: { source: string; channel: string; bytes: Buffer }[] = [];
+    for (const channel of channels) {
+      const was = ownValue(existing.valueSources, channel);
+      const now = ownValue(record.valueSources, channel);
+      if (was === now) continue;
+      const sent = encoded.get(channel);
+      if (!this.sealed || was === undefined || !was.startsWith(own) || !now?.startsWith(own) || !sent) {
+        return false;
+      }
+      reads.push({ source: was, channel, bytes: sent.bytes });
+    }
+    const stored = await Promise.all(
+      reads.map(({ source, channel }) => store.read(keys.value(record.ns, source, channel))),
+    );
+    return reads.every(({ bytes }, index) => stored[index]?.value.equals(bytes) === true);
   }
 
   private async recordIn(
@@ -1461,13 +1510,44 @@ function checkRecordSize(record: CheckpointRecord, maxValueBytes: number): void 
  * only the version it listed, leaves it; and one that deleted it already finds it stored again. So
  * a value this put names is never one a collector is about to remove.
  */
-async function storeValue(store: KeyValueStore, key: string, value: Buffer): Promise<void> {
+async function storeValue(store: KeyValueStore, key: string, value: Buffer): Promise<WrittenValue> {
   try {
-    await store.write(key, value, { ifAbsent: true });
+    const { etag } = await store.write(key, value, { ifAbsent: true });
+    return { key, etag, created: true };
   } catch (error) {
     if (!(error instanceof PreconditionFailedError)) throw error;
-    await store.write(key, value);
+    const { etag } = await store.write(key, value);
+    return { key, etag, created: false };
   }
+}
+
+/** A value a put wrote: `created` when the put created the key (no other put had it then). */
+interface WrittenValue {
+  readonly key: string;
+  readonly etag: string;
+  readonly created: boolean;
+}
+
+/**
+ * Deletes the values a put created that `kept` (the record stored under its id) does not name: a
+ * sealed retry's copies, or the values of other content refused under a stored id. Only a key this
+ * put created, and only the version it wrote: a key another put wrote since (the same content,
+ * which rewrites it) stays. Best effort: what a failure leaves, retention collects.
+ */
+async function discardUnnamed(
+  store: KeyValueStore,
+  keys: ThreadKeys,
+  kept: CheckpointRecord,
+  written: readonly WrittenValue[],
+): Promise<void> {
+  const named = new Set(
+    Object.entries(kept.valueSources).map(([channel, source]) => keys.value(kept.ns, source, channel)),
+  );
+  await Promise.all(
+    written
+      .filter((value) => value.created && !named.has(value.key))
+      .map((value) => store.delete(value.key, { ifMatch: value.etag }).catch(() => false)),
+  );
 }
 
 async function createOnly(store: KeyValueStore, key: string, value: Buffer): Promise<void> {

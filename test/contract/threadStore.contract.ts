@@ -437,10 +437,44 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         );
         expect(text((await threads.getCheckpoint(A, 't', '')).values['m'])).toBe('c');
         expect(text((await threads.getCheckpoint(A, 't', '', 'c2')).values['m'])).toBe('b');
-        // A retry of c3 whose value bytes differ (not a stored checkpoint's content) keeps the first value.
-        const retry = put('c3', { parent: 'c1', versions: { m: 2 }, values: { m: 'c (again)' } });
-        expect((await threads.putCheckpoint(A, 't', retry)).created).toBe(false);
+        // A retry of c3 with the same content is answered as stored and adds no value.
+        const valueKeys = async () => (await allKeys(space(), 'd/')).filter((key) => key.includes('/v/'));
+        const before = await valueKeys();
+        const same = put('c3', { parent: 'c1', versions: { m: 2 }, values: { m: 'c' } });
+        expect((await instance().putCheckpoint(A, 't', same)).created).toBe(false);
+        expect(await valueKeys()).toEqual(before);
         expect(text((await threads.getCheckpoint(A, 't', '', 'c3')).values['m'])).toBe('c');
+      });
+
+      it('refuses a put of a stored checkpoint id whose values differ (bytes, type tag or null) and leaves no value of it', async () => {
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('c1', { versions: { m: 1, n: 1 }, values: { m: 'a', n: 'x' } }),
+        );
+        const c2 = put('c2', { parent: 'c1', versions: { m: 2, n: 2 }, values: { m: 'b', n: 'y' } });
+        await threads.putCheckpoint(A, 't', c2);
+        const valueKeys = async () => (await allKeys(space(), 'd/')).filter((key) => key.includes('/v/'));
+        const before = await valueKeys();
+        const others: CheckpointPut[] = [
+          put('c2', { parent: 'c1', versions: { m: 2, n: 2 }, values: { m: 'other', n: 'y' } }),
+          {
+            ...c2,
+            values: { ...c2.values, m: { type: 'msgpack', data: (c2.values['m'] as TypedBytes).data } },
+          },
+          put('c2', { parent: 'c1', versions: { m: 2, n: 2 }, values: { m: 'b', n: null } }),
+        ];
+        for (const other of others) {
+          const error = await rejection(instance().putCheckpoint(A, 't', other));
+          expect(error).toBeInstanceOf(ConflictError);
+          expect((error as Error).message).toMatch(/^checkpointId:/);
+        }
+        expect(await valueKeys()).toEqual(before);
+        const stored = await instance().getCheckpoint(A, 't', '', 'c2');
+        expect(text(stored.values['m'])).toBe('b');
+        expect(stored.values['m']?.type).toBe('json');
+        expect(text(stored.values['n'])).toBe('y');
+        expect(await instance().putCheckpoint(A, 't', c2)).toMatchObject({ created: false, head: 'c2' });
       });
 
       it('merges pending writes by (task, index): regular first wins, special replaces; ordered by (path, task, index)', async () => {

@@ -1,5 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { appendFile, mkdir, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
+import {
+  appendFile,
+  lstat,
+  mkdir,
+  readdir,
+  readFile,
+  rm,
+  symlink,
+  truncate,
+  writeFile,
+} from 'node:fs/promises';
 import path from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -168,6 +178,16 @@ describe.each<Backend>(['local', 'blob'])('archive client on the %s backend', (b
     const occupied = await newSessionDir({ 'keep.txt': Buffer.from('mine') });
     await expect(client().restoreCheckpoint(sid, occupied)).rejects.toThrow(/not empty/);
     expect(await readdir(occupied)).toEqual(['keep.txt']);
+    // A folder holding only a link, and a link to an empty folder: refused, nothing written through.
+    const outside = tempDir('outside');
+    const holdsLink = tempDir('holds-link');
+    await symlink(outside, path.join(holdsLink, 'events.jsonl'));
+    await expect(client().restoreCheckpoint(sid, holdsLink)).rejects.toThrow(/not empty/);
+    const linked = path.join(tempDir('parent'), 'linked');
+    await symlink(outside, linked);
+    await expect(client().restoreCheckpoint(sid, linked)).rejects.toThrow(/is a symbolic link/);
+    expect(await readdir(outside)).toEqual([]);
+    expect((await lstat(linked)).isSymbolicLink()).toBe(true);
     await Promise.all([dir, restored, occupied].map((d) => rm(d, { recursive: true, force: true })));
   });
 

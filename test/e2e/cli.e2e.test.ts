@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -142,5 +142,37 @@ describe('cairn command', () => {
     expect(JSON.parse(pulled.stdout)).toMatchObject({ pulled: 2 });
     expect(readFileSync(path.join(elsewhere, 'MEMORY.md'), 'utf8')).toBe('# memory');
     expect(readFileSync(path.join(elsewhere, 'notes/one.md'), 'utf8')).toBe('one');
+  });
+  it('persona pull never writes through a symbolic link inside the folder, and names it', async () => {
+    const env = { CAIRN_URL: app.url, CAIRN_KEY: agent.key };
+    const prefix = ['--prefix', 'linked_memory'];
+    const source = folder({ 'MEMORY.md': '# pulled', 'notes/one.md': 'one', 'plain.md': 'plain' });
+    expect((await runCairn(['persona', 'push', '--dir', source, ...prefix], env)).code).toBe(0);
+
+    const outside = folder({ 'victim.md': 'must stay', 'dir/keep.md': 'kept' });
+    const target = folder({});
+    symlinkSync(path.join(outside, 'victim.md'), path.join(target, 'MEMORY.md'));
+    symlinkSync(path.join(outside, 'dir'), path.join(target, 'notes'));
+    const pulled = await runCairn(['persona', 'pull', '--dir', target, ...prefix], env);
+    expect(pulled.code).toBe(1);
+    const report = JSON.parse(pulled.stdout) as {
+      pulled: number;
+      errors: [string, string][];
+      keys: string[];
+    };
+    expect(report.keys).toEqual(['linked_memory/plain.md']);
+    expect(report.errors).toEqual([
+      [
+        'linked_memory/MEMORY.md',
+        expect.stringMatching(/^MEMORY\.md is a symbolic link inside the persona folder/),
+      ],
+      [
+        'linked_memory/notes/one.md',
+        expect.stringMatching(/^notes is a symbolic link inside the persona folder/),
+      ],
+    ]);
+    expect(readFileSync(path.join(outside, 'victim.md'), 'utf8')).toBe('must stay');
+    expect(readdirSync(path.join(outside, 'dir'))).toEqual(['keep.md']);
+    expect(readFileSync(path.join(target, 'plain.md'), 'utf8')).toBe('plain');
   });
 });

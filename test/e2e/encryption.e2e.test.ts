@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { copyFileSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -166,6 +166,32 @@ async function moveStoredValue(settings: Record<string, string>, tenant: string,
   await container.getBlockBlobClient(to).upload(bytes, bytes.length);
 }
 
+/** The stored (sealed) bytes of a key/value key of `tenant`, as an attacker with storage access reads them. */
+async function storedValue(settings: Record<string, string>, tenant: string, key: string): Promise<Buffer> {
+  const dir = settings['CAIRN_DATA_DIR'];
+  if (dir !== undefined) return readFileSync(path.join(dir, 'kv', tenant, key));
+  const container = blobService().getContainerClient(
+    tenantContainerName(settings['CAIRN_BLOB_CONTAINER'] ?? '', tenant),
+  );
+  return container.getBlobClient(key).downloadToBuffer();
+}
+
+/** Puts `bytes` back as the stored value of a key/value key of `tenant` (an attacker's rollback). */
+async function putBackValue(settings: Record<string, string>, tenant: string, key: string, bytes: Buffer) {
+  const dir = settings['CAIRN_DATA_DIR'];
+  if (dir !== undefined) {
+    const file = path.join(dir, 'kv', tenant, key);
+    await rm(file, { force: true });
+    await mkdir(path.dirname(file), { recursive: true });
+    await writeFile(file, bytes);
+    return;
+  }
+  const container = blobService().getContainerClient(
+    tenantContainerName(settings['CAIRN_BLOB_CONTAINER'] ?? '', tenant),
+  );
+  await container.getBlockBlobClient(key).upload(bytes, bytes.length);
+}
+
 function checkpoint(id: string, parent: string | null, marker: string, version: number) {
   return JSON.stringify({
     checkpointId: id,
@@ -318,6 +344,44 @@ describe.each<Backend>(['local', 'blob'])('encryption at rest on the %s backend'
   afterEach(async () => {
     await app?.stop();
     app = undefined;
+  });
+
+  it('refuses an older sealed value put back at the storage level in place of a newer one it saw', async () => {
+    const settings = storageSettings(backend);
+    app = await startApp({
+      CAIRN_API_KEYS: apiKeysSetting([sealed]),
+      CAIRN_ENCRYPTION_KEYS: keyText('k1', randomBytes(32)),
+      CAIRN_ENCRYPT_TENANTS: sealed.tenant,
+      ...settings,
+    });
+    const asSealed = client(app.url, sealed.key);
+    expect((await asSealed('/api/kv/roll/back', { method: 'PUT', body: 'version 1' })).status).toBe(201);
+    const first = await storedValue(settings, sealed.tenant, 'roll/back');
+    expect((await asSealed('/api/kv/roll/back', { method: 'PUT', body: 'version 2' })).status).toBe(200);
+    expect(await (await asSealed('/api/kv/roll/back')).text()).toBe('version 2');
+
+    const refused = async () => {
+      const response = await asSealed('/api/kv/roll/back');
+      expect(response.status).toBe(500);
+      const { error } = (await response.json()) as { error: { code: string; message: string } };
+      expect(error.code).toBe('integrity_error');
+      expect(error.message).toMatch(/roll\/back is an older version put back/);
+    };
+    await putBackValue(settings, sealed.tenant, 'roll/back', first);
+    await refused();
+    // An append opens the value too: refused, nothing written.
+    expect((await asSealed('/api/kv/roll/back', { method: 'POST', body: '+' })).status).toBe(500);
+    expect((await storedValue(settings, sealed.tenant, 'roll/back')).equals(first)).toBe(true);
+    // A write of the caller replaces it; the old bytes stay refused, also after a deletion.
+    expect((await asSealed('/api/kv/roll/back', { method: 'PUT', body: 'version 3' })).status).toBe(200);
+    expect(await (await asSealed('/api/kv/roll/back')).text()).toBe('version 3');
+    expect((await asSealed('/api/kv/roll/back', { method: 'DELETE' })).status).toBe(204);
+    await putBackValue(settings, sealed.tenant, 'roll/back', first);
+    await refused();
+    // A value deleted and created again is a new version, never taken for a rollback.
+    expect((await asSealed('/api/kv/roll/back', { method: 'DELETE' })).status).toBe(204);
+    expect((await asSealed('/api/kv/roll/back', { method: 'PUT', body: 'version 4' })).status).toBe(201);
+    expect(await (await asSealed('/api/kv/roll/back')).text()).toBe('version 4');
   });
 
   it('stores no plaintext of a value, answers it in plain, and refuses bytes moved to another key', async () => {

@@ -1,3 +1,6 @@
+import { readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import {
@@ -11,6 +14,7 @@ import {
   startApp,
 } from '../support/app';
 import { azurite } from '../support/azurite';
+import { tempDir } from '../support/cleanup';
 
 /** The common rules and key/value over real HTTP, against the app served by the local runtime, on both backends. */
 
@@ -30,11 +34,12 @@ describe.each<Backend>(['local', 'blob'])('key/value API on the %s backend', (ba
   let asAlpha: ReturnType<typeof client>;
   let asBeta: ReturnType<typeof client>;
   let anonymous: ReturnType<typeof client>;
+  const settings = backendSettings(backend, azurite().blobEndpoint);
 
   beforeAll(async () => {
     app = await startApp({
       CAIRN_API_KEYS: apiKeysSetting([alpha, beta]),
-      ...backendSettings(backend, azurite().blobEndpoint),
+      ...settings,
     });
     asAlpha = client(app.url, alpha.key);
     asBeta = client(app.url, beta.key);
@@ -400,6 +405,37 @@ describe.each<Backend>(['local', 'blob'])('key/value API on the %s backend', (ba
       expect((await asAlpha('/api/kv/tree')).status).toBe(404);
       await asAlpha('/api/kv/tree/leaf', { method: 'DELETE' });
       expect((await asAlpha('/api/kv/tree', { method: 'PUT', body: 'now a value' })).status).toBe(201);
+    });
+  }
+
+  if (backend === 'local') {
+    it('answers 500 integrity_error naming a symbolic link planted in the data folder, never following it', async () => {
+      expect((await asAlpha('/api/kv/planted/real', { method: 'PUT', body: 'mine' })).status).toBe(201);
+      const dataDir = settings['CAIRN_DATA_DIR'] as string;
+      const tenantDir = path.join(dataDir, 'kv', alpha.tenant);
+      const outside = tempDir('outside');
+      writeFileSync(path.join(outside, 'secret'), 'outside the data folder');
+      symlinkSync(outside, path.join(tenantDir, 'linked'));
+      symlinkSync(path.join(outside, 'secret'), path.join(tenantDir, 'file'));
+      const requests: [string, RequestInit, string][] = [
+        ['/api/kv/linked/secret', { method: 'GET' }, 'linked'],
+        ['/api/kv/linked/new', { method: 'PUT', body: 'x' }, 'linked'],
+        ['/api/kv/linked/secret', { method: 'DELETE' }, 'linked'],
+        ['/api/kv/file', { method: 'GET' }, 'file'],
+        ['/api/kv/file', { method: 'PUT', body: 'overwritten' }, 'file'],
+        ['/api/kv/file', { method: 'POST', body: 'appended' }, 'file'],
+      ];
+      for (const [route, init, link] of requests) {
+        const response = await asAlpha(route, init);
+        expect(response.status, route).toBe(500);
+        const error = await errorOf(response);
+        expect(error.code).toBe('integrity_error');
+        expect(error.message).toContain(`symbolic link at kv/${alpha.tenant}/${link} `);
+        expect(error.message).not.toContain(dataDir);
+      }
+      expect(readdirSync(outside)).toEqual(['secret']);
+      expect(readFileSync(path.join(outside, 'secret'), 'utf8')).toBe('outside the data folder');
+      expect(await (await asAlpha('/api/kv/planted/real')).text()).toBe('mine');
     });
   }
 

@@ -219,6 +219,14 @@ describe.each<Backend>(['local', 'blob'])('workspace snapshots on the %s backend
     await expect(loadSnapshot(api, saved.id, into, { publicKey: key.publicKey })).rejects.toThrow(
       /is not empty/,
     );
+    // A link to an empty folder is no target: nothing is written through it.
+    const outside = tempDir('outside-empty');
+    const linked = path.join(tempDir('link-parent'), 'linked');
+    symlinkSync(outside, linked);
+    await expect(loadSnapshot(api, saved.id, linked, { publicKey: key.publicKey })).rejects.toThrow(
+      /exists and is not a folder/,
+    );
+    expect(await readdir(outside)).toEqual([]);
 
     const verified = await verifySnapshot(api, saved.id, { publicKey: key.publicKey, readData: true });
     expect(verified).toMatchObject({ files: 5, parts: 4, problems: [], dataRead: true });

@@ -551,6 +551,34 @@ describe.each<Backend>(['local', 'blob'])('thread API on the %s backend', (backe
     ).toEqual({ threads: [{ threadId: 'shapes-b' }], next: null });
   });
 
+  it('answers 409 conflict to a re-put of a stored checkpoint id with other values, and keeps the first', async () => {
+    const c1 = checkpointBody('c1', { versions: { m: 1 }, values: { m: 'first' } });
+    expect((await post(asAlpha, '/api/threads/reput/checkpoints', c1)).status).toBe(201);
+    const c2 = checkpointBody('c2', { parent: 'c1', versions: { m: 2 }, values: { m: 'second' } });
+    expect((await post(asAlpha, '/api/threads/reput/checkpoints', c2)).status).toBe(201);
+    const otherData = checkpointBody('c2', { parent: 'c1', versions: { m: 2 }, values: { m: 'other' } });
+    const parsed = JSON.parse(c2) as { values: Record<string, { type: string; data: string }> };
+    const otherType = JSON.stringify({
+      ...parsed,
+      values: { m: { ...parsed.values['m'], type: 'msgpack' } },
+    });
+    for (const other of [otherData, otherType]) {
+      const refused = await post(asAlpha, '/api/threads/reput/checkpoints', other);
+      const error = await errorOf(refused);
+      expect([refused.status, error.code]).toEqual([409, 'conflict']);
+      expect(error.message).toMatch(/^checkpointId:/);
+    }
+    const stored = await asAlpha('/api/threads/reput/checkpoints/c2');
+    const tuple = (await stored.json()) as { values: Record<string, { type: string; data: string }> };
+    expect(tuple.values['m']?.type).toBe('json');
+    expect(unb64(tuple.values['m']?.data ?? '')).toBe('second');
+    const retry = await post(asAlpha, '/api/threads/reput/checkpoints', c2);
+    expect([retry.status, await retry.json()]).toEqual([
+      200,
+      { threadId: 'reput', ns: '', checkpointId: 'c2', head: 'c2' },
+    ]);
+  });
+
   it('answers 409 thread_busy with Retry-After, run_fenced and conflict, storing nothing', async () => {
     const started = await post(
       asAlpha,

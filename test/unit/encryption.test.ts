@@ -5,6 +5,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../shared/config';
 import { Encryption, KEY_CHECK_KEY } from '../../shared/crypto/encryption';
 import { type EncryptionKey, parseEncryptionKeys } from '../../shared/crypto/encryptionKeys';
+import { RollbackWatch } from '../../shared/crypto/rollbackWatch';
 import { canonicalPlace, SEAL_OVERHEAD, sealedKeyId, sealWith } from '../../shared/crypto/sealedFormat';
 import type { ValuePlace } from '../../shared/crypto/valueCodec';
 import { ConfigurationError, IntegrityError, InternalError } from '../../shared/errors';
@@ -293,5 +294,38 @@ describe('the codec and the key check', () => {
       'CAIRN_ENCRYPT_TENANTS: does not list tenant a, whose key/value values or session archives are sealed; list it again (sealing cannot be turned off for a tenant)',
     );
     expect(await check(new Set())).toMatch(/^CAIRN_ENCRYPT_TENANTS: does not list tenant a,/);
+  });
+});
+
+describe('rollback watch of sealed key/value values', () => {
+  const k1 = { id: 'k1', key: randomBytes(32) };
+  const place: ValuePlace = { tenant: 't1', kind: 'kv', key: 'roll' };
+  const seal = (text: string) => sealWith(k1, Buffer.from(text), place);
+  const observe = (watch: RollbackWatch, sealed: Buffer | null) =>
+    watch.observed('t1\nroll', watch.start(), sealed);
+  const accused = (run: () => void) => expect(run).toThrow(/older version put back/);
+
+  it('refuses a superseded version found again, also after the key was found absent', () => {
+    const watch = new RollbackWatch();
+    const [v1, v2] = [seal('one'), seal('two')];
+    observe(watch, v1);
+    observe(watch, v2);
+    accused(() => observe(watch, v1));
+    observe(watch, v2);
+    observe(watch, null);
+    accused(() => observe(watch, v2));
+    // Another key, and the key's new versions, are not concerned.
+    watch.observed('t1\nother', watch.start(), v1);
+    observe(watch, seal('three'));
+  });
+
+  it('never accuses an operation that overlapped the one that saw the newer version', () => {
+    const watch = new RollbackWatch();
+    const [v1, v2] = [seal('one'), seal('two')];
+    observe(watch, v1);
+    const slowRead = watch.start();
+    observe(watch, v2); // a write that completes while the read is in flight
+    expect(() => watch.observed('t1\nroll', slowRead, v1)).not.toThrow();
+    accused(() => observe(watch, v1));
   });
 });

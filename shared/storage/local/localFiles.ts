@@ -1,7 +1,7 @@
-import { promises as fs } from 'node:fs';
+import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 
-import { CairnError, ConflictError, StorageUnavailableError } from '../../errors';
+import { CairnError, ConflictError, IntegrityError, StorageUnavailableError } from '../../errors';
 import { compareKeys, walkInKeyOrder } from '../../keyOrderWalk';
 import { validateKey } from '../../keys';
 
@@ -53,10 +53,20 @@ const LONG_FILE_SUFFIX = '.k';
  * ({@link LocalKeyTree.folderConflict}).
  */
 export class LocalKeyTree {
+  /**
+   * @param base the data folder the trees are in (default: `root`'s parent): no symbolic link is
+   *   followed below it (see {@link refuseSymlinks}).
+   */
   constructor(
     readonly root: string,
     readonly longRoot: string,
+    readonly base = path.dirname(root),
   ) {}
+
+  /** Refuses a symbolic link on `file`'s path below the data folder (see {@link refuseSymlinks}). */
+  refuseSymlinks(file: string): Promise<void> {
+    return refuseSymlinks(this.base, file);
+  }
 
   /** The file of `key`; validates it first. */
   fileOf(key: string): string {
@@ -73,8 +83,12 @@ export class LocalKeyTree {
     return file.startsWith(this.longRoot + path.sep) ? this.longRoot : this.root;
   }
 
-  /** Keys (files) with `prefix` strictly after `after`, ascending, at most `limit`. */
+  /**
+   * Keys (files) with `prefix` strictly after `after`, ascending, at most `limit`. A listing never
+   * descends into a linked folder nor lists a link; the roots themselves must not be links.
+   */
   async keys(options: { prefix: string; after: string; limit: number }): Promise<string[]> {
+    await Promise.all([this.refuseSymlinks(this.root), this.refuseSymlinks(this.longRoot)]);
     const [plain, long] = await Promise.all([walkInKeyOrder(this.root, options), this.longKeys(options)]);
     return mergeSorted(
       plain.map((entry) => entry.key),
@@ -168,5 +182,66 @@ export async function makeParentFolders(file: string): Promise<void> {
     const code = errnoOf(error);
     if (code === 'EEXIST' || code === 'ENOTDIR') throw folderConflict();
     throw error;
+  }
+}
+
+/**
+ * Refuses a symbolic link anywhere on the path of `file` below `base` (the data folder; `base`
+ * itself and the folders above it are the operator's choice): every component is checked with
+ * `lstat`, up to the first one that does not exist. The local stores never read or write through a
+ * link planted in their data folder, which could reach any file the process may write. A link there
+ * is damage to the storage, not the caller's fault: {@link symlinkFound}. (A link made between this
+ * check and the open that follows is not seen; the file itself is also opened with O_NOFOLLOW where
+ * the store reads it.)
+ */
+export async function refuseSymlinks(base: string, file: string): Promise<void> {
+  const relative = path.relative(base, file);
+  if (relative === '' || relative.startsWith('..') || path.isAbsolute(relative)) return;
+  const segments = relative.split(path.sep);
+  const stats = await Promise.all(
+    segments.map((_, index) =>
+      fs.lstat(path.join(base, ...segments.slice(0, index + 1))).catch((error: unknown) => {
+        // A name over the filesystem's limit cannot exist (nor be a link).
+        if (isAbsence(error) || errnoOf(error) === 'ENAMETOOLONG') return null;
+        throw error;
+      }),
+    ),
+  );
+  for (let index = 0; index < stats.length; index++) {
+    const stat = stats[index];
+    if (stat === null || stat === undefined) return;
+    if (stat.isSymbolicLink()) throw symlinkFound(segments.slice(0, index + 1).join('/'));
+  }
+}
+
+/**
+ * 500 `integrity_error`: a symbolic link in the data folder. Not 503: retrying changes nothing
+ * until an operator removes the link. `relative` is the link's path inside the data folder.
+ */
+export function symlinkFound(relative: string): IntegrityError {
+  return new IntegrityError(
+    `the local store found a symbolic link at ${relative} in its data folder and never follows one: nothing was read or written (remove the link)`,
+  );
+}
+
+/**
+ * The bytes of `file`, opened with O_NOFOLLOW (a link is {@link symlinkFound}, after
+ * {@link refuseSymlinks} checked the folders above it); null when it is absent or a folder.
+ */
+export async function readFileNoFollow(base: string, file: string): Promise<Buffer | null> {
+  await refuseSymlinks(base, file);
+  let handle: fs.FileHandle;
+  try {
+    handle = await fs.open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch (error) {
+    if (isAbsence(error)) return null;
+    if (errnoOf(error) === 'ELOOP') throw symlinkFound(path.relative(base, file).split(path.sep).join('/'));
+    throw error;
+  }
+  try {
+    if (!(await handle.stat()).isFile()) return null;
+    return await handle.readFile();
+  } finally {
+    await handle.close();
   }
 }

@@ -26,6 +26,7 @@ import {
   LocalKeyTree,
   makeParentFolders,
   mergeSorted,
+  readFileNoFollow,
 } from './localFiles';
 
 /**
@@ -57,13 +58,15 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
     longRoot = `${root}-long`,
     private readonly maxObjectBytes = MAX_OBJECT_BYTES,
   ) {
-    this.tree = new LocalKeyTree(root, longRoot);
+    // The data folder holds `tmp` beside the store's folders: no link below it is followed.
+    this.tree = new LocalKeyTree(root, longRoot, path.dirname(tmpDir));
   }
 
   async put(key: string, bytes: Buffer): Promise<PutResult> {
     checkObject(key, bytes, this.maxObjectBytes);
     const file = this.pathOf(key);
     return guarded(async () => {
+      await this.tree.refuseSymlinks(file);
       if (await this.tree.folderConflict(key)) throw folderConflict();
       const temp = await this.writeTemp(bytes);
       try {
@@ -71,7 +74,7 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
       } finally {
         await fs.rm(temp, { force: true });
       }
-      const stored = await readIfFile(file);
+      const stored = await this.readIfFile(file);
       if (stored === null)
         throw new ConflictError(`${key} is a folder of other objects; nothing was written`);
       if (!stored.equals(bytes)) throw new ObjectExistsError(key);
@@ -81,13 +84,13 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
 
   async get(key: string): Promise<Buffer | null> {
     const file = this.pathOf(key);
-    return guarded(() => readIfFile(file));
+    return guarded(() => this.readIfFile(file));
   }
 
   async head(key: string): Promise<ObjectInfo | null> {
     const file = this.pathOf(key);
     return guarded(async () => {
-      const stat = await statIfFile(file);
+      const stat = await this.statIfFile(file);
       return stat === null ? null : { key, ...stat };
     });
   }
@@ -98,6 +101,7 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
     const folderKey = prefix.slice(0, prefix.lastIndexOf('/') + 1);
     const folder = path.join(this.root, ...folderKey.split('/').filter((segment) => segment !== ''));
     const found = await guarded(async () => {
+      await this.tree.refuseSymlinks(folder);
       const [files, long] = await Promise.all([
         walkInKeyOrder(folder, { prefix: prefix.slice(folderKey.length), limit: Infinity }),
         this.tree.longKeys({ prefix, after: '', limit: Infinity }),
@@ -107,7 +111,7 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
         long,
         Infinity,
       );
-      const stats = await Promise.all(keys.map((key) => statIfFile(this.tree.fileOf(key))));
+      const stats = await Promise.all(keys.map((key) => this.statIfFile(this.tree.fileOf(key))));
       return keys.map((key, index) => ({ key, stat: stats[index] ?? null }));
     });
     // A file gone between the listing and its size is not listed.
@@ -116,7 +120,7 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
 
   async readPointer(key: string): Promise<string | null> {
     const file = this.pathOf(key);
-    return guarded(async () => (await readIfFile(file))?.toString('utf8') ?? null);
+    return guarded(async () => (await this.readIfFile(file))?.toString('utf8') ?? null);
   }
 
   async swapPointer(key: string, expected: string | null, next: string | null): Promise<SwapResult> {
@@ -124,7 +128,7 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
     const file = this.pathOf(key);
     return guarded(() =>
       pointerLocks.run(file, async () => {
-        const current = (await readIfFile(file))?.toString('utf8') ?? null;
+        const current = (await this.readIfFile(file))?.toString('utf8') ?? null;
         if (current !== expected) return { swapped: false, current };
         if (next === null) {
           if (current !== null) await this.unlink(file);
@@ -134,7 +138,7 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
         try {
           if (expected === null) {
             if (!(await this.placeNew(temp, file))) {
-              return { swapped: false, current: (await readIfFile(file))?.toString('utf8') ?? null };
+              return { swapped: false, current: (await this.readIfFile(file))?.toString('utf8') ?? null };
             }
           } else {
             await fs.rename(temp, file);
@@ -151,7 +155,7 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
     const file = this.pathOf(key);
     return guarded(() =>
       pointerLocks.run(file, async () => {
-        const stat = await statIfFile(file);
+        const stat = await this.statIfFile(file);
         if (stat === null) return false;
         const { storedBefore } = options;
         if (storedBefore !== undefined && stat.storedAt.getTime() >= storedBefore.getTime()) return false;
@@ -164,7 +168,7 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
     const file = this.pathOf(key);
     return guarded(() =>
       pointerLocks.run(file, async (): Promise<RewriteOutcome> => {
-        const [stored, stat] = await Promise.all([readIfFile(file), statIfFile(file)]);
+        const [stored, stat] = await Promise.all([this.readIfFile(file), this.statIfFile(file)]);
         if (stored === null || stat === null) return 'absent';
         const next = transform(stored);
         if (next === null) return 'kept';
@@ -224,26 +228,29 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
     }
   }
 
+  /** The bytes of `file`; null when absent or a folder; a symbolic link is refused. */
+  private readIfFile(file: string): Promise<Buffer | null> {
+    return readFileNoFollow(this.tree.base, file);
+  }
+
+  /** Size and storedAt of `file`; null when absent or no file; a symbolic link is refused. */
+  private async statIfFile(file: string): Promise<{ size: number; storedAt: Date } | null> {
+    await this.tree.refuseSymlinks(file);
+    return statIfFile(file);
+  }
+
   /** A new, durable temp file holding `bytes`. */
   private async writeTemp(bytes: Buffer): Promise<string> {
+    await this.tree.refuseSymlinks(this.tmpDir);
     return (await writeDurableTempFile(this.tmpDir, bytes)).temp;
   }
 }
 
 const pointerLocks = new KeyedMutex();
 
-async function readIfFile(file: string): Promise<Buffer | null> {
-  try {
-    return await fs.readFile(file);
-  } catch (error) {
-    if (isAbsence(error) || errnoOf(error) === 'EISDIR') return null;
-    throw error;
-  }
-}
-
 async function statIfFile(file: string): Promise<{ size: number; storedAt: Date } | null> {
   try {
-    const stat = await fs.stat(file);
+    const stat = await fs.lstat(file);
     return stat.isFile() ? { size: stat.size, storedAt: stat.mtime } : null;
   } catch (error) {
     if (isAbsence(error)) return null;

@@ -19,7 +19,15 @@ import type {
 } from '../keyValueStore';
 import { decodeCursor, encodeCursor } from '../listCursor';
 import { writeDurableTempFile } from './durableTempFile';
-import { errnoOf, folderConflict, guarded, isAbsence, LocalKeyTree, makeParentFolders } from './localFiles';
+import {
+  errnoOf,
+  folderConflict,
+  guarded,
+  isAbsence,
+  LocalKeyTree,
+  makeParentFolders,
+  symlinkFound,
+} from './localFiles';
 
 /**
  * The local filesystem implementation: each key is the file of the same path under
@@ -38,6 +46,8 @@ import { errnoOf, folderConflict, guarded, isAbsence, LocalKeyTree, makeParentFo
  *   the last key of a folder removes the empty folders above it.
  * - A key with a segment over the filesystem's 255-byte name limit is kept in a parallel tree
  *   `<dataDir>/kv-long/<tenant>/` (see {@link LocalKeyTree}), so every valid key can be stored.
+ * - No symbolic link below `<dataDir>` is ever followed: a request whose file, or a folder on its
+ *   path, is a link is refused with 500 `integrity_error` naming it (see refuseSymlinks).
  */
 export class LocalKeyValueStoreFactory implements KeyValueStoreFactory {
   readonly kind = 'local';
@@ -64,6 +74,7 @@ export class LocalKeyValueStoreFactory implements KeyValueStoreFactory {
       new LocalKeyTree(
         path.join(this.dataDir, folder, tenant),
         path.join(this.dataDir, `${folder}-long`, tenant),
+        this.dataDir,
       ),
       this.tmpDir,
       this.maxValueBytes,
@@ -95,11 +106,13 @@ class LocalKeyValueStore implements KeyValueStore {
   async read(key: string): Promise<StoredValue | null> {
     const file = this.pathOf(key);
     return guarded(async () => {
+      await this.tree.refuseSymlinks(file);
       let handle: fs.FileHandle;
       try {
-        handle = await fs.open(file, constants.O_RDONLY);
+        handle = await fs.open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
       } catch (error) {
         if (isAbsence(error)) return null;
+        if (errnoOf(error) === 'ELOOP') throw symlinkFound(this.relative(file));
         throw error;
       }
       try {
@@ -115,7 +128,10 @@ class LocalKeyValueStore implements KeyValueStore {
 
   async head(key: string): Promise<StoredItem | null> {
     const file = this.pathOf(key);
-    return guarded(() => statItem(file));
+    return guarded(async () => {
+      await this.tree.refuseSymlinks(file);
+      return statItem(file);
+    });
   }
 
   async write(key: string, value: Buffer, conditions: WriteConditions = {}): Promise<WriteResult> {
@@ -124,6 +140,7 @@ class LocalKeyValueStore implements KeyValueStore {
       locks.run(file, async () => {
         if (value.length > this.maxValueBytes)
           throw new PayloadTooLargeError(this.maxValueBytes, 'the value');
+        await this.tree.refuseSymlinks(file);
         const current = await statItem(file);
         checkConditions(conditions, current);
         if (current === null && (await this.tree.folderConflict(key))) throw folderConflict();
@@ -154,6 +171,7 @@ class LocalKeyValueStore implements KeyValueStore {
     const file = this.pathOf(key);
     return guarded(() =>
       locks.run(file, async () => {
+        await this.tree.refuseSymlinks(file);
         const current = await statItem(file);
         checkConditions(conditions, current);
         if (current === null) return false;
@@ -191,6 +209,11 @@ class LocalKeyValueStore implements KeyValueStore {
 
   private pathOf(key: string): string {
     return this.tree.fileOf(key);
+  }
+
+  /** `file`'s path inside the data folder, as messages name it. */
+  private relative(file: string): string {
+    return path.relative(this.tree.base, file).split(path.sep).join('/');
   }
 
   /** Puts `value` at `file` atomically; `createOnly` fails (412) when the key exists by then. */
@@ -232,6 +255,7 @@ class LocalKeyValueStore implements KeyValueStore {
 
   /** Writes `value` to a new temp file, durable and stamped; its ETag survives the rename or link. */
   private async writeTemp(value: Buffer): Promise<{ temp: string; etag: string }> {
+    await this.tree.refuseSymlinks(this.tmpDir);
     const { temp, extra: etag } = await writeDurableTempFile(this.tmpDir, value, async (handle) => {
       const stamp = nextStamp();
       await handle.utimes(stamp, stamp);
@@ -257,7 +281,7 @@ class LocalKeyValueStore implements KeyValueStore {
 /** ETag, size and modification time (the write's stamp, see the class comment), or null when absent. */
 async function statDetails(file: string): Promise<(StoredItem & { modifiedAt: Date }) | null> {
   try {
-    const stat = await fs.stat(file, { bigint: true });
+    const stat = await fs.lstat(file, { bigint: true });
     if (!stat.isFile()) return null;
     return {
       etag: etagOf(stat),
@@ -272,7 +296,7 @@ async function statDetails(file: string): Promise<(StoredItem & { modifiedAt: Da
 
 async function statItem(file: string): Promise<StoredItem | null> {
   try {
-    const stat = await fs.stat(file, { bigint: true });
+    const stat = await fs.lstat(file, { bigint: true });
     return stat.isFile() ? { etag: etagOf(stat), size: Number(stat.size) } : null;
   } catch (error) {
     if (isAbsence(error)) return null;

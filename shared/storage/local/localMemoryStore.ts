@@ -15,7 +15,7 @@ import type {
 } from '../../memory/memoryStore';
 import { KeyedMutex } from '../keyedMutex';
 import { writeDurableTempFile } from './durableTempFile';
-import { errnoOf, guarded, isAbsence } from './localFiles';
+import { errnoOf, guarded, isAbsence, readFileNoFollow, refuseSymlinks, symlinkFound } from './localFiles';
 
 /**
  * Memory facts on the local filesystem, under `<dataDir>/memory/<tenant>/`: one folder per
@@ -35,14 +35,14 @@ export class LocalMemoryStore implements MemoryStore {
   private readonly root: string;
   private readonly tmpDir: string;
 
-  constructor(dataDir: string) {
+  constructor(private readonly dataDir: string) {
     this.root = path.join(dataDir, 'memory');
     this.tmpDir = path.join(dataDir, 'tmp');
   }
 
   async get(tenant: string, namespace: string, key: string): Promise<StoredFact | null> {
     return guarded(async () => {
-      const fact = await readFact(this.fileOf(tenant, namespace, key));
+      const fact = await readFact(this.dataDir, this.fileOf(tenant, namespace, key));
       if (fact !== null && (fact.namespace !== namespace || fact.key !== key)) {
         throw new InternalError('two facts share a storage file; refusing to answer with the other one');
       }
@@ -54,11 +54,12 @@ export class LocalMemoryStore implements MemoryStore {
     const file = this.fileOf(tenant, fact.namespace, fact.key);
     return guarded(() =>
       locks.run(file, async () => {
-        const current = await readFact(file);
+        const current = await readFact(this.dataDir, file);
         if (ifEtag === null ? current !== null : current?.etag !== ifEtag) {
           throw new PreconditionFailedError(ifEtag === null ? 'the fact exists' : 'the fact has changed');
         }
         const stored: StoredFact = { ...fact, etag: `"${randomBytes(12).toString('hex')}"` };
+        await refuseSymlinks(this.dataDir, this.tmpDir);
         const { temp } = await writeDurableTempFile(this.tmpDir, serialise(stored));
         try {
           for (let attempt = 0; ; attempt++) {
@@ -83,7 +84,7 @@ export class LocalMemoryStore implements MemoryStore {
     const file = this.fileOf(tenant, namespace, key);
     return guarded(() =>
       locks.run(file, async () => {
-        const current = await readFact(file);
+        const current = await readFact(this.dataDir, file);
         if (current === null) return false;
         if (ifEtag !== undefined && current.etag !== ifEtag) {
           throw new PreconditionFailedError('the fact has changed');
@@ -102,13 +103,13 @@ export class LocalMemoryStore implements MemoryStore {
   ): Promise<FactPage> {
     return guarded(async () => {
       const base = this.folderOf(tenant, namespace);
-      const files = (await factFilesUnder(base)).sort();
+      const files = (await factFilesUnder(this.dataDir, base)).sort();
       const start =
         options.cursor === undefined ? 0 : files.findIndex((file) => file > (options.cursor as string));
       const chosen = start < 0 ? [] : files.slice(start, start + options.pageSize);
       const facts: StoredFact[] = [];
       for (const file of chosen) {
-        const fact = await readFact(path.join(base, file));
+        const fact = await readFact(this.dataDir, path.join(base, file));
         if (fact !== null) facts.push(fact);
       }
       const last = chosen[chosen.length - 1];
@@ -134,9 +135,9 @@ export class LocalMemoryStore implements MemoryStore {
     return guarded(async () => {
       const found: string[] = [];
       const visit = async (folder: string): Promise<boolean> => {
-        const entries = await listFolder(folder);
+        const entries = await listFolder(this.dataDir, folder);
         for (const name of entries.filter((entry) => entry.endsWith('.json')).sort()) {
-          const fact = await readFact(path.join(folder, name));
+          const fact = await readFact(this.dataDir, path.join(folder, name));
           if (fact !== null && (fact.expiresAt === null || fact.expiresAt > options.now)) {
             found.push(fact.namespace);
             break;
@@ -160,13 +161,13 @@ export class LocalMemoryStore implements MemoryStore {
   ): Promise<SubtreeDeletion> {
     return guarded(async () => {
       const base = this.folderOf(tenant, namespace);
-      const files = (await factFilesUnder(base)).sort();
+      const files = (await factFilesUnder(this.dataDir, base)).sort();
       let deleted = 0;
       const folders = new Set<string>();
       for (const relative of files.slice(0, options.budget)) {
         const file = path.join(base, relative);
         await locks.run(file, async () => {
-          const fact = await readFact(file);
+          const fact = await readFact(this.dataDir, file);
           if (fact === null) return;
           await fs.rm(file, { force: true });
           folders.add(path.dirname(file));
@@ -188,15 +189,15 @@ export class LocalMemoryStore implements MemoryStore {
     return guarded(async () => {
       const base = this.folderOf(tenant, '');
       let deleted = 0;
-      for (const relative of (await factFilesUnder(base)).sort()) {
+      for (const relative of (await factFilesUnder(this.dataDir, base)).sort()) {
         const file = path.join(base, relative);
-        const found = await readFact(file);
+        const found = await readFact(this.dataDir, file);
         if (found === null || found.expiresAt === null || found.expiresAt > options.now) continue;
         if (options.keep !== undefined && (await options.keep(headerOf(found)))) continue;
         if (deleted >= options.budget) return { deleted, more: true };
         await locks.run(file, async () => {
           // On the version found: a fact written again since then is not expired any more.
-          const current = await readFact(file);
+          const current = await readFact(this.dataDir, file);
           if (current?.etag !== found.etag) return;
           await fs.rm(file, { force: true });
           await this.removeEmptyFolders(tenant, path.dirname(file));
@@ -257,14 +258,9 @@ function serialise(fact: StoredFact): Buffer {
   return Buffer.from(JSON.stringify(file), 'utf8');
 }
 
-async function readFact(file: string): Promise<StoredFact | null> {
-  let bytes: Buffer;
-  try {
-    bytes = await fs.readFile(file);
-  } catch (error) {
-    if (isAbsence(error)) return null;
-    throw error;
-  }
+async function readFact(dataDir: string, file: string): Promise<StoredFact | null> {
+  const bytes = await readFileNoFollow(dataDir, file);
+  if (bytes === null) return null;
   try {
     const parsed = JSON.parse(bytes.toString('utf8')) as FactFile;
     return {
@@ -283,9 +279,16 @@ async function readFact(file: string): Promise<StoredFact | null> {
   }
 }
 
-async function listFolder(folder: string): Promise<string[]> {
+/** The names in `folder`; a symbolic link on its path or in it is refused (see refuseSymlinks). */
+async function listFolder(dataDir: string, folder: string): Promise<string[]> {
+  await refuseSymlinks(dataDir, folder);
   try {
-    return await fs.readdir(folder);
+    const entries = await fs.readdir(folder, { withFileTypes: true });
+    const link = entries.find((entry) => entry.isSymbolicLink());
+    if (link !== undefined) {
+      throw symlinkFound(path.relative(dataDir, path.join(folder, link.name)).split(path.sep).join('/'));
+    }
+    return entries.map((entry) => entry.name);
   } catch (error) {
     if (isAbsence(error)) return [];
     throw error;
@@ -293,10 +296,10 @@ async function listFolder(folder: string): Promise<string[]> {
 }
 
 /** Paths (relative to `folder`, `/`-separated) of every fact file in it and below. */
-async function factFilesUnder(folder: string): Promise<string[]> {
+async function factFilesUnder(dataDir: string, folder: string): Promise<string[]> {
   const found: string[] = [];
   const walk = async (current: string, relative: string): Promise<void> => {
-    for (const name of await listFolder(current)) {
+    for (const name of await listFolder(dataDir, current)) {
       const child = relative === '' ? name : `${relative}/${name}`;
       if (name.endsWith('.json')) found.push(child);
       else await walk(path.join(current, name), child);
