@@ -1,0 +1,45 @@
+import type { HttpRequest, HttpResponseInit } from '@azure/functions';
+
+import { mcpBodyLimit } from '#shared/mcp/limits';
+import { handleMcpPost } from '#shared/mcp/server';
+
+import { httpHandler, registerHttp } from './http/pipeline';
+import { readBody } from './http/request';
+
+/**
+ * Cairn as an MCP server (docs/mcp.md): `POST /api/mcp`, the Streamable HTTP transport in its
+ * stateless, JSON-answering form. The pipeline authenticates as for every route (401 before the
+ * MCP layer sees anything); the body is read within its limit (413), handed to the SDK's
+ * web-standard transport as a `Request`, and its `Response` handed back. GET (an event stream)
+ * and DELETE (ending a session) have nothing to do without sessions: 405 with `Allow: POST`, which
+ * the transport's clients take as "no stream".
+ */
+
+async function webRequest(request: HttpRequest, limit: number): Promise<Request> {
+  const body = await readBody(request, limit);
+  return new Request(request.url, { method: 'POST', headers: request.headers, body });
+}
+
+async function functionsResponse(response: Response): Promise<HttpResponseInit> {
+  const headers: Record<string, string> = {};
+  response.headers.forEach((value, name) => (headers[name] = value));
+  const body = response.body === null ? undefined : Buffer.from(await response.arrayBuffer());
+  return { status: response.status, headers, ...(body === undefined ? {} : { body }) };
+}
+
+export const mcp = httpHandler('mcp', {
+  POST: async (request, call) => {
+    const limit = mcpBodyLimit(call.services.config.maxValueBytes);
+    const answer = await handleMcpPost(await webRequest(request, limit), {
+      principal: call.principal,
+      services: call.services,
+      requestId: call.requestId,
+      get log() {
+        return call.log;
+      },
+    });
+    return functionsResponse(answer);
+  },
+});
+
+registerHttp('mcp', 'mcp', mcp);
