@@ -11,6 +11,7 @@ import {
   ReadResourceRequestSchema,
   type Tool as ListedTool,
 } from '@modelcontextprotocol/sdk/types.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js';
 import { z } from 'zod';
 
 import { CairnError, type ErrorCode as CairnCode } from '../errors';
@@ -107,10 +108,20 @@ function resourceError(error: unknown, call: McpCall): McpError {
   return new McpError(code, data.error.message, data);
 }
 
+/**
+ * One validator per process: a server makes its own by default, an Ajv instance per request. (It
+ * only checks what clients answer to elicitations, which Cairn never asks for.)
+ */
+const jsonSchemaValidator = new AjvJsonSchemaValidator();
+
 function serverFor(call: McpCall): Server {
   const server = new Server(
     { name: 'cairn', title: 'Cairn', version: call.services.version },
-    { capabilities: { tools: { listChanged: false }, resources: {} }, instructions: INSTRUCTIONS },
+    {
+      capabilities: { tools: { listChanged: false }, resources: {} },
+      instructions: INSTRUCTIONS,
+      jsonSchemaValidator,
+    },
   );
   server.setRequestHandler(ListToolsRequestSchema, () => ({
     tools: call.principal.admin ? ADMIN_TOOLS : TENANT_TOOLS,
