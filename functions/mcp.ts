@@ -15,9 +15,22 @@ import { readBody } from './http/request';
  * the transport's clients take as "no stream".
  */
 
-async function webRequest(request: HttpRequest, limit: number): Promise<Request> {
-  const body = await readBody(request, limit);
-  return new Request(request.url, { method: 'POST', headers: request.headers, body });
+/**
+ * The request as the transport takes it, and its body parsed: a `Request` without a body when the
+ * body is JSON (building one with its body costs more than the rest of the adaptation), with it
+ * otherwise, so that the transport answers its own parse error.
+ */
+async function webRequest(request: HttpRequest, limit: number): Promise<{ web: Request; body: unknown }> {
+  const bytes = await readBody(request, limit);
+  try {
+    const body = JSON.parse(bytes.toString('utf8')) as unknown;
+    return { web: new Request(request.url, { method: 'POST', headers: request.headers }), body };
+  } catch {
+    return {
+      web: new Request(request.url, { method: 'POST', headers: request.headers, body: bytes }),
+      body: undefined,
+    };
+  }
 }
 
 async function functionsResponse(response: Response): Promise<HttpResponseInit> {
@@ -30,14 +43,19 @@ async function functionsResponse(response: Response): Promise<HttpResponseInit> 
 export const mcp = httpHandler('mcp', {
   POST: async (request, call) => {
     const limit = mcpBodyLimit(call.services.config.maxValueBytes);
-    const answer = await handleMcpPost(await webRequest(request, limit), {
-      principal: call.principal,
-      services: call.services,
-      requestId: call.requestId,
-      get log() {
-        return call.log;
+    const { web, body } = await webRequest(request, limit);
+    const answer = await handleMcpPost(
+      web,
+      {
+        principal: call.principal,
+        services: call.services,
+        requestId: call.requestId,
+        get log() {
+          return call.log;
+        },
       },
-    });
+      body,
+    );
     return functionsResponse(answer);
   },
 });

@@ -318,9 +318,8 @@ describe.each<Backend>(['local', 'blob'])('MCP server on the %s backend', (backe
     await expect(asAlpha.readResource({ uri: 'cairn://kv/res/none' })).rejects.toThrow(
       /no value is stored at this key/,
     );
-    await expect(asAlpha.readResource({ uri: 'https://example.com/x' })).rejects.toThrow(
-      /uri: must start with/,
-    );
+    await expect(asAlpha.readResource({ uri: 'other://x' })).rejects.toThrow(/uri: must start with/);
+    await expect(asAlpha.listResources({ cursor: 'nope' })).rejects.toThrow(/cursor: is not a cursor/);
   });
 
   it("keeps tenants apart: tenant B's tools and resources never see A's facts or keys", async () => {
@@ -352,6 +351,17 @@ describe.each<Backend>(['local', 'blob'])('MCP server on the %s backend', (backe
     expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('unauthorized');
     const wrong = await client(app.url, 'k_wrong')('/api/mcp', { method: 'POST', headers, body });
     expect(wrong.status).toBe(401);
+    // Protocol errors are the transport's JSON-RPC errors.
+    const asAlphaHttp = client(app.url, alpha.key);
+    const notJson = await asAlphaHttp('/api/mcp', { method: 'POST', headers, body: 'not json' });
+    expect(notJson.status).toBe(400);
+    expect(((await notJson.json()) as { error: { code: number } }).error.code).toBe(-32700);
+    const noAccept = await asAlphaHttp('/api/mcp', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json' },
+      body,
+    });
+    expect(noAccept.status).toBe(406);
     // Without sessions there is no stream to open or session to end.
     const get = await client(app.url, alpha.key)('/api/mcp', { headers: { accept: 'text/event-stream' } });
     expect(get.status).toBe(405);
