@@ -9,6 +9,7 @@ import './coordination';
 import './emailWindowPoll';
 import './health';
 import './kv';
+import './mcp';
 import './memory';
 import './migrations';
 import './notFound';

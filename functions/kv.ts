@@ -1,8 +1,8 @@
 import type { HttpRequest } from '@azure/functions';
-import { z } from 'zod';
 
 import { NotFoundError, PreconditionFailedError } from '#shared/errors';
 import type { KeyValueStore } from '#shared/storage/keyValueStore';
+import { keysQuery } from '#shared/storage/kvWire';
 
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, readBody, writeConditions } from './http/request';
@@ -73,19 +73,6 @@ export const kv = httpHandler('kv', {
     }
     return { status: 204 };
   },
-});
-
-/** Built once: a zod schema costs about 0.1 ms to build, 1 µs to apply. */
-const LIMIT_RULE = 'must be a whole number from 1 to 5000';
-const keysQuery = z.object({
-  prefix: z.string().optional(),
-  limit: z.coerce
-    .number({ error: LIMIT_RULE })
-    .int(LIMIT_RULE)
-    .min(1, LIMIT_RULE)
-    .max(5000, LIMIT_RULE)
-    .default(1000),
-  cursor: z.string().min(1, 'must not be empty').optional(),
 });
 
 export const keys = httpHandler('keys', {

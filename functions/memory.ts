@@ -1,9 +1,8 @@
-import { z } from 'zod';
-
 import { actorOf } from '#shared/auth';
 import { NotConfiguredError, NotFoundError } from '#shared/errors';
 import type { Caller, MemoryFacts } from '#shared/memory/memory';
 import { checkFilter } from '#shared/memory/valueFilter';
+import { factQuery, forgetAllQuery, namespacesQuery, rememberBody, searchBody } from '#shared/memory/wire';
 
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, writeConditions } from './http/request';
@@ -39,19 +38,6 @@ const callerOf = (call: AuthenticatedCall): Caller => ({
   actor: actorOf(call.principal),
 });
 
-const required = z.string({ error: 'is required' });
-const wholeNumber = (rule: string) => z.coerce.number({ error: rule }).int(rule);
-
-const factQuery = z.object({ namespace: required, key: required });
-
-const rememberBody = z.strictObject({
-  value: z.unknown(),
-  ttl: z
-    .number({ error: 'must be a whole number of seconds' })
-    .int('must be a whole number of seconds')
-    .optional(),
-});
-
 export const memoryFact = httpHandler('memoryFact', {
   PUT: async (request, call) => {
     const body = await readJsonBody(request, MAX_FACT_BODY_BYTES, rememberBody);
@@ -75,14 +61,6 @@ export const memoryFact = httpHandler('memoryFact', {
   },
 });
 
-const searchBody = z.strictObject({
-  namespace: z.string({ error: 'is required ("" searches every namespace)' }),
-  text: z.string().optional(),
-  limit: z.number({ error: 'must be a whole number' }).optional(),
-  offset: z.number({ error: 'must be a whole number' }).optional(),
-  filter: z.unknown().optional(),
-});
-
 export const memorySearch = httpHandler('memorySearch', {
   POST: async (request, call) => {
     const body = await readJsonBody(request, MAX_SEARCH_BODY_BYTES, searchBody);
@@ -95,19 +73,6 @@ export const memorySearch = httpHandler('memorySearch', {
     });
     return json(200, result);
   },
-});
-
-const LIMIT_RULE = 'must be a whole number';
-const namespacesQuery = z.object({
-  prefix: z.string().optional(),
-  suffix: z.string().optional(),
-  maxDepth: wholeNumber(LIMIT_RULE).optional(),
-  limit: wholeNumber(LIMIT_RULE).optional(),
-  offset: wholeNumber(LIMIT_RULE).optional(),
-});
-const forgetAllQuery = z.object({
-  namespace: required,
-  all: z.enum(['true', 'false'], { error: 'must be true or false' }).optional(),
 });
 
 export const memoryNamespaces = httpHandler('memoryNamespaces', {

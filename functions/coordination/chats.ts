@@ -2,33 +2,21 @@ import { z } from 'zod';
 
 import { claimDelivery, resolveChatCursor } from '#shared/coordination/chatCursors';
 import { addWatchedChats, readWatchedChats } from '#shared/coordination/watchedChats';
+import { chatClaimsBody } from '#shared/coordination/wire';
 
 import { httpHandler, registerHttp } from '../http/pipeline';
 import { json } from '../http/request';
 import { readJsonBody } from '../jsonBody';
-import { BODY_LIMITS, chatId, chatIdOf, CONTROL, logUnresolved, storeOf, text, timestamp } from './common';
+import { BODY_LIMITS, chatId, chatIdOf, logUnresolved, storeOf } from './common';
 
 /** Watched chats, per-chat delivery cursors and exactly-once delivery claims. */
 
 const MAX_WATCHED_PER_REQUEST = 1000;
-const MAX_CANDIDATES = 500;
 
 const watchedChatsBody = z.strictObject({
   chatIds: z
     .array(chatId, { error: 'must be an array of chat ids' })
     .max(MAX_WATCHED_PER_REQUEST, `must have at most ${MAX_WATCHED_PER_REQUEST} ids`),
-});
-
-const chatClaimsBody = z.strictObject({
-  candidateIds: z
-    .array(
-      text(256)
-        .min(1, 'must not be empty')
-        .refine((candidate) => !CONTROL.test(candidate), 'must not contain control characters'),
-      { error: 'must be an array of message ids' },
-    )
-    .max(MAX_CANDIDATES, `must have at most ${MAX_CANDIDATES} ids`),
-  lastTs: timestamp.nullable().optional(),
 });
 
 export const watchedChats = httpHandler('watchedChats', {

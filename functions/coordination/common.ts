@@ -1,8 +1,6 @@
 import type { HttpRequest } from '@azure/functions';
-import { z } from 'zod';
 
 import { chatIdProblem } from '#shared/coordination/chatIds';
-import { isRfc3339 } from '#shared/coordination/timestamps';
 import { InvalidArgumentError } from '#shared/errors';
 import type { KeyValueStore } from '#shared/storage/keyValueStore';
 
@@ -23,18 +21,7 @@ export const BODY_LIMITS = {
   interaction: 64 * 1024,
 } as const;
 
-// eslint-disable-next-line no-control-regex
-export const CONTROL = /[\u0000-\u001f\u007f]/;
-
-export const timestamp = z
-  .string({ error: 'must be an RFC 3339 timestamp' })
-  .refine(isRfc3339, 'must be an RFC 3339 timestamp (e.g. 2026-11-29T21:16:51.123Z)');
-export const chatId = z.string({ error: 'must be a string' }).superRefine((id, context) => {
-  const problem = chatIdProblem(id);
-  if (problem !== null) context.addIssue({ code: 'custom', message: problem });
-});
-export const text = (max: number) =>
-  z.string({ error: 'must be a string' }).max(max, `must be at most ${max} characters`);
+export { chatId, CONTROL, text, timestamp } from '#shared/coordination/wire';
 
 export function storeOf(call: AuthenticatedCall): KeyValueStore {
   return call.services.kvStores.forTenant(call.principal.tenant);

@@ -1,23 +1,14 @@
 import { z } from 'zod';
 
 import { addPromise, listPromises, resolvePromise } from '#shared/coordination/promises';
+import { promiseBody, promisesQuery, text } from '#shared/coordination/wire';
 
 import { httpHandler, registerHttp } from '../http/pipeline';
 import { json, parseQuery } from '../http/request';
 import { readJsonBody } from '../jsonBody';
-import { BODY_LIMITS, storeOf, text, timestamp } from './common';
+import { BODY_LIMITS, storeOf } from './common';
 
 /** Promises an agent made in a chat: add, list, resolve (idempotent). */
-
-const promiseBody = z.strictObject({
-  chatId: text(1024),
-  description: text(4000),
-  dueBy: timestamp.nullable().optional(),
-});
-
-const promisesQuery = z.object({
-  status: z.enum(['open', 'all'], { error: 'must be "open" or "all"' }).default('open'),
-});
 
 const resolveBody = z.strictObject({ resolution: text(4000) });
 

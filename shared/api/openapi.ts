@@ -1,5 +1,6 @@
 import { BLOCK_BYTES, MAX_FILES_PER_CHECKPOINT } from '../archive/identifiers';
 import { MAX_JSON_DEPTH } from '../json';
+import { mcpBodyLimit } from '../mcp/limits';
 import {
   DEFAULT_NAMESPACE_LIMIT,
   DEFAULT_SEARCH_LIMIT,
@@ -71,6 +72,7 @@ const TAGS = {
   encryption: 'encryption',
   audit: 'audit',
   retention: 'retention',
+  mcp: 'mcp',
 } as const;
 
 const KiB = 1024;
@@ -1805,6 +1807,49 @@ const rewrapPath = {
 };
 
 // ---------------------------------------------------------------------------------------------
+// MCP
+
+const jsonRpcError = {
+  type: 'object',
+  required: ['jsonrpc', 'error'],
+  properties: {
+    jsonrpc: { const: '2.0' },
+    error: {
+      type: 'object',
+      required: ['code', 'message'],
+      properties: { code: { type: 'integer' }, message: { type: 'string' } },
+    },
+    id: { type: ['string', 'integer', 'null'] },
+  },
+};
+
+const mcpPath = {
+  post: operation({
+    operationId: 'mcp',
+    summary: 'Model Context Protocol (Streamable HTTP)',
+    description:
+      "Cairn as an MCP server: memory, key/value, delivery claims, promises and read-only threads as tools, facts and keys as resources, for the caller's tenant (docs/mcp.md). Stateless: every request stands alone and is answered with JSON; GET and DELETE answer 405. The request must accept `application/json` and `text/event-stream`. A tool that fails answers 200 with an MCP tool error whose text is the error JSON of this API.",
+    tag: TAGS.mcp,
+    access: 'tenant',
+    body: {
+      ...json({ type: ['object', 'array'] }),
+      description: 'A JSON-RPC message of MCP, or a batch.',
+      limitBytes: mcpBodyLimit(DEFAULT_MAX_VALUE_BYTES),
+    },
+    answers: {
+      200: jsonAnswer('The JSON-RPC answer (an array for a batch).', { type: ['object', 'array'] }),
+      202: emptyAnswer('The body held only notifications or responses: nothing to answer.'),
+      400: jsonAnswer(
+        'Not a JSON-RPC message, or an unsupported MCP-Protocol-Version (JSON-RPC error).',
+        jsonRpcError,
+      ),
+      406: jsonAnswer('Accept lacks application/json or text/event-stream (JSON-RPC error).', jsonRpcError),
+      415: jsonAnswer('The body is not application/json (JSON-RPC error).', jsonRpcError),
+    },
+  }),
+};
+
+// ---------------------------------------------------------------------------------------------
 // Service
 
 const healthPath = {
@@ -1950,6 +1995,11 @@ export const openApiDocument = {
       description: 'Encryption at rest: re-sealing stored values with the first key (admin only).',
     },
     {
+      name: TAGS.mcp,
+      description:
+        "Cairn as a Model Context Protocol server on the Streamable HTTP transport: the tenant's memory, key/value, claims, promises and threads as tools (docs/mcp.md).",
+    },
+    {
       name: TAGS.retention,
       description:
         "Retention (admin only): each tenant's policy over the CAIRN_RETENTION_* defaults, a prune run now (the retentionPrune timer runs one every hour), verify of what is kept, and the tenant directory (docs/retention.md).",
@@ -2009,6 +2059,7 @@ export const openApiDocument = {
     '/api/audit/heads': auditHeadsPath,
     '/api/encryption/rewraps': rewrapsPath,
     '/api/encryption/rewraps/{id}': rewrapPath,
+    '/api/mcp': mcpPath,
     '/api/{path}': noRoutePath,
   },
   components,

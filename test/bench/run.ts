@@ -15,6 +15,7 @@ import { runArchiveBench } from './archive';
 import { runCoordinationBench } from './coordination';
 import { runCryptoBench } from './crypto';
 import { runKvBench } from './kv';
+import { runMcpBench } from './mcp';
 import { runMemoryBench } from './memory';
 import { runMigrationBench } from './migration';
 import { runPruneBench } from './prune';
@@ -27,6 +28,7 @@ const benches: Record<string, (progress: (line: string) => void) => Promise<stri
   coordination: runCoordinationBench,
   crypto: runCryptoBench,
   kv: runKvBench,
+  mcp: runMcpBench,
   memory: runMemoryBench,
   migration: runMigrationBench,
   prune: runPruneBench,

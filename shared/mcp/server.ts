@@ -1,0 +1,171 @@
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  ErrorCode,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  ReadResourceRequestSchema,
+  type Tool as ListedTool,
+} from '@modelcontextprotocol/sdk/types.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js';
+import { z } from 'zod';
+
+import { CairnError, type ErrorCode as CairnCode } from '../errors';
+import type { Logger } from '../logging';
+import { listResources, readResource, RESOURCE_TEMPLATES } from './resources';
+import { callTool, type ToolCall, TOOLS } from './tools';
+
+/**
+ * Cairn as an MCP server (docs/mcp.md) on the Streamable HTTP transport, stateless: every POST
+ * gets a fresh server and transport, answers JSON (no event stream is held open) and keeps
+ * nothing, so any instance answers any request. The caller is already authenticated: tools and
+ * resources see its tenant only, admin tools are listed for admins only.
+ *
+ * A tool that fails answers an MCP tool error (`isError`) whose text is the API's error JSON,
+ * `{"error": {"code", "message", ...}}`, so a model reads the same code and message an HTTP client
+ * would. A resource read that fails is a JSON-RPC error carrying that JSON as its `data`.
+ */
+
+export interface McpCall extends ToolCall {
+  readonly requestId: string;
+  readonly log: Logger;
+}
+
+const INSTRUCTIONS =
+  'Cairn keeps durable state for agents. Use remember/recall/search_memory for facts worth keeping across conversations (namespaces like "users/42"), kv_* for documents and state you read and write by key (with ETags for safe updates), claim_deliveries so that each message is handled by exactly one agent, add_promise/list_promises for commitments made in chats, and the thread tools to read stored conversation checkpoints. A failed call answers {"error": {"code", "message"}}; the message names the argument at fault.';
+
+/** A tool as listed: its JSON Schema comes from the zod schema it validates with. */
+function listed(tool: (typeof TOOLS)[number]): ListedTool {
+  const inputSchema = z.toJSONSchema(tool.schema, { io: 'input' }) as Record<string, unknown>;
+  delete inputSchema['$schema'];
+  return {
+    name: tool.name,
+    title: tool.title,
+    description: tool.description,
+    inputSchema: inputSchema as ListedTool['inputSchema'],
+    annotations: {
+      title: tool.title,
+      readOnlyHint: tool.readOnly,
+      destructiveHint: !tool.readOnly && /forget|put/.test(tool.name),
+      openWorldHint: false,
+    },
+  };
+}
+
+/** Built once per process (a JSON Schema takes a moment to generate). */
+const TENANT_TOOLS = TOOLS.filter((tool) => tool.access === 'tenant').map(listed);
+const ADMIN_TOOLS = TOOLS.map(listed);
+
+interface ErrorJson {
+  error: { code: CairnCode; message: string; [detail: string]: unknown };
+}
+
+/** The API's error JSON for any thrown value; unknown ones (bugs) are logged and answer `internal`. */
+function errorJson(error: unknown, call: McpCall): ErrorJson {
+  const known = error instanceof CairnError ? error : undefined;
+  if (known === undefined || known.fault === 'system') call.log.error({ err: error }, 'mcp call failed');
+  if (known === undefined) {
+    return {
+      error: {
+        code: 'internal',
+        message: `internal error; the request id ${call.requestId} identifies it in the logs`,
+      },
+    };
+  }
+  return { error: { code: known.code, message: known.message, ...known.details } };
+}
+
+function jsonText(value: unknown): CallToolResult {
+  const text = JSON.stringify(value ?? null);
+  const structured = typeof value === 'object' && value !== null && !Array.isArray(value);
+  return {
+    content: [{ type: 'text', text }],
+    ...(structured ? { structuredContent: value as Record<string, unknown> } : {}),
+  };
+}
+
+async function runTool(name: string, args: unknown, call: McpCall): Promise<CallToolResult> {
+  try {
+    return jsonText(await callTool(name, args, call));
+  } catch (error) {
+    return { ...jsonText(errorJson(error, call)), isError: true };
+  }
+}
+
+/** A resource failure as a JSON-RPC error: bad URI invalid params, absent "resource not found". */
+function resourceError(error: unknown, call: McpCall): McpError {
+  const data = errorJson(error, call);
+  const code =
+    data.error.code === 'not_found'
+      ? -32002
+      : data.error.code === 'invalid_argument'
+        ? ErrorCode.InvalidParams
+        : ErrorCode.InternalError;
+  return new McpError(code, data.error.message, data);
+}
+
+/**
+ * One validator per process: a server makes its own by default, an Ajv instance per request. (It
+ * only checks what clients answer to elicitations, which Cairn never asks for.)
+ */
+const jsonSchemaValidator = new AjvJsonSchemaValidator();
+
+function serverFor(call: McpCall): Server {
+  const server = new Server(
+    { name: 'cairn', title: 'Cairn', version: call.services.version },
+    {
+      capabilities: { tools: { listChanged: false }, resources: {} },
+      instructions: INSTRUCTIONS,
+      jsonSchemaValidator,
+    },
+  );
+  server.setRequestHandler(ListToolsRequestSchema, () => ({
+    tools: call.principal.admin ? ADMIN_TOOLS : TENANT_TOOLS,
+  }));
+  server.setRequestHandler(CallToolRequestSchema, (request) =>
+    runTool(request.params.name, request.params.arguments, call),
+  );
+  server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({
+    resourceTemplates: [...RESOURCE_TEMPLATES],
+  }));
+  server.setRequestHandler(ListResourcesRequestSchema, async (request) => {
+    try {
+      return await listResources(call, request.params?.cursor);
+    } catch (error) {
+      throw resourceError(error, call);
+    }
+  });
+  server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
+    try {
+      return { contents: [await readResource(call, request.params.uri)] };
+    } catch (error) {
+      throw resourceError(error, call);
+    }
+  });
+  return server;
+}
+
+/**
+ * Answers one MCP POST for the authenticated caller: `request` carries the headers and URL, and
+ * `body` the JSON already read within the route's limit and parsed (`undefined` when it is not
+ * JSON: the transport then reads `request`'s own body and answers its parse error). The answer is
+ * the transport's: JSON-RPC results and protocol errors (406 for a wrong Accept, 400 for a message
+ * that is not JSON-RPC, ...) as the SDK defines them.
+ *
+ * The server is not closed afterwards: with JSON answers nothing of it outlives the request (no
+ * stream, no timer), and closing aborts the handler that just answered, which costs a tenth of the
+ * request's time for nothing. It is garbage once the answer is returned.
+ */
+export async function handleMcpPost(request: Request, call: McpCall, body?: unknown): Promise<Response> {
+  const server = serverFor(call);
+  const transport = new WebStandardStreamableHTTPServerTransport({
+    sessionIdGenerator: undefined,
+    enableJsonResponse: true,
+  });
+  await server.connect(transport);
+  return transport.handleRequest(request, body === undefined ? {} : { parsedBody: body });
+}

@@ -1,0 +1,208 @@
+import http from 'node:http';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+import { apiKeysSetting, type Backend, backendSettings, newTenant, startApp } from '../support/app';
+import { startAzurite } from '../support/cleanup';
+import { memoryTableSettings } from '../support/tables';
+import { alternate, fixed, measure, type Summary, table } from './measure';
+
+/**
+ * `npm run bench -- mcp`: what the MCP layer costs. 1,000 facts in 10 namespaces; in the same run,
+ * against the same app, a recall of a random fact three ways:
+ *
+ * - the HTTP route, `GET /api/memory/facts` (node:http, keep-alive);
+ * - the `recall` tool over MCP, as a JSON-RPC `tools/call` POST to `/api/mcp` with the same HTTP
+ *   client: the difference is the MCP layer on the server (transport, JSON-RPC, tool dispatch);
+ * - the `recall` tool through the official MCP client SDK (`Client.callTool`, its own fetch), as
+ *   an agent host calls it: the client's own work is included.
+ *
+ * On Table Storage (Blob backend with a table service, Azurite) and on the local backend. Each MCP
+ * way alternates with the route (five rounds after a warm-up), at concurrency 1 and 8. Target: MCP
+ * recall at most 1.3× the route's p50 and p95.
+ */
+
+const NAMESPACES = 10;
+const FACTS_PER_NAMESPACE = 100;
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+const namespaceOf = (n: number) => `bench/ns${n}`;
+const keyOf = (i: number) => `fact-${String(i).padStart(3, '0')}`;
+
+function request(
+  url: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string } = {},
+) {
+  return new Promise<string>((resolve, reject) => {
+    const call = http.request(
+      url,
+      { method: init.method ?? 'GET', headers: init.headers, agent },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on('data', (chunk: Buffer) => chunks.push(chunk));
+        response.on('end', () => {
+          const status = response.statusCode ?? 0;
+          if (status >= 300) reject(new Error(`HTTP ${status} for ${init.method ?? 'GET'} ${url}`));
+          else resolve(Buffer.concat(chunks).toString('utf8'));
+        });
+      },
+    );
+    call.on('error', reject);
+    call.end(init.body);
+  });
+}
+
+interface BackendFigures {
+  readonly rows: string[][];
+  readonly verdicts: string[];
+}
+
+async function benchBackend(
+  backend: Backend,
+  endpoints: { blobEndpoint: string; tableEndpoint: string },
+  progress: (line: string) => void,
+): Promise<BackendFigures> {
+  const tenant = newTenant('bench');
+  const app = await startApp(
+    {
+      CAIRN_API_KEYS: apiKeysSetting([tenant]),
+      ...backendSettings(backend, endpoints.blobEndpoint),
+      ...(backend === 'blob' ? memoryTableSettings(endpoints.tableEndpoint) : {}),
+    },
+    undefined,
+    { keepOutput: false },
+  );
+  const headers = { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' };
+  const factUrl = (n: number, i: number) =>
+    `${app.url}/api/memory/facts?${new URLSearchParams({ namespace: namespaceOf(n), key: keyOf(i) }).toString()}`;
+
+  await measure(NAMESPACES * FACTS_PER_NAMESPACE, 16, async (_worker, index) => {
+    const n = Math.floor(index / FACTS_PER_NAMESPACE);
+    const i = index % FACTS_PER_NAMESPACE;
+    await request(factUrl(n, i), {
+      method: 'PUT',
+      headers,
+      body: JSON.stringify({ value: { n, i, text: 'x'.repeat(200) } }),
+    });
+  });
+  progress(`${backend}: seeded ${NAMESPACES * FACTS_PER_NAMESPACE} facts`);
+
+  let state = 7;
+  const next = () => {
+    state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
+    return state / 2 ** 31;
+  };
+  const anyFact = () => ({ n: Math.floor(next() * NAMESPACES), i: Math.floor(next() * FACTS_PER_NAMESPACE) });
+
+  const mcpHeaders = {
+    ...headers,
+    accept: 'application/json, text/event-stream',
+    'mcp-protocol-version': '2025-11-25',
+  };
+  let id = 0;
+  const route = async () => {
+    const { n, i } = anyFact();
+    await request(factUrl(n, i), { headers });
+  };
+  const jsonRpc = async () => {
+    const { n, i } = anyFact();
+    const answer = await request(`${app.url}/api/mcp`, {
+      method: 'POST',
+      headers: mcpHeaders,
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: ++id,
+        method: 'tools/call',
+        params: { name: 'recall', arguments: { namespace: namespaceOf(n), key: keyOf(i) } },
+      }),
+    });
+    if (answer.includes('"isError":true')) throw new Error(`recall failed: ${answer}`);
+  };
+  // Eight clients, one per worker, each with its own initialized connection.
+  const clients = await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      const mcp = new Client({ name: 'cairn-bench', version: '1.0.0' });
+      await mcp.connect(
+        new StreamableHTTPClientTransport(new URL(`${app.url}/api/mcp`), {
+          requestInit: { headers: { authorization: `Bearer ${tenant.key}` } },
+        }),
+      );
+      return mcp;
+    }),
+  );
+  const sdk = async (worker: number) => {
+    const { n, i } = anyFact();
+    const answer = await clients[worker]!.callTool({
+      name: 'recall',
+      arguments: { namespace: namespaceOf(n), key: keyOf(i) },
+    });
+    if (answer.isError === true) throw new Error('recall failed');
+  };
+
+  const rows: string[][] = [];
+  const verdicts: string[] = [];
+  const ways = [
+    ['MCP `recall`, JSON-RPC POST (same HTTP client)', jsonRpc],
+    ['MCP `recall`, official client SDK', sdk],
+  ] as const;
+  for (const concurrency of [1, 8]) {
+    for (const [label, way] of ways) {
+      progress(`${backend}: ${label} at concurrency ${concurrency}`);
+      const count = concurrency === 1 ? 500 : 2000;
+      const [http, mcp]: readonly [Summary, Summary] = await alternate(route, way, {
+        count,
+        concurrency,
+        rounds: 5,
+        warmUp: count / 5,
+      });
+      const p50 = mcp.p50Ms / http.p50Ms;
+      const p95 = mcp.p95Ms / http.p95Ms;
+      rows.push([
+        backend === 'blob' ? 'Table Storage' : 'local files',
+        label,
+        String(concurrency),
+        `${fixed(http.p50Ms, 2)} / ${fixed(http.p95Ms, 2)}`,
+        `${fixed(mcp.p50Ms, 2)} / ${fixed(mcp.p95Ms, 2)}`,
+        `**${fixed(p50, 2)}× / ${fixed(p95, 2)}×**`,
+        `${fixed(http.opsPerSecond, 0)} / ${fixed(mcp.opsPerSecond, 0)}`,
+      ]);
+      const met = p50 <= 1.3 && p95 <= 1.3;
+      verdicts.push(
+        `- ${backend === 'blob' ? 'Table Storage' : 'local files'}, ${label}, concurrency ${concurrency}: ${fixed(p50, 2)}× p50, ${fixed(p95, 2)}× p95 (target ≤ 1.3×: ${met ? 'met' : 'missed'})`,
+      );
+    }
+  }
+  await Promise.all(clients.map((mcp) => mcp.close()));
+  await app.stop();
+  return { rows, verdicts };
+}
+
+export async function runMcpBench(progress: (line: string) => void): Promise<string> {
+  const azurite = await startAzurite();
+  const figures: BackendFigures[] = [];
+  try {
+    for (const backend of ['blob', 'local'] as const)
+      figures.push(await benchBackend(backend, azurite, progress));
+  } finally {
+    await azurite.stop();
+  }
+  return [
+    `### MCP \`recall\` against \`GET /api/memory/facts\`: ${NAMESPACES * FACTS_PER_NAMESPACE} facts, a random one per call`,
+    '',
+    table(
+      [
+        'facts on',
+        'MCP way',
+        'concurrency',
+        'HTTP route p50 / p95 ms',
+        'MCP p50 / p95 ms',
+        'MCP/route p50 / p95',
+        'route / MCP ops/s',
+      ],
+      figures.flatMap((entry) => entry.rows),
+    ),
+    '',
+    ...figures.flatMap((entry) => entry.verdicts),
+  ].join('\n');
+}
