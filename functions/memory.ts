@@ -1,8 +1,9 @@
 import { actorOf } from '#shared/auth';
-import { NotConfiguredError, NotFoundError } from '#shared/errors';
+import { NotFoundError } from '#shared/errors';
 import type { Caller, MemoryFacts } from '#shared/memory/memory';
 import { checkFilter } from '#shared/memory/valueFilter';
 import { factQuery, forgetAllQuery, namespacesQuery, rememberBody, searchBody } from '#shared/memory/wire';
+import { configuredMemory } from '#shared/services';
 
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, writeConditions } from './http/request';
@@ -22,16 +23,7 @@ export const MAX_FACT_BODY_BYTES = 64 * 1024;
 /** A search body: namespace, text and a filter of up to 32 fields. */
 export const MAX_SEARCH_BODY_BYTES = 64 * 1024;
 
-function memoryOf(call: AuthenticatedCall): MemoryFacts {
-  const memory = call.services.memory;
-  if (memory === undefined) {
-    throw new NotConfiguredError(
-      'CAIRN_TABLE_ENDPOINT',
-      'memory is not configured: set CAIRN_TABLE_ENDPOINT (memory facts live in Table Storage with the Blob backend)',
-    );
-  }
-  return memory;
-}
+const memoryOf = (call: AuthenticatedCall): MemoryFacts => configuredMemory(call.services);
 
 const callerOf = (call: AuthenticatedCall): Caller => ({
   tenant: call.principal.tenant,

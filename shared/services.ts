@@ -18,6 +18,7 @@ import { Encryption, type SealingCodec } from './crypto/encryption';
 import { keyValueRewrapTarget, type RewrapTarget } from './crypto/rewrap';
 import { SEAL_OVERHEAD } from './crypto/sealedFormat';
 import { SealingKeyValueStoreFactory } from './crypto/sealedKeyValueStore';
+import { NotConfiguredError } from './errors';
 import { processLogger } from './logging';
 import { MemoryFacts } from './memory/memory';
 import { memoryRewrapTarget } from './memory/memoryRewrap';
@@ -66,6 +67,20 @@ import { ThreadStore } from './threads/threadStore';
  * contract: configuration, one client per storage service, the stores and the authenticator, built
  * once per process from the validated settings and shared by every function.
  */
+/**
+ * The memory facts, or 501 `not_configured` naming the setting that turns them on (the Blob
+ * backend without CAIRN_TABLE_ENDPOINT): one answer for the HTTP routes and the MCP tools.
+ */
+export function configuredMemory(services: Services): MemoryFacts {
+  if (services.memory === undefined) {
+    throw new NotConfiguredError(
+      'CAIRN_TABLE_ENDPOINT',
+      'memory is not configured: set CAIRN_TABLE_ENDPOINT (memory facts live in Table Storage with the Blob backend)',
+    );
+  }
+  return services.memory;
+}
+
 export interface Services {
   readonly config: Config;
   readonly version: string;

@@ -4,17 +4,11 @@ import { actorOf, type Principal } from '../auth';
 import { claimDelivery } from '../coordination/chatCursors';
 import { addPromise, listPromises } from '../coordination/promises';
 import { chatClaimsBody, chatId, promiseBody, promisesQuery } from '../coordination/wire';
-import {
-  ForbiddenError,
-  InternalError,
-  InvalidArgumentError,
-  NotFoundError,
-  PayloadTooLargeError,
-} from '../errors';
+import { ForbiddenError, InvalidArgumentError, NotFoundError, PayloadTooLargeError } from '../errors';
 import type { Caller, MemoryFacts } from '../memory/memory';
 import { checkFilter } from '../memory/valueFilter';
 import { factQuery, forgetAllQuery, rememberBody, searchBody } from '../memory/wire';
-import type { Services } from '../services';
+import { configuredMemory, type Services } from '../services';
 import type { KeyValueStore, WriteConditions } from '../storage/keyValueStore';
 import { keysQuery } from '../storage/kvWire';
 import { checkpointQuery, historyQuery, threadListQuery, tupleJson } from '../threads/wire';
@@ -76,15 +70,7 @@ export function parseArguments<T>(schema: z.ZodType<T>, args: unknown): T {
 // ---------------------------------------------------------------------------------------------
 // Shared pieces
 
-function memoryOf(call: ToolCall): MemoryFacts {
-  const memory = call.services.memory;
-  if (memory === undefined) {
-    throw new InternalError(
-      'memory is not configured: set CAIRN_TABLE_ENDPOINT (memory facts live in Table Storage with the Blob backend)',
-    );
-  }
-  return memory;
-}
+const memoryOf = (call: ToolCall): MemoryFacts => configuredMemory(call.services);
 
 const callerOf = (call: ToolCall): Caller => ({
   tenant: call.principal.tenant,
