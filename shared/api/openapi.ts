@@ -1809,26 +1809,12 @@ const rewrapPath = {
 // ---------------------------------------------------------------------------------------------
 // MCP
 
-const jsonRpcError = {
-  type: 'object',
-  required: ['jsonrpc', 'error'],
-  properties: {
-    jsonrpc: { const: '2.0' },
-    error: {
-      type: 'object',
-      required: ['code', 'message'],
-      properties: { code: { type: 'integer' }, message: { type: 'string' } },
-    },
-    id: { type: ['string', 'integer', 'null'] },
-  },
-};
-
 const mcpPath = {
   post: operation({
     operationId: 'mcp',
     summary: 'Model Context Protocol (Streamable HTTP)',
     description:
-      "Cairn as an MCP server: memory, key/value, delivery claims, promises and read-only threads as tools, facts and keys as resources, for the caller's tenant (docs/mcp.md). Stateless: every request stands alone and is answered with JSON; GET and DELETE answer 405. The request must accept `application/json` and `text/event-stream`. A tool that fails answers 200 with an MCP tool error whose text is the error JSON of this API.",
+      "Cairn as an MCP server: memory, key/value, delivery claims, promises and read-only threads as tools, facts and keys as resources, for the caller's tenant (docs/mcp.md). Stateless: every request stands alone and is answered with JSON; GET and DELETE answer 405. Every answer is JSON, whatever `Accept` says. A tool that fails answers 200 with an MCP tool error whose text is the error JSON of this API; a body that is not JSON, not a JSON-RPC message of MCP, or of an unsupported `MCP-Protocol-Version` is 400 with the error JSON.",
     tag: TAGS.mcp,
     access: 'tenant',
     body: {
@@ -1839,12 +1825,6 @@ const mcpPath = {
     answers: {
       200: jsonAnswer('The JSON-RPC answer (an array for a batch).', { type: ['object', 'array'] }),
       202: emptyAnswer('The body held only notifications or responses: nothing to answer.'),
-      400: jsonAnswer(
-        'Not a JSON-RPC message, or an unsupported MCP-Protocol-Version (JSON-RPC error).',
-        jsonRpcError,
-      ),
-      406: jsonAnswer('Accept lacks application/json or text/event-stream (JSON-RPC error).', jsonRpcError),
-      415: jsonAnswer('The body is not application/json (JSON-RPC error).', jsonRpcError),
     },
   }),
 };

@@ -59,6 +59,8 @@ describe.each<Backend>(['local', 'blob'])('CairnClient on the %s backend', (back
   beforeAll(async () => {
     app = await startApp({
       CAIRN_API_KEYS: apiKeysSetting([agent, admin]),
+      // Migrations copy from the test's temporary folders only.
+      CAIRN_MIGRATION_SOURCE_ROOTS: os.tmpdir(),
       ...settings,
       ...sessionIndexSettings(azurite().tableEndpoint),
       // The email poll timer would move the cursor this test claims: once a year, at new year.
@@ -256,7 +258,7 @@ describe.each<Backend>(['local', 'blob'])('CairnClient on the %s backend', (back
     expect(await rejection(coordination.readInteractions('yesterday'))).toMatchObject({ status: 400 });
   });
 
-  it('migrations: start, get and wait on the blob backend; 409 on the local one; 403 without admin', async () => {
+  it('migrations: start, get and wait on the blob backend; 501 not_configured on the local one; 403 without admin', async () => {
     const ops = new CairnClient({ url: app.url, token: admin.key });
     const root = await folder({ 'a.txt': 'A', 'sub/b.txt': 'B' });
     const request = { tenant: agent.tenant, sources: [{ root, prefix: `mig-${randomUUID()}` }] };
@@ -265,7 +267,10 @@ describe.each<Backend>(['local', 'blob'])('CairnClient on the %s backend', (back
       code: 'forbidden',
     });
     if (backend === 'local') {
-      expect(await rejection(ops.migrations.start(request))).toMatchObject({ status: 409, code: 'conflict' });
+      expect(await rejection(ops.migrations.start(request))).toMatchObject({
+        status: 501,
+        code: 'not_configured',
+      });
       return;
     }
     const { id, statusUri } = await ops.migrations.start(request);

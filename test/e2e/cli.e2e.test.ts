@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -39,6 +40,8 @@ describe('cairn command', () => {
     storage = await startAzurite();
     app = await startApp({
       CAIRN_API_KEYS: apiKeysSetting([ops, agent]),
+      // Migrations copy from the test's temporary folders only.
+      CAIRN_MIGRATION_SOURCE_ROOTS: os.tmpdir(),
       CAIRN_STORAGE_TIMEOUT_MS: '2000',
       ...backendSettings('blob', storage.blobEndpoint),
     });

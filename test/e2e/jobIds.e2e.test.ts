@@ -13,8 +13,9 @@ import {
 
 /**
  * The status routes of durable jobs (migrations, rewraps) take the job id from the path. An id no
- * job can have (malformed percent-encoding, dot segments, a `%`) is an unknown job: 404 with the
- * error JSON, never passed on to the durable client (which would put it into a URL as it is).
+ * job can have (dot segments, a `%`, a `?`) is an unknown job: 404 with the error JSON, never
+ * passed on to the durable client (which would put it into a URL as it is). A path that does not
+ * decode at all (malformed percent-encoding) is 400, as on every route.
  */
 describe('job status routes with ids no job can have', () => {
   const ops = newTenant('ops', true);
@@ -29,13 +30,24 @@ describe('job status routes with ids no job can have', () => {
   });
   afterAll(async () => app.stop());
 
-  it.each(['/api/migrations', '/api/encryption/rewraps'])('%s/{id} answers 404', async (route) => {
-    for (const id of ['%25', '%zz', '%%', '%F4%90%80%80', '..%2F..%2Forchestrators%2Fx', 'a.b', 'a%3Fb=1']) {
-      const answer = await rawRequest(app.url, `${route}/${id}`, {
-        headers: { authorization: `Bearer ${ops.key}` },
-      });
-      expect(answer.status, `${route}/${id}: ${answer.body}`).toBe(404);
-      expect((JSON.parse(answer.body) as { error: { code: string } }).error.code).toBe('not_found');
-    }
-  });
+  it.each(['/api/migrations', '/api/encryption/rewraps'])(
+    '%s/{id} answers 404 for an id no job can have, 400 for one that does not decode',
+    async (route) => {
+      const answers = [
+        ...['%25', '..%2F..%2Forchestrators%2Fx', 'a.b', 'a%3Fb=1'].map((id) => ({
+          id,
+          status: 404,
+          code: 'not_found',
+        })),
+        ...['%zz', '%%', '%F4%90%80%80'].map((id) => ({ id, status: 400, code: 'invalid_argument' })),
+      ];
+      for (const { id, status, code } of answers) {
+        const answer = await rawRequest(app.url, `${route}/${id}`, {
+          headers: { authorization: `Bearer ${ops.key}` },
+        });
+        expect(answer.status, `${route}/${id}: ${answer.body}`).toBe(status);
+        expect((JSON.parse(answer.body) as { error: { code: string } }).error.code).toBe(code);
+      }
+    },
+  );
 });
