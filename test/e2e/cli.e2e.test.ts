@@ -15,9 +15,11 @@ import {
   type RunningApp,
   startApp,
 } from '../support/app';
+import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { startAzurite } from '../support/cleanup';
 import { runCairn } from '../support/cli';
+import { sessionIndexSettings } from '../support/tables';
 
 /** The `cairn` command against a running app: migrate's exit codes, persona push and pull. */
 
@@ -176,6 +178,29 @@ describe('cairn command', () => {
     });
     const real = await runCairn(['migrate', '--tenant', target.tenant, '--from', `${source}:mem`], opsEnv);
     expect(JSON.parse(real.stdout)).toMatchObject({ copied: 2, bytesCopied: 3 });
+  });
+});
+
+/**
+ * verify of a named tenant and checkpoint progress, on the run's shared Azurite (the suite above
+ * restarts its own, which a tenant directory remembered by the app would not survive).
+ */
+describe('cairn command on a steady service', () => {
+  const ops = newTenant('ops', true);
+  const agent = newTenant('agent');
+  let app: RunningApp;
+  let opsEnv: Record<string, string>;
+
+  beforeAll(async () => {
+    app = await startApp({
+      CAIRN_API_KEYS: apiKeysSetting([ops, agent]),
+      ...backendSettings('blob', azurite().blobEndpoint),
+      ...sessionIndexSettings(azurite().tableEndpoint),
+    });
+    opsEnv = { CAIRN_URL: app.url, CAIRN_KEY: ops.key };
+  });
+  afterAll(async () => {
+    await app?.stop();
   });
 
   it('verify --tenant of a tenant with no data says so and exits 1; a tenant with data is verified', async () => {
