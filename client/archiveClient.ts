@@ -37,6 +37,30 @@ export interface PublishOptions {
   readonly parent?: string | null;
   /** The checkpoint's `data` (a JSON object of at most 16 KiB). */
   readonly data?: Record<string, unknown>;
+  /** Called after every object uploaded. */
+  readonly onProgress?: (progress: PublishProgress) => void;
+}
+
+export interface PublishProgress {
+  /** The files being published. */
+  readonly files: number;
+  readonly objectsUploaded: number;
+  readonly bytesUploaded: number;
+}
+
+export interface RestoreOptions {
+  /** Default: the latest checkpoint. */
+  readonly checkpointId?: string;
+  /** Called as each file's download starts. */
+  readonly onProgress?: (progress: RestoreProgress) => void;
+}
+
+export interface RestoreProgress {
+  readonly files: number;
+  readonly bytes: number;
+  /** Files whose download started, this one included, and their bytes. */
+  readonly filesStarted: number;
+  readonly bytesStarted: number;
 }
 
 export interface PublishReport {
@@ -178,7 +202,13 @@ export class ArchiveClient {
 
     let previous: Readonly<Record<string, UploadedFile>> = state?.files ?? {};
     for (let attempt = 0; ; attempt++) {
-      const uploads = await this.uploadSessionFiles(sessionId, checkpointId, files, previous, totals);
+      const uploads = await this.uploadSessionFiles(sessionId, checkpointId, files, previous, totals, () =>
+        options.onProgress?.({
+          files: files.length,
+          objectsUploaded: totals.objects,
+          bytesUploaded: totals.bytes,
+        }),
+      );
       const parent = await parentRead;
       const manifest = {
         checkpointId,
@@ -212,14 +242,23 @@ export class ArchiveClient {
   async restoreCheckpoint(
     sessionId: string,
     dir: string,
-    options: { checkpointId?: string } = {},
+    options: RestoreOptions = {},
   ): Promise<RestoreReport> {
     const target = await emptyTarget(dir);
     const manifest = await this.readManifest(sessionId, options.checkpointId ?? LATEST);
     const route = `/sessions/${segment(sessionId)}/checkpoints/${segment(manifest.checkpointId)}/files/`;
-    await restoreTree(target, sessionId, manifest, this.restoreConcurrency, (file) =>
-      this.transport.send('GET', route + keyPath(file.path)),
-    );
+    const files = manifest.files.length;
+    const bytes = manifest.files.reduce((sum, file) => sum + file.size, 0);
+    const started = new Set<string>(); // a file fetched again after a bad download counts once
+    let bytesStarted = 0;
+    await restoreTree(target, sessionId, manifest, this.restoreConcurrency, (file) => {
+      if (!started.has(file.path)) {
+        started.add(file.path);
+        bytesStarted += file.size;
+        options.onProgress?.({ files, bytes, filesStarted: started.size, bytesStarted });
+      }
+      return this.transport.send('GET', route + keyPath(file.path));
+    });
     return {
       checkpointId: manifest.checkpointId,
       files: manifest.files.length,
@@ -233,11 +272,13 @@ export class ArchiveClient {
     files: readonly SessionFile[],
     previous: Readonly<Record<string, UploadedFile>>,
     totals: { objects: number; bytes: number },
+    uploaded: () => void,
   ) {
     return uploadFiles(files, checkpointId, previous, this.concurrency, async (key, bytes) => {
       const sent = await this.putObject(sessionId, key, bytes);
       totals.objects++;
       totals.bytes += bytes.length;
+      uploaded();
       return sent;
     });
   }

@@ -2,7 +2,10 @@ export type { Manifest, ManifestFile } from '../shared/archive/manifest';
 export type {
   ArchiveClientOptions,
   PublishOptions,
+  PublishProgress,
   PublishReport,
+  RestoreOptions,
+  RestoreProgress,
   RestoreReport,
   SessionPage,
   SessionRecord,

@@ -100,7 +100,7 @@ function readKeptHeads(file: string): SignedHead[] {
   try {
     parsed = JSON.parse(readFileSync(file, 'utf8'));
   } catch {
-    throw new UsageError(`cannot read the heads file ${file} as JSON`);
+    throw new UsageError(`--heads: cannot read the heads file ${file} as JSON`);
   }
   const list =
     typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)
@@ -146,12 +146,12 @@ function readPublicKey(file: string | undefined): KeyObject {
   try {
     text = readFileSync(file, 'utf8');
   } catch {
-    throw new UsageError(`cannot read the public key file ${file}`);
+    throw new UsageError(`--public-key: cannot read the public key file ${file}`);
   }
   try {
     return parsePublicKey(text);
   } catch (error) {
-    throw new UsageError(`${file} ${(error as Error).message}`);
+    throw new UsageError(`--public-key: ${file} ${(error as Error).message}`);
   }
 }
 
@@ -169,7 +169,7 @@ function keygen(args: string[], io: Parameters<Command['run']>[1]): number {
   const { values } = parseArgs({ args, options: { 'public-key': { type: 'string' } }, strict: true });
   const file = values['public-key'];
   if (file === undefined) throw new UsageError('--public-key <file> is required');
-  if (existsSync(file)) throw new UsageError(`${file} exists; keygen never overwrites a key`);
+  if (existsSync(file)) throw new UsageError(`--public-key: ${file} exists; keygen never overwrites a key`);
   const { privateKey, publicKey } = generateKeyPairSync('ed25519');
   writeFileSync(file, publicKey.export({ format: 'pem', type: 'spki' }), { flag: 'wx' });
   io.stderr.write(

@@ -1,6 +1,15 @@
 import { parseArgs } from 'node:util';
 
-import { type Command, EXIT_SUCCESS, UsageError } from './command';
+import { validateId } from '../../shared/archive/identifiers';
+import {
+  checked,
+  type Command,
+  emptyOrAbsentFolder,
+  existingFolder,
+  EXIT_SUCCESS,
+  UsageError,
+} from './command';
+import { mb, progressLine } from './progress';
 
 /**
  * `cairn checkpoint publish|restore`: the archive client on the command line. Prints one JSON
@@ -27,6 +36,8 @@ export const checkpointCommand: Command = {
       throw new UsageError('expected "publish <dir>" or "restore <dir>"');
     }
     if (values.session === undefined) throw new UsageError('--session <id> is required');
+    const session = checked('--session', values.session, validateId);
+    if (values.checkpoint !== undefined) checked('--checkpoint', values.checkpoint, validateId);
     const concurrency = values.concurrency === undefined ? undefined : Number(values.concurrency);
     if (
       concurrency !== undefined &&
@@ -35,15 +46,34 @@ export const checkpointCommand: Command = {
       throw new UsageError('--concurrency must be a whole number from 1 to 64');
     }
     const data = values.data === undefined ? undefined : jsonObject(values.data);
+    if (action === 'publish') await existingFolder('<dir>', dir);
+    else await emptyOrAbsentFolder('<dir>', dir);
     const archive = io.connect(concurrency === undefined ? {} : { concurrency }).sessions;
     const checkpointId = values.checkpoint === undefined ? {} : { checkpointId: values.checkpoint };
-    const report =
-      action === 'restore'
-        ? await archive.restoreCheckpoint(values.session, dir, checkpointId)
-        : await archive.publishCheckpoint(dir, values.session, {
-            ...checkpointId,
-            ...(data === undefined ? {} : { data }),
-          });
+    const progress = progressLine(io.stderr);
+    let report;
+    try {
+      report =
+        action === 'restore'
+          ? await archive.restoreCheckpoint(session, dir, {
+              ...checkpointId,
+              onProgress: (p) =>
+                progress(
+                  `restoring: file ${p.filesStarted}/${p.files}, ${mb(p.bytesStarted)} of ${mb(p.bytes)}`,
+                ),
+            })
+          : await archive.publishCheckpoint(dir, session, {
+              ...checkpointId,
+              ...(data === undefined ? {} : { data }),
+              onProgress: (p) =>
+                progress(
+                  `publishing: ${p.files} files, ${p.objectsUploaded} objects uploaded (${mb(p.bytesUploaded)})`,
+                ),
+            });
+    } finally {
+      // A failure's message must not land on a progress line it interrupted.
+      progress.end();
+    }
     io.stdout.write(`${JSON.stringify(report)}\n`);
     return EXIT_SUCCESS;
   },

@@ -1,3 +1,6 @@
+import { promises as fs } from 'node:fs';
+
+import { InvalidArgumentError } from '../../shared/errors';
 import type { CairnClient, CairnClientOptions } from '../cairnClient';
 
 /**
@@ -8,7 +11,12 @@ import type { CairnClient, CairnClientOptions } from '../cairnClient';
 export const EXIT_SUCCESS = 0;
 /** The command failed, or it ran and found problems (a report with errors). */
 export const EXIT_FAILURE = 1;
-/** Bad or missing arguments or settings: nothing was attempted. */
+/**
+ * A usage error, caught before any request: an unknown command, a bad or missing argument or
+ * setting, or a local file or folder named on the command line that cannot be used as given (a key
+ * file missing or not a key, a folder to read missing, a file to create that exists, a folder to
+ * fill that is not empty). Nothing was attempted.
+ */
 export const EXIT_USAGE = 2;
 
 /** A bad or missing argument or setting: the command prints its usage and exits 2. */
@@ -34,4 +42,67 @@ export function isUsageError(error: unknown): boolean {
     error instanceof UsageError ||
     String((error as { code?: unknown } | null)?.code).startsWith('ERR_PARSE_ARGS')
   );
+}
+
+/**
+ * `value` of `option` checked by one of the shared validators (the service's own rule): its refusal
+ * is a usage error naming the option, before anything is sent.
+ */
+export function checked(
+  option: string,
+  value: string,
+  validate: (value: string, field: string) => void,
+): string {
+  try {
+    validate(value, option);
+  } catch (error) {
+    if (error instanceof InvalidArgumentError) throw new UsageError(error.message);
+    throw error;
+  }
+  return value;
+}
+
+/** What `read` makes of a local file named by `option`; any failure is a usage error naming both. */
+export async function localFile<T>(
+  option: string,
+  file: string,
+  read: (file: string) => Promise<T>,
+): Promise<T> {
+  try {
+    return await read(file);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    throw new UsageError(`${option}: ${message.includes(file) ? message : `${file}: ${message}`}`);
+  }
+}
+
+/** Refuses (usage error) a folder to read from that does not exist or is not a folder. */
+export async function existingFolder(option: string, dir: string): Promise<void> {
+  const stat = await fs.stat(dir).catch(() => null);
+  if (stat === null) throw new UsageError(`${option}: ${dir} does not exist`);
+  if (!stat.isDirectory()) throw new UsageError(`${option}: ${dir} is not a folder`);
+}
+
+/** Refuses (usage error) a folder to fill that exists and is not an empty folder. */
+export async function emptyOrAbsentFolder(option: string, dir: string): Promise<void> {
+  const stat = await fs.lstat(dir).catch(() => null);
+  if (stat === null) return;
+  if (!stat.isDirectory() || (await fs.readdir(dir)).length > 0) {
+    throw new UsageError(`${option}: ${dir} exists and is not an empty folder`);
+  }
+}
+
+/** Refuses (usage error) a file to create that exists: nothing is written over. */
+export async function absentFile(option: string, file: string): Promise<void> {
+  const exists = await fs.lstat(file).then(
+    () => true,
+    () => false,
+  );
+  if (exists) throw new UsageError(`${option}: ${file} exists; it is left as it is`);
+}
+
+/** Whether the arguments ask for help (`--help` or `-h` before any `--`). */
+export function asksForHelp(args: readonly string[]): boolean {
+  const end = args.indexOf('--');
+  return (end === -1 ? args : args.slice(0, end)).some((arg) => arg === '--help' || arg === '-h');
 }

@@ -1,5 +1,5 @@
 import { writeKeyPair } from '../snapshots/keyFiles';
-import { type Command, EXIT_SUCCESS, UsageError } from './command';
+import { absentFile, type Command, EXIT_SUCCESS, UsageError } from './command';
 
 /**
  * `cairn keygen <name>`: a new Ed25519 key pair for signing snapshots. Writes `<name>.key` (PKCS#8
@@ -15,6 +15,8 @@ export const keygenCommand: Command = {
     if (name === undefined || name === '' || name.startsWith('-') || rest.length > 0) {
       throw new UsageError('expected "keygen <name>" (writes <name>.key and <name>.pub)');
     }
+    // Files that exist are a usage error (exit 2), like every unusable local file: checked first.
+    for (const file of [`${name}.key`, `${name}.pub`]) await absentFile('<name>', file);
     const { privateFile, publicFile, publicKey } = await writeKeyPair(name);
     io.stderr.write(
       `wrote ${privateFile} (private, mode 600) and ${publicFile}; trust it with CAIRN_SNAPSHOT_KEYS=<tenant>:${publicKey}\n`,

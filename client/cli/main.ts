@@ -3,6 +3,7 @@ import { CairnClient } from '../cairnClient';
 import { auditCommand } from './auditCommand';
 import { checkpointCommand } from './checkpointCommand';
 import {
+  asksForHelp,
   type Command,
   type CommandIo,
   EXIT_FAILURE,
@@ -52,7 +53,9 @@ exit codes:
      for snapshot verify: the snapshot is damaged; for rewrap: values remain sealed with a key other than the first;
      for audit verify: the trail or a signed head does not verify, or no head is signed by the key;
      for verify: a finding, an orphan prune would delete, or a broken audit chain)
-  2  usage error: bad or missing arguments or settings`;
+  2  usage error, nothing sent: a bad or missing argument or setting, or a local file or folder named
+     on the command line that cannot be used (missing, not a key, exists where one is created,
+     not empty where one is filled)`;
 
 interface Streams {
   readonly stdout: CommandIo['stdout'];
@@ -71,6 +74,10 @@ export async function runCairn(argv: string[], env: NodeJS.ProcessEnv, streams: 
     streams.stderr.write(`cairn: ${name === undefined ? 'no command given' : `unknown command "${name}"`}\n`);
     streams.stderr.write(`${USAGE}\n`);
     return EXIT_USAGE;
+  }
+  if (asksForHelp(args)) {
+    streams.stdout.write(`usage:\n${command.usage}\n(cairn help: settings and exit codes)\n`);
+    return EXIT_SUCCESS;
   }
   try {
     return await command.run(args, { ...streams, connect: (options) => connect(env, options) });

@@ -1,7 +1,9 @@
 import { parseArgs } from 'node:util';
 
-import type { MigrationStatus } from '../migrationsClient';
-import { type Command, EXIT_FAILURE, EXIT_SUCCESS, UsageError } from './command';
+import { isValidTenantId } from '../../shared/config';
+import { validateKey } from '../../shared/keys';
+import type { MigrationReport, MigrationStatus } from '../migrationsClient';
+import { checked, type Command, EXIT_FAILURE, EXIT_SUCCESS, UsageError } from './command';
 
 /**
  * `cairn migrate`: starts a migration of folders on the service's host into a tenant's key/value
@@ -25,11 +27,19 @@ export const migrateCommand: Command = {
     if (values.from === undefined || values.from.length === 0) {
       throw new UsageError('--from <dir>[:<prefix>] is required (once per folder)');
     }
+    checkTenant(values.tenant);
+    const sources = values.from.map(parseSource);
+    for (const source of sources) {
+      if (source.root === '') throw new UsageError('--from: the folder must not be empty');
+      if (source.prefix !== '')
+        checked('--from', source.prefix, (prefix) => validateKey(prefix, '--from <prefix>'));
+    }
     const migrations = io.connect().migrations;
+    const dryRun = values['dry-run'];
     const { id } = await migrations.start({
       tenant: values.tenant,
-      sources: values.from.map(parseSource),
-      dryRun: values['dry-run'],
+      sources,
+      dryRun,
     });
     io.stderr.write(`migration ${id} started\n`);
     const tty = io.stderr.isTTY === true;
@@ -46,16 +56,35 @@ export const migrateCommand: Command = {
       },
     });
     if (tty) io.stderr.write('\n');
-    return finish(status, io);
+    return finish(status, dryRun, io);
   },
 };
 
-function finish(status: MigrationStatus, io: Parameters<Command['run']>[1]): number {
+/** The tenant rule of the service (a usage error naming the option, before any request). */
+export function checkTenant(tenant: string): void {
+  if (!isValidTenantId(tenant)) {
+    throw new UsageError('--tenant: must be 1-64 characters of [A-Za-z0-9._-], not "." or ".."');
+  }
+}
+
+/** A dry run copied nothing: its counts are named as what it would do. */
+function dryRunReport(report: MigrationReport) {
+  return {
+    wouldCopy: report.copied,
+    skipped: report.skipped,
+    bytesWouldCopy: report.bytesCopied,
+    keysWouldCopy: report.keysCopied,
+    errors: report.errors,
+  };
+}
+
+function finish(status: MigrationStatus, dryRun: boolean, io: Parameters<Command['run']>[1]): number {
   if (status.status === 'failed' || status.report === null) {
     io.stderr.write(`migration ${status.id} failed: ${status.error ?? 'unknown error'}\n`);
     return EXIT_FAILURE;
   }
-  io.stdout.write(JSON.stringify(status.report, null, 2) + '\n');
+  const report = dryRun ? dryRunReport(status.report) : status.report;
+  io.stdout.write(JSON.stringify(report, null, 2) + '\n');
   return status.report.errors.length > 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 

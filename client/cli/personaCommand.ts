@@ -3,9 +3,10 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 
 import { walkInKeyOrder } from '../../shared/keyOrderWalk';
+import { validateKey } from '../../shared/keys';
 import { CairnHttpError, CairnNetworkError } from '../errors';
 import type { KeyValueClient } from '../keyValueClient';
-import { type Command, EXIT_FAILURE, EXIT_SUCCESS, UsageError } from './command';
+import { checked, type Command, existingFolder, EXIT_FAILURE, EXIT_SUCCESS, UsageError } from './command';
 
 /**
  * `cairn persona push|pull`: copies a persona-memory folder into the caller's key/value space under
@@ -36,6 +37,8 @@ export const personaCommand: Command = {
     if (values.dir === undefined) throw new UsageError('--dir <folder> is required');
     const prefix = values.prefix.replace(/\/+$/, '');
     if (prefix === '') throw new UsageError('--prefix must not be empty');
+    checked('--prefix', prefix, validateKey);
+    if (action === 'push') await existingFolder('--dir', values.dir);
     const kv = io.connect().kv;
     const report =
       action === 'push' ? await push(kv, values.dir, prefix) : await pull(kv, values.dir, prefix);

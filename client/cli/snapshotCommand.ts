@@ -1,7 +1,18 @@
 import { parseArgs } from 'node:util';
 
+import { validateSnapshotId, validateWorkspaceId } from '../../shared/snapshots/identifiers';
 import { readPrivateKey, readPublicKey } from '../snapshots/keyFiles';
-import { type Command, EXIT_FAILURE, EXIT_SUCCESS, UsageError } from './command';
+import {
+  checked,
+  type Command,
+  emptyOrAbsentFolder,
+  existingFolder,
+  EXIT_FAILURE,
+  EXIT_SUCCESS,
+  localFile,
+  UsageError,
+} from './command';
+import { mb, progressLine } from './progress';
 
 /**
  * `cairn snapshot save|load|verify|list|delete`: signed workspace snapshots from the command line
@@ -46,6 +57,9 @@ export const snapshotCommand: Command = {
     ) {
       throw new UsageError('--concurrency must be a whole number from 1 to 64');
     }
+    if (values.workspace !== undefined) checked('--workspace', values.workspace, validateWorkspaceId);
+    const snapshotId = (operand: string | undefined) =>
+      checked('<snapshot id>', operand ?? '', validateSnapshotId);
     const allowExternalSymlinks = values['allow-external-symlinks'] === true;
     const inFlight = concurrency === undefined ? {} : { concurrency };
     const workspace = values.workspace === undefined ? {} : { workspaceId: values.workspace };
@@ -58,10 +72,12 @@ export const snapshotCommand: Command = {
           expect(1, 'save <dir>');
           const workspaceId = need(values.workspace, '--workspace <id>');
           const keyFile = need(values.key, '--key <private key file>');
+          const privateKey = await localFile('--key', keyFile, readPrivateKey);
+          await existingFolder('<dir>', operands[0] ?? '');
           const snapshots = io.connect().snapshots;
           const report = await snapshots.save(operands[0] ?? '', {
             workspaceId,
-            privateKey: await readPrivateKey(keyFile),
+            privateKey,
             allowExternalSymlinks,
             skipUnsupported: values['skip-unsupported'] === true,
             ...inFlight,
@@ -81,10 +97,13 @@ export const snapshotCommand: Command = {
         }
         case 'load': {
           expect(2, 'load <snapshot id> <dir>');
+          const id = snapshotId(operands[0]);
           const publicKeyFile = need(values['public-key'], '--public-key <file>');
+          const publicKey = await localFile('--public-key', publicKeyFile, readPublicKey);
+          await emptyOrAbsentFolder('<dir>', operands[1] ?? '');
           const snapshots = io.connect().snapshots;
-          const report = await snapshots.load(operands[0] ?? '', operands[1] ?? '', {
-            publicKey: await readPublicKey(publicKeyFile),
+          const report = await snapshots.load(id, operands[1] ?? '', {
+            publicKey,
             allowExternalSymlinks,
             ...workspace,
             ...inFlight,
@@ -96,10 +115,12 @@ export const snapshotCommand: Command = {
         }
         case 'verify': {
           expect(1, 'verify <snapshot id>');
+          const id = snapshotId(operands[0]);
           const publicKeyFile = need(values['public-key'], '--public-key <file>');
+          const publicKey = await localFile('--public-key', publicKeyFile, readPublicKey);
           const snapshots = io.connect().snapshots;
-          const report = await snapshots.verify(operands[0] ?? '', {
-            publicKey: await readPublicKey(publicKeyFile),
+          const report = await snapshots.verify(id, {
+            publicKey,
             allowExternalSymlinks,
             readData: values['read-data'] === true,
             ...workspace,
@@ -120,8 +141,9 @@ export const snapshotCommand: Command = {
         }
         case 'delete': {
           expect(1, 'delete <snapshot id>');
+          const id = snapshotId(operands[0]);
           const workspaceId = need(values.workspace, '--workspace <id>');
-          json(await io.connect().snapshots.delete(workspaceId, operands[0] ?? ''));
+          json(await io.connect().snapshots.delete(workspaceId, id));
           return EXIT_SUCCESS;
         }
         default:
@@ -133,26 +155,3 @@ export const snapshotCommand: Command = {
     }
   },
 };
-
-function mb(bytes: number): string {
-  return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
-}
-
-/** One self-overwriting line on a terminal, at most five times a second; nothing elsewhere. */
-function progressLine(stream: NodeJS.WritableStream & { isTTY?: boolean }) {
-  let last = 0;
-  let shown = false;
-  const show = (line: string) => {
-    if (stream.isTTY !== true) return;
-    const now = Date.now();
-    if (now - last < 200) return;
-    last = now;
-    shown = true;
-    stream.write(`\r\u001b[K${line}`);
-  };
-  show.end = () => {
-    if (shown) stream.write('\r\u001b[K');
-    shown = false;
-  };
-  return show;
-}

@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 
 import type { TenantVerifyReport } from '../retentionClient';
 import { type Command, EXIT_FAILURE, EXIT_SUCCESS } from './command';
+import { checkTenant } from './migrateCommand';
 
 /**
  * `cairn verify`: checks what the service keeps (admin), for one tenant or every tenant of the
@@ -24,11 +25,10 @@ export const verifyCommand: Command = {
       strict: true,
       allowPositionals: false,
     });
+    if (values.tenant !== undefined) checkTenant(values.tenant);
     const retention = io.connect().retention;
-    const tenants =
-      values.tenant === undefined
-        ? (await retention.tenants()).map((entry) => entry.tenant)
-        : [values.tenant];
+    const known = (await retention.tenants()).map((entry) => entry.tenant);
+    const tenants = values.tenant === undefined ? known : [values.tenant];
     const tty = io.stderr.isTTY === true;
     const reports: TenantVerifyReport[] = [];
     for (const [index, tenant] of tenants.entries()) {
@@ -37,6 +37,20 @@ export const verifyCommand: Command = {
       reports.push(...report.tenants);
     }
     if (tty && tenants.length > 0) io.stderr.write('\r\u001b[2K');
+    const named = values.tenant;
+    if (named !== undefined && !known.includes(named) && reports.every(holdsNothing)) {
+      // A named tenant that the directory does not list and that stores nothing is most likely a
+      // mistyped name: it must not pass for a clean tenant.
+      const message = `no such tenant has data: ${named} (the service's tenant directory does not list it and nothing is stored under it)`;
+      if (values.json) {
+        io.stdout.write(
+          JSON.stringify({ ok: false, tenants: reports, unknownTenant: named, message }, null, 2) + '\n',
+        );
+      } else {
+        io.stdout.write(`${message}\n`);
+      }
+      return EXIT_FAILURE;
+    }
     const ok = reports.every((report) => report.ok);
     if (values.json) {
       io.stdout.write(JSON.stringify({ ok, tenants: reports }, null, 2) + '\n');
@@ -49,6 +63,14 @@ export const verifyCommand: Command = {
     return ok ? EXIT_SUCCESS : EXIT_FAILURE;
   },
 };
+
+function holdsNothing(report: TenantVerifyReport): boolean {
+  return (
+    Object.values(report.checked).every((count) => count === 0) &&
+    report.findingCount === 0 &&
+    report.orphanCount === 0
+  );
+}
 
 function summary(report: TenantVerifyReport): string {
   const checked = Object.entries(report.checked)

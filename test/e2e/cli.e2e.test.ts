@@ -2,9 +2,11 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Writable } from 'node:stream';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { runCairn as runCairnHere } from '../../client/cli/main';
 import type { Azurite } from '../../dev/azurite';
 import {
   apiKeysSetting,
@@ -14,9 +16,11 @@ import {
   type RunningApp,
   startApp,
 } from '../support/app';
+import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { startAzurite } from '../support/cleanup';
 import { runCairn } from '../support/cli';
+import { sessionIndexSettings } from '../support/tables';
 
 /** The `cairn` command against a running app: migrate's exit codes, persona push and pull. */
 
@@ -27,6 +31,18 @@ function folder(files: Record<string, string>): string {
     writeFileSync(path.join(root, relative), content);
   }
   return root;
+}
+
+/** A stream that keeps what is written to it, a terminal or not. */
+function captured(isTTY: boolean): Writable & { isTTY: boolean; text: () => string } {
+  let text = '';
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      text += chunk.toString();
+      done();
+    },
+  });
+  return Object.assign(stream, { isTTY, text: () => text });
 }
 
 describe('cairn command', () => {
@@ -177,5 +193,105 @@ describe('cairn command', () => {
     expect(readFileSync(path.join(outside, 'victim.md'), 'utf8')).toBe('must stay');
     expect(readdirSync(path.join(outside, 'dir'))).toEqual(['keep.md']);
     expect(readFileSync(path.join(target, 'plain.md'), 'utf8')).toBe('plain');
+  });
+
+  it('migrate --dry-run names its counts as what it would copy, and copies nothing', async () => {
+    const target = newTenant('dry');
+    const source = folder({ 'a.txt': 'A', 'sub/b.txt': 'BB' });
+    const dry = await runCairn(
+      ['migrate', '--tenant', target.tenant, '--from', `${source}:mem`, '--dry-run'],
+      opsEnv,
+    );
+    expect(dry.code, dry.stderr).toBe(0);
+    const report = JSON.parse(dry.stdout) as Record<string, unknown>;
+    expect(report).toEqual({
+      wouldCopy: 2,
+      skipped: 0,
+      bytesWouldCopy: 3,
+      keysWouldCopy: ['mem/a.txt', 'mem/sub/b.txt'],
+      errors: [],
+    });
+    const real = await runCairn(['migrate', '--tenant', target.tenant, '--from', `${source}:mem`], opsEnv);
+    expect(JSON.parse(real.stdout)).toMatchObject({ copied: 2, bytesCopied: 3 });
+  });
+});
+
+/**
+ * verify of a named tenant and checkpoint progress, on the run's shared Azurite (the suite above
+ * restarts its own, which a tenant directory remembered by the app would not survive).
+ */
+describe('cairn command on a steady service', () => {
+  const ops = newTenant('ops', true);
+  const agent = newTenant('agent');
+  let app: RunningApp;
+  let opsEnv: Record<string, string>;
+
+  beforeAll(async () => {
+    app = await startApp({
+      CAIRN_API_KEYS: apiKeysSetting([ops, agent]),
+      ...backendSettings('blob', azurite().blobEndpoint),
+      ...sessionIndexSettings(azurite().tableEndpoint),
+    });
+    opsEnv = { CAIRN_URL: app.url, CAIRN_KEY: ops.key };
+  });
+  afterAll(async () => {
+    await app?.stop();
+  });
+
+  it('verify --tenant of a tenant with no data says so and exits 1; a tenant with data is verified', async () => {
+    const nobody = newTenant('nobody');
+    const unknown = await runCairn(['verify', '--tenant', nobody.tenant], opsEnv);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stdout).toContain(`no such tenant has data: ${nobody.tenant}`);
+    expect(unknown.stdout).not.toMatch(/: ok/);
+    const asJson = await runCairn(['verify', '--tenant', nobody.tenant, '--json'], opsEnv);
+    expect(asJson.code).toBe(1);
+    expect(JSON.parse(asJson.stdout)).toMatchObject({ ok: false, unknownTenant: nobody.tenant });
+
+    const put = await client(app.url, agent.key)('/api/kv/verify-me', { method: 'PUT', body: 'x' });
+    expect(put.status).toBeLessThan(300);
+    const known = await runCairn(['verify', '--tenant', agent.tenant], opsEnv);
+    expect(known.code, known.stdout).toBe(0);
+    expect(known.stdout).toContain(`${agent.tenant}: ok`);
+  });
+
+  it('checkpoint publish and restore show progress on a terminal, none when piped', async () => {
+    const env = { CAIRN_URL: app.url, CAIRN_KEY: agent.key };
+    const session = folder({
+      'events.jsonl': '{"event":1}\n',
+      'native/big.bin': 'x'.repeat(300 * 1024),
+      'native/small.txt': 'small',
+    });
+    const sessionId = `progress-${agent.tenant}`;
+
+    const stderr = captured(true);
+    const stdout = captured(false);
+    const published = await runCairnHere(['checkpoint', 'publish', session, '--session', sessionId], env, {
+      stdout,
+      stderr,
+    });
+    expect(published, stderr.text()).toBe(0);
+    expect(stderr.text()).toMatch(/publishing: 3 files, [1-9][0-9]* objects uploaded/);
+    expect(JSON.parse(stdout.text())).toMatchObject({ files: 3 });
+
+    const restoreErr = captured(true);
+    const into = path.join(tempDir('cli-restore'), 'here');
+    const restored = await runCairnHere(['checkpoint', 'restore', '--session', sessionId, into], env, {
+      stdout: captured(false),
+      stderr: restoreErr,
+    });
+    expect(restored, restoreErr.text()).toBe(0);
+    expect(restoreErr.text()).toMatch(/restoring: file 1\/3/);
+    expect(readFileSync(path.join(into, 'native/small.txt'), 'utf8')).toBe('small');
+
+    const piped = await runCairn(
+      ['checkpoint', 'restore', '--session', sessionId, path.join(tempDir('cli-restore'), 'here')],
+      env,
+    );
+    expect(piped.code, piped.stderr).toBe(0);
+    expect(piped.stderr).toBe('');
+    const pipedPublish = await runCairn(['checkpoint', 'publish', session, '--session', sessionId], env);
+    expect(pipedPublish.code, pipedPublish.stderr).toBe(0);
+    expect(pipedPublish.stderr).toBe('');
   });
 });

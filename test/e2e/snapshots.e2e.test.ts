@@ -781,7 +781,7 @@ describe.each<Backend>(['local', 'blob'])('workspace snapshots on the %s backend
     expect(keygen.code).toBe(0);
     expect(keygen.stdout.trim()).toMatch(/^[A-Za-z0-9+/]{43}=$/);
     expect((await lstat(path.join(home, 'me.key'))).mode & 0o777).toBe(0o600);
-    expect((await runCairn(['keygen', 'me'], {}, home)).code).toBe(1);
+    expect((await runCairn(['keygen', 'me'], {}, home)).code).toBe(2);
 
     const { root: workspace, aTxt } = makeWorkspace();
     const save = await runCairn(
