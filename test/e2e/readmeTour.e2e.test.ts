@@ -4,6 +4,7 @@ import path from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { CairnStore } from '../../client/langgraph';
 import { apiKeysSetting, newTenant, type RunningApp, startApp, stopProcess } from '../support/app';
 import { azurite } from '../support/azurite';
 import { onCleanUp, tempDir } from '../support/cleanup';
@@ -225,5 +226,21 @@ describe('the README tour', () => {
     expect(readFileSync(path.join(folder, 'restored', 'events.jsonl'), 'utf8')).toBe(
       readFileSync(path.join(folder, 'session', 'events.jsonl'), 'utf8'),
     );
+  });
+
+  it("runs docs/memory.md's store example and finds the fact it puts", async () => {
+    const page = readFileSync('docs/memory.md', 'utf8');
+    const lines = page.split('\n').filter((line) => /^await store\.(put|search)\(/.test(line));
+    expect(lines.map((line) => /^await store\.(\w+)/.exec(line)?.[1])).toEqual(['put', 'search']);
+    const store = new CairnStore({ url: `${app.url}/api`, token: dev.key, scope: 'support-bot' });
+    // The two lines as the page has them (plain JavaScript), the search's answer returned.
+    const AsyncFunction = (Object.getPrototypeOf(async () => undefined) as { constructor: unknown })
+      .constructor as new (...args: string[]) => (store: CairnStore) => Promise<unknown>;
+    const example = new AsyncFunction(
+      'store',
+      `${lines[0]}\nreturn ${lines[1]!.replace(/;\s*(\/\/.*)?$/, '')};`,
+    );
+    const found = (await example(store)) as { key: string; value: unknown }[];
+    expect(found.map((item) => [item.key, item.value])).toEqual([['prefs', { theme: 'dark' }]]);
   });
 });
