@@ -173,7 +173,7 @@ export async function runMemoryBench(progress: (line: string) => void): Promise<
     remember: ['remember (PUT, replace)', 'upsertEntity (Replace)'],
     search: ['search, text, limit 10, one namespace of 100', 'range query of that namespace'],
   } as const;
-  const counts = { recall: 400, remember: 400, search: 200 } as const;
+  const counts = { recall: sized(400, 20), remember: sized(400, 20), search: sized(200, 12) };
 
   const rows: string[][] = [];
   const summaries = new Map<string, readonly [Summary, Summary]>();
