@@ -2,8 +2,10 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
+import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { CairnClient } from '../../client';
 import { CairnStore } from '../../client/langgraph';
 import { apiKeysSetting, newTenant, type RunningApp, startApp, stopProcess } from '../support/app';
 import { azurite } from '../support/azurite';
@@ -43,6 +45,10 @@ interface Step {
 }
 
 const ANY = '\u0000any';
+
+/** Runs code from a page as the body of an async function of the named parameters. */
+const AsyncFunction = (Object.getPrototypeOf(async () => undefined) as { constructor: unknown })
+  .constructor as new (...params: string[]) => (...args: unknown[]) => Promise<unknown>;
 
 /** A README sample as JSON: `…` is any value, `{…,` and `,…}` leave other fields unchecked. */
 function sample(text: string): unknown {
@@ -234,13 +240,28 @@ describe('the README tour', () => {
     expect(lines.map((line) => /^await store\.(\w+)/.exec(line)?.[1])).toEqual(['put', 'search']);
     const store = new CairnStore({ url: `${app.url}/api`, token: dev.key, scope: 'support-bot' });
     // The two lines as the page has them (plain JavaScript), the search's answer returned.
-    const AsyncFunction = (Object.getPrototypeOf(async () => undefined) as { constructor: unknown })
-      .constructor as new (...args: string[]) => (store: CairnStore) => Promise<unknown>;
     const example = new AsyncFunction(
       'store',
       `${lines[0]}\nreturn ${lines[1]!.replace(/;\s*(\/\/.*)?$/, '')};`,
     );
     const found = (await example(store)) as { key: string; value: unknown }[];
     expect(found.map((item) => [item.key, item.value])).toEqual([['prefs', { theme: 'dark' }]]);
+  });
+
+  it("runs the tour's client snippet with the CAIRN_URL and CAIRN_KEY the tour exports", async () => {
+    const start = README.indexOf('## A five-minute tour');
+    const block = /```ts\n([\s\S]*?)```/.exec(README.slice(start));
+    const snippet = block?.[1] ?? '';
+    expect(snippet).toContain("import { CairnClient } from 'cairn/client';");
+    // The snippet's body as JavaScript, its import given as a parameter, its top-level awaits in a function.
+    const body = snippet.replace("import { CairnClient } from 'cairn/client';", '');
+    const js = ts.transpileModule(`(async () => {\n${body}\n})()`, {
+      compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.None },
+    }).outputText;
+    const printed: unknown[] = [];
+    const run = new AsyncFunction('CairnClient', 'process', 'console', `return ${js}`);
+    const env = { CAIRN_URL: app.url, CAIRN_KEY: dev.key };
+    await run(CairnClient, { env }, { log: (line: unknown) => printed.push(line) });
+    expect(printed).toEqual(['notes/today']);
   });
 });
