@@ -9,6 +9,7 @@ import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValu
 import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
 import { startAzurite } from '../support/cleanup';
 import { alternate, ratioCells, table } from './measure';
+import { sized } from './mode';
 
 /**
  * `npm run bench -- coordination`: in one process against one Azurite it starts itself,
@@ -27,8 +28,8 @@ import { alternate, ratioCells, table } from './measure';
  */
 
 const WORKERS = 8;
-const CLAIMS_PER_ROUND = 400;
-const CONTENTION_ROUNDS = 10;
+const CLAIMS_PER_ROUND = sized(400, 40);
+const CONTENTION_ROUNDS = sized(10, 2);
 const CLAIMERS = 16;
 const IDS_PER_CHAT = 40;
 

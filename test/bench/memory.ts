@@ -9,6 +9,7 @@ import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support
 import { startAzurite } from '../support/cleanup';
 import { memoryTableSettings } from '../support/tables';
 import { alternate, fixed, measure, type Summary, table, watchRss } from './measure';
+import { sized } from './mode';
 
 /**
  * `npm run bench -- memory`: 10,000 facts in 100 namespaces on Azurite's Table service, and in the
@@ -26,7 +27,7 @@ import { alternate, fixed, measure, type Summary, table, watchRss } from './meas
  * recall at least 0.6× raw get; search p95 under 100 ms.
  */
 
-const NAMESPACES = 100;
+const NAMESPACES = sized(100, 5);
 const FACTS_PER_NAMESPACE = 100;
 const VOCABULARY = Array.from({ length: 400 }, (_, i) => `word${i.toString(36)}`);
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
@@ -172,7 +173,7 @@ export async function runMemoryBench(progress: (line: string) => void): Promise<
     remember: ['remember (PUT, replace)', 'upsertEntity (Replace)'],
     search: ['search, text, limit 10, one namespace of 100', 'range query of that namespace'],
   } as const;
-  const counts = { recall: 400, remember: 400, search: 200 } as const;
+  const counts = { recall: sized(400, 20), remember: sized(400, 20), search: sized(200, 12) };
 
   const rows: string[][] = [];
   const summaries = new Map<string, readonly [Summary, Summary]>();

@@ -18,6 +18,7 @@ import { ThreadStore } from '../../shared/threads/threadStore';
 import { apiKeysSetting, type Backend, backendSettings, newTenant, stopProcess } from '../support/app';
 import { onCleanUp, startAzurite, tempDir } from '../support/cleanup';
 import { fixed, measure, table, watchRss } from './measure';
+import { sized } from './mode';
 import type { WorkerResult, WorkerRun } from './pruneWorker';
 
 /**
@@ -54,8 +55,8 @@ import type { WorkerResult, WorkerRun } from './pruneWorker';
  * No figure is asserted; the counts are checked (the bench fails when one is wrong).
  */
 
-const LOCAL_THREADS = Number(process.env['CAIRN_BENCH_PRUNE_THREADS'] ?? 2000);
-const AZURITE_THREADS = Number(process.env['CAIRN_BENCH_PRUNE_AZURITE_THREADS'] ?? 100);
+const LOCAL_THREADS = Number(process.env['CAIRN_BENCH_PRUNE_THREADS'] ?? sized(2000, 20));
+const AZURITE_THREADS = Number(process.env['CAIRN_BENCH_PRUNE_AZURITE_THREADS'] ?? sized(100, 10));
 const CHECKPOINTS = 50;
 const KEEP = 5;
 const WRITERS = 32;

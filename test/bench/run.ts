@@ -1,14 +1,13 @@
 /**
- * `npm run bench -- <name>...` (or `all`): runs the named benchmarks, prints their markdown, and
- * records each run in `docs/benchmarks.json`; `docs/benchmark-results.md` is then rendered from that
- * file alone, so every figure in the docs is one this code printed. A run of some benchmarks
- * replaces their entries and keeps the others'. Each bench starts its own Azurite and apps.
+ * `npm run bench -- [--record] [--quick] <name>...` (or `all`): runs the named benchmarks and
+ * prints their markdown. Each run is written to `.cairn/bench/benchmarks.json` and
+ * `benchmark-results.md` there (git-ignored; the path is printed); with `--record` to the tracked
+ * `docs/benchmarks.json` instead, and `docs/benchmark-results.md` is then rendered from that file
+ * alone, so every figure in the docs is one this code printed. A run of some benchmarks replaces
+ * their entries and keeps the others'. `--quick` runs each with small counts, a smoke check whose
+ * figures mean nothing, so it cannot be recorded. Each bench starts its own Azurite and apps.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
-
-import { format, resolveConfig } from 'prettier';
 
 import { cleanUp } from '../support/cleanup';
 import { runArchiveBench } from './archive';
@@ -18,10 +17,14 @@ import { runKvBench } from './kv';
 import { runMcpBench } from './mcp';
 import { runMemoryBench } from './memory';
 import { runMigrationBench } from './migration';
+import { QUICK } from './mode';
 import { runPruneBench } from './prune';
-import { type BenchRecord, type BenchResults, renderResults } from './results';
+import { type BenchRecord, resultFiles, saveRun } from './results';
 import { runSnapshotsBench } from './snapshots';
 import { runThreadsBench } from './threads';
+
+/** The benches whose counts `--quick` makes small (test/bench/mode.ts); `--quick all` runs these. */
+const QUICK_BENCHES = ['coordination', 'memory', 'prune', 'threads'];
 
 const benches: Record<string, (progress: (line: string) => void) => Promise<string>> = {
   archive: runArchiveBench,
@@ -36,28 +39,21 @@ const benches: Record<string, (progress: (line: string) => void) => Promise<stri
   threads: runThreadsBench,
 };
 
-const RESULTS_JSON = path.resolve('docs/benchmarks.json');
-const RESULTS_MD = path.resolve('docs/benchmark-results.md');
-
-/** `text` as the project's Prettier writes it, so the recorded files pass `prettier --check`. */
-async function formatted(file: string, text: string): Promise<string> {
-  return format(text, { ...(await resolveConfig(file)), filepath: file });
-}
-
-function readResults(): BenchResults {
-  try {
-    return JSON.parse(readFileSync(RESULTS_JSON, 'utf8')) as BenchResults;
-  } catch {
-    return { benches: {} };
-  }
-}
-
 async function main(): Promise<void> {
-  const asked = process.argv.slice(2);
-  const names = asked.length === 0 || asked.includes('all') ? Object.keys(benches) : asked;
+  const args = process.argv.slice(2);
+  const recording = args.includes('--record');
+  const quick = QUICK;
+  if (recording && quick) throw new Error('--quick figures are a smoke check and cannot be --record-ed');
+  const asked = args.filter((arg) => arg !== '--record' && arg !== '--quick');
+  const every = quick ? QUICK_BENCHES : Object.keys(benches);
+  const names = asked.length === 0 || asked.includes('all') ? every : asked;
+  const files = resultFiles(process.cwd(), recording);
   for (const name of names) {
     if (benches[name] === undefined) {
       throw new Error(`unknown benchmark ${name}; known: all, ${Object.keys(benches).join(', ')}`);
+    }
+    if (!every.includes(name)) {
+      throw new Error(`${name} has no quick mode; --quick runs: ${QUICK_BENCHES.join(', ')}`);
     }
   }
   for (const name of names) {
@@ -71,16 +67,14 @@ async function main(): Promise<void> {
       seconds: Math.round((Date.now() - started) / 1000),
       node: process.version,
       cpus: os.cpus().length,
-      command: `npm run bench -- ${name}`,
+      command: `npm run bench -- ${quick ? '--quick ' : ''}${name}`,
       markdown,
     };
     console.log(markdown);
     console.log(`\n(${record.seconds} s)\n`);
     // Written after each bench, so a later failure keeps the figures already measured.
-    const results = readResults();
-    results.benches[name] = record;
-    writeFileSync(RESULTS_JSON, await formatted(RESULTS_JSON, JSON.stringify(results, null, 2)));
-    writeFileSync(RESULTS_MD, await formatted(RESULTS_MD, renderResults(results)));
+    await saveRun(files, name, record);
+    console.log(`Written to ${files.json} and ${files.md}\n`);
   }
 }
 

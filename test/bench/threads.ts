@@ -21,6 +21,7 @@ import { spaceContainerName } from '../../shared/storage/azure/blobKeyValueStore
 import { apiKeysSetting, backendSettings, newTenant, type RunningApp, startApp } from '../support/app';
 import { startAzurite, tempDir } from '../support/cleanup';
 import { fixed, measure, type Measurement, percentile, table, watchRss } from './measure';
+import { sized } from './mode';
 
 /**
  * `npm run bench -- threads`: the LangGraph checkpointer on Cairn's thread store, next to
@@ -46,14 +47,14 @@ import { fixed, measure, type Measurement, percentile, table, watchRss } from '.
  * No figure is asserted; the tables are the result.
  */
 
-const TURNS = 200;
-const SPEED_OPS = 300;
+const TURNS = sized(200, 10);
+const SPEED_OPS = sized(300, 30);
 const WORKERS = 8;
-const ROUNDS_PER_WORKER = 40;
-const RACES = 20;
+const ROUNDS_PER_WORKER = sized(40, 4);
+const RACES = sized(20, 2);
 const STARTERS = 16;
 const LEASE_SECONDS = 2;
-const LEASE_TRIALS = 3;
+const LEASE_TRIALS = sized(3, 1);
 const GROWTH_ROWS = new Set([1, 2, 10, 50, 100, 150, 200]);
 
 const userText = (turn: number) =>
