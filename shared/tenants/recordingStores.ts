@@ -1,3 +1,4 @@
+import { validateKey } from '../keys';
 import type { MemoryStore } from '../memory/memoryStore';
 import type { SnapshotStores } from '../snapshots/workspaceSnapshots';
 import type { ImmutableObjectStore } from '../storage/immutableObjectStore';
@@ -29,11 +30,14 @@ function recordingStore(inner: KeyValueStore, record: () => Promise<void>): KeyV
   return {
     read: (key) => inner.read(key),
     head: (key) => inner.head(key),
+    // A key the store refuses records nothing: it is checked (no I/O) before the record is made.
     write: async (key, value, conditions) => {
+      validateKey(key);
       await record();
       return inner.write(key, value, conditions);
     },
     append: async (key, bytes, conditions) => {
+      validateKey(key);
       await record();
       return inner.append(key, bytes, conditions);
     },
