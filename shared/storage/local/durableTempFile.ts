@@ -6,8 +6,10 @@ const readyTmpDirs = new Set<string>();
 
 /**
  * Writes `bytes` to a new file in `tmpDir`, synced to disk, ready to be renamed or linked into place
- * (the local stores' atomic write). `finish` runs on the open file before the sync (e.g. to stamp
- * it) and its result is returned. On failure the temp file is removed.
+ * (the local stores' atomic write; the caller syncs the folder it is placed in, see syncFolder).
+ * `finish` runs on the open file before the sync (e.g. to stamp it) and its result is returned.
+ * The sync is a full fsync, not fdatasync: the stamp (modification time) a local ETag is made of
+ * must survive a crash too. On failure the temp file is removed.
  */
 export async function writeDurableTempFile<T = undefined>(
   tmpDir: string,
@@ -23,7 +25,7 @@ export async function writeDurableTempFile<T = undefined>(
   try {
     await handle.writeFile(bytes);
     const extra = (finish === undefined ? undefined : await finish(handle)) as T;
-    await handle.datasync();
+    await handle.sync();
     return { temp, extra };
   } catch (error) {
     await rm(temp, { force: true });

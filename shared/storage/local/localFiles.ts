@@ -177,12 +177,54 @@ async function isFile(file: string): Promise<boolean> {
 /** Makes the folders above `file`; a key standing where a folder must be is a folderConflict. */
 export async function makeParentFolders(file: string): Promise<void> {
   try {
-    await fs.mkdir(path.dirname(file), { recursive: true });
+    await makeFoldersDurably(path.dirname(file));
   } catch (error) {
     const code = errnoOf(error);
     if (code === 'EEXIST' || code === 'ENOTDIR') throw folderConflict();
     throw error;
   }
+}
+
+/**
+ * Durability of the local stores: a write is acknowledged only once it survives a crash of the
+ * process or of the machine. The new bytes are in a synced temp file ({@link writeDurableTempFile});
+ * the rename, link or unlink that makes them the key's value changes a folder, and that change is
+ * on disk only once the folder itself is synced ({@link syncFolder}); a folder made for the key is
+ * synced into its own parent the same way ({@link makeFoldersDurably}).
+ */
+
+/** Syncs `folder` (its entries: a rename, link or unlink into it) to disk. */
+export async function syncFolder(folder: string): Promise<void> {
+  const handle = await fs.open(folder, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** `mkdir -p folder`, with every folder it made synced into its parent. */
+export async function makeFoldersDurably(folder: string): Promise<void> {
+  const first = await fs.mkdir(folder, { recursive: true });
+  if (first === undefined) return;
+  // `first` is the topmost folder made: its parent and every folder from it down gained an entry.
+  await syncFolder(path.dirname(first));
+  for (let current = folder; current.length >= first.length; current = path.dirname(current)) {
+    if (current !== folder) await syncFolder(current);
+    if (current === first) break;
+  }
+}
+
+/** Removes `file` and syncs its folder; false when it was absent. */
+export async function unlinkDurably(file: string): Promise<boolean> {
+  try {
+    await fs.unlink(file);
+  } catch (error) {
+    if (isAbsence(error)) return false;
+    throw error;
+  }
+  await syncFolder(path.dirname(file));
+  return true;
 }
 
 /**

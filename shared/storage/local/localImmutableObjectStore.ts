@@ -27,6 +27,8 @@ import {
   makeParentFolders,
   mergeSorted,
   readFileNoFollow,
+  syncFolder,
+  unlinkDurably,
 } from './localFiles';
 
 /**
@@ -35,7 +37,8 @@ import {
  *
  * - An object is written whole to a temp file under `tmpDir` (same filesystem, fsynced), then
  *   hard-linked to its key. `link` fails when the key exists, so a put never overwrites, also
- *   against another process, and a reader sees the whole object or nothing.
+ *   against another process, and a reader sees the whole object or nothing. Every put, swap,
+ *   rewrite and delete is answered only after the key's folder is synced too.
  * - A pointer is replaced the same way (temp file, then `rename`), under a per-key lock of this
  *   process; its first value is linked, so two first writers cannot both win. As for the key/value
  *   store, one process serves one data folder (instances that share state use the Blob backend).
@@ -142,6 +145,7 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
             }
           } else {
             await fs.rename(temp, file);
+            await syncFolder(path.dirname(file));
           }
           return { swapped: true };
         } finally {
@@ -176,6 +180,7 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
         try {
           await fs.utimes(temp, stat.storedAt, stat.storedAt);
           await fs.rename(temp, file);
+          await syncFolder(path.dirname(file));
           return 'replaced';
         } finally {
           await fs.rm(temp, { force: true });
@@ -190,12 +195,7 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
 
   /** Removes `file` and the folders that leaves empty (up to the root); false when it was absent. */
   private async unlink(file: string): Promise<boolean> {
-    try {
-      await fs.unlink(file);
-    } catch (error) {
-      if (isAbsence(error)) return false;
-      throw error;
-    }
+    if (!(await unlinkDurably(file))) return false;
     const root = this.tree.rootOf(file);
     for (let folder = path.dirname(file); folder.startsWith(root + path.sep); folder = path.dirname(folder)) {
       try {
@@ -214,6 +214,7 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
     for (let attempt = 0; ; attempt++) {
       try {
         await fs.link(temp, file);
+        await syncFolder(path.dirname(file));
         return true;
       } catch (error) {
         const code = errnoOf(error);

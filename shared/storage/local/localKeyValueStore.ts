@@ -27,6 +27,8 @@ import {
   LocalKeyTree,
   makeParentFolders,
   symlinkFound,
+  syncFolder,
+  unlinkDurably,
 } from './localFiles';
 
 /**
@@ -36,7 +38,8 @@ import {
  *
  * - Writes never change a file in place: the new value goes to a temp file (fsynced), then
  *   replaces the key by `rename` (or `link`, which fails when the key exists, for create-only).
- *   A crash leaves the old value or the new one, never a torn one.
+ *   A crash leaves the old value or the new one, never a torn one. A write, append or delete is
+ *   answered only after the key's folder (and any folder made for it) is synced as well.
  * - ETags are versions, not content hashes: every write stamps its file with a modification time
  *   unique within the process and later than any before (µs), and the ETag is inode + that time.
  *   A→B→A therefore gives three ETags.
@@ -175,7 +178,7 @@ class LocalKeyValueStore implements KeyValueStore {
         const current = await statItem(file);
         checkConditions(conditions, current);
         if (current === null) return false;
-        await fs.unlink(file);
+        await unlinkDurably(file);
         await this.removeEmptyFolders(path.dirname(file));
         return true;
       }),
@@ -246,6 +249,8 @@ class LocalKeyValueStore implements KeyValueStore {
           throw error;
         }
       }
+      // Acknowledged only once the new entry is on disk too.
+      await syncFolder(path.dirname(file));
     } finally {
       // A rename consumed the temp file; a link or a failure leaves it to remove.
       if (createOnly || !placed) await fs.rm(temp, { force: true });

@@ -15,7 +15,17 @@ import type {
 } from '../../memory/memoryStore';
 import { KeyedMutex } from '../keyedMutex';
 import { writeDurableTempFile } from './durableTempFile';
-import { errnoOf, guarded, isAbsence, readFileNoFollow, refuseSymlinks, symlinkFound } from './localFiles';
+import {
+  errnoOf,
+  guarded,
+  isAbsence,
+  makeFoldersDurably,
+  readFileNoFollow,
+  refuseSymlinks,
+  symlinkFound,
+  syncFolder,
+  unlinkDurably,
+} from './localFiles';
 
 /**
  * Memory facts on the local filesystem, under `<dataDir>/memory/<tenant>/`: one folder per
@@ -24,7 +34,8 @@ import { errnoOf, guarded, isAbsence, readFileNoFollow, refuseSymlinks, symlinkF
  * outbox and the sealed value (base64). So a namespace and everything below it is one folder tree (a search reads only that),
  * and names of any length and any characters fit the filesystem's limits.
  *
- * - Writes never change a file in place: a synced temp file replaces the fact by `rename`, so a
+ * - Writes never change a file in place: a synced temp file replaces the fact by `rename` (the
+ *   folder synced after it, before the write is answered; a delete likewise), so a
  *   crash leaves the old fact or the new one. A compare-and-swap reads, checks and renames under a
  *   per-fact lock of this process (the local backend serves one process per data folder).
  * - Versions are random (96 bits) per write, so A→B→A gives three ETags.
@@ -63,14 +74,17 @@ export class LocalMemoryStore implements MemoryStore {
         const { temp } = await writeDurableTempFile(this.tmpDir, serialise(stored));
         try {
           for (let attempt = 0; ; attempt++) {
-            await fs.mkdir(path.dirname(file), { recursive: true });
+            await makeFoldersDurably(path.dirname(file));
             try {
               await fs.rename(temp, file);
-              return stored;
             } catch (error) {
               // The folder was removed by a deletion that emptied it just now: make it again.
               if (errnoOf(error) !== 'ENOENT' || attempt >= 8) throw error;
+              continue;
             }
+            // Acknowledged only once the new entry is on disk too.
+            await syncFolder(path.dirname(file));
+            return stored;
           }
         } catch (error) {
           await fs.rm(temp, { force: true });
@@ -89,7 +103,7 @@ export class LocalMemoryStore implements MemoryStore {
         if (ifEtag !== undefined && current.etag !== ifEtag) {
           throw new PreconditionFailedError('the fact has changed');
         }
-        await fs.rm(file, { force: true });
+        await unlinkDurably(file);
         await this.removeEmptyFolders(tenant, path.dirname(file));
         return true;
       }),
@@ -169,7 +183,7 @@ export class LocalMemoryStore implements MemoryStore {
         await locks.run(file, async () => {
           const fact = await readFact(this.dataDir, file);
           if (fact === null) return;
-          await fs.rm(file, { force: true });
+          await unlinkDurably(file);
           folders.add(path.dirname(file));
           if (fact.expiresAt === null || fact.expiresAt > options.now) deleted++;
         });
@@ -199,7 +213,7 @@ export class LocalMemoryStore implements MemoryStore {
           // On the version found: a fact written again since then is not expired any more.
           const current = await readFact(this.dataDir, file);
           if (current?.etag !== found.etag) return;
-          await fs.rm(file, { force: true });
+          await unlinkDurably(file);
           await this.removeEmptyFolders(tenant, path.dirname(file));
           deleted++;
         });
