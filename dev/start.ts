@@ -98,8 +98,14 @@ async function main(): Promise<void> {
     process.env['CAIRN_STORAGE_ACCOUNT_KEY'] ??= AZURITE_ACCOUNT_KEY;
   }
   handEmailWindowQueue(azurite);
-  // The session index (Azure Table Storage) on this Azurite too, under the same credential rule.
-  if (!process.env['CAIRN_TABLE_ENDPOINT'] && onlyThisAzurite(azurite)) {
+  // The Blob profile (the Blob backend on this Azurite) keeps its session index, memory facts and
+  // audit trail in this Azurite's tables too, under the same credential rule. The local profile
+  // does not: its data stays in CAIRN_DATA_DIR, synced to disk before each answer, and survives a
+  // crash of this Azurite (which keeps its own state in memory and saves it only now and then).
+  const blobProfile =
+    process.env['CAIRN_BLOB_CONTAINER'] &&
+    process.env['CAIRN_BLOB_ENDPOINT']?.replace(/\/+$/, '') === azurite.blobEndpoint;
+  if (blobProfile && !process.env['CAIRN_TABLE_ENDPOINT'] && onlyThisAzurite(azurite)) {
     process.env['CAIRN_TABLE_ENDPOINT'] = azurite.tableEndpoint;
     process.env['CAIRN_STORAGE_ACCOUNT_KEY'] = AZURITE_ACCOUNT_KEY;
   }

@@ -80,7 +80,7 @@ export const SETTINGS = {
   },
   CAIRN_AUDIT: {
     description:
-      'true/1/yes turns the audit trail on (docs/audit.md); needs CAIRN_TABLE_ENDPOINT. Off: the audit routes answer 501 not_configured naming this setting.',
+      'true/1/yes turns the audit trail on (docs/audit.md); with the Blob backend it needs CAIRN_TABLE_ENDPOINT (the local backend without it keeps the trail under CAIRN_DATA_DIR). Off: the audit routes answer 501 not_configured naming this setting.',
   },
   CAIRN_AUDIT_TABLE: {
     description:
@@ -121,7 +121,7 @@ export const SETTINGS = {
   CAIRN_TABLE_ENDPOINT: {
     requiredIn: 'blob',
     description:
-      'Table service URL (e.g. https://<account>.table.core.windows.net) of the session index and memory facts; credentials as for Blob (CAIRN_STORAGE_ACCOUNT_KEY for Azurite, else AZURE_CLIENT_ID). Unset: the session routes answer 501 not_configured naming this setting, and so do the memory routes on the Blob backend (npm start sets it to its Azurite).',
+      'Table service URL (e.g. https://<account>.table.core.windows.net) of the session index and memory facts; credentials as for Blob (CAIRN_STORAGE_ACCOUNT_KEY for Azurite, else AZURE_CLIENT_ID). Unset: the local backend keeps the session index and memory facts (and the audit trail) under CAIRN_DATA_DIR; on the Blob backend the session and memory routes answer 501 not_configured naming this setting (npm start sets it to its Azurite for the Blob backend on that Azurite).',
   },
   CAIRN_SESSION_TABLE: {
     description:
@@ -226,7 +226,7 @@ export interface EncryptionConfig {
 export interface AuditConfig {
   readonly enabled: boolean;
   readonly tableName: string;
-  /** Set whenever `enabled` (the trail lives in Table Storage). */
+  /** Set whenever `enabled` on the Blob backend; unset on the local backend: the trail is under the data folder. */
   readonly tableService?: StorageServiceConfig;
   /** Signs the trail's heads; undefined: heads are not signed. */
   readonly signingKey?: KeyObject;
@@ -319,7 +319,7 @@ function memoryFrom(env: Env, sessionIndex: SessionIndexConfig): MemoryConfig {
 /** The session index (Azure Table Storage). */
 export interface SessionIndexConfig {
   readonly tableName: string;
-  /** Unset: the session routes cannot work and answer 501 not_configured naming CAIRN_TABLE_ENDPOINT. */
+  /** Unset: on the local backend the index is under the data folder; on Blob the session routes answer 501 not_configured naming CAIRN_TABLE_ENDPOINT. */
   readonly tableService?: StorageServiceConfig;
 }
 
@@ -531,7 +531,7 @@ function encryptionFrom(env: Env): EncryptionConfig {
 
 export const DEFAULT_AUDIT_TABLE = 'cairnaudit';
 
-function auditFrom(env: Env, sessionIndex: SessionIndexConfig): AuditConfig {
+function auditFrom(env: Env, sessionIndex: SessionIndexConfig, backend: BackendConfig): AuditConfig {
   const flag = read(env, 'CAIRN_AUDIT');
   const enabled = flag !== undefined && TRUE_VALUES.has(flag.toLowerCase());
   if (flag !== undefined && !enabled && !['false', '0', 'no'].includes(flag.toLowerCase())) {
@@ -554,10 +554,10 @@ function auditFrom(env: Env, sessionIndex: SessionIndexConfig): AuditConfig {
     }
   }
   const signSchedule = auditSignScheduleFrom(env);
-  if (enabled && sessionIndex.tableService === undefined) {
+  if (enabled && sessionIndex.tableService === undefined && backend.kind === 'blob') {
     throw new ConfigurationError(
       'CAIRN_TABLE_ENDPOINT',
-      'is missing while CAIRN_AUDIT is true: the audit trail lives in Table Storage',
+      'is missing while CAIRN_AUDIT is true: with the Blob backend the audit trail lives in Table Storage',
     );
   }
   return {
@@ -645,7 +645,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const snapshotKeys = parseSnapshotKeys(read(env, 'CAIRN_SNAPSHOT_KEYS'));
   const memory = memoryFrom(env, sessionIndex);
   const encryption = encryptionFrom(env);
-  const audit = auditFrom(env, sessionIndex);
+  const audit = auditFrom(env, sessionIndex, backend);
   const retention = retentionFrom(env);
   return {
     backend,

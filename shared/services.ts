@@ -7,6 +7,7 @@ import { archiveRewrapTarget } from './archive/archiveRewrap';
 import { sealedArchiveStorage, SealedSessions } from './archive/sealedArchive';
 import { SessionArchive } from './archive/sessionArchive';
 import { type AuditChainCheck, auditingOff } from './audit/auditChainCheck';
+import type { AuditStore } from './audit/auditStore';
 import { AuditTrail } from './audit/auditTrail';
 import { noTransactionalAuditLog, type TransactionalAuditLog } from './audit/pending';
 import { Authenticator, sha256Hex } from './auth';
@@ -47,9 +48,11 @@ import {
   type RewritableObjectStore,
 } from './storage/immutableObjectStore';
 import type { KeyValueStore, KeyValueStoreFactory } from './storage/keyValueStore';
+import { LocalAuditStore } from './storage/local/localAuditStore';
 import { LocalImmutableObjectStore } from './storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from './storage/local/localKeyValueStore';
 import { LocalMemoryStore } from './storage/local/localMemoryStore';
+import { LocalSessionIndex } from './storage/local/localSessionIndex';
 import type { SessionIndex } from './storage/sessionIndex';
 import {
   recordingKeyValueStores,
@@ -95,7 +98,10 @@ export interface Services {
   readonly chatCursorCache: ChatCursorCache;
   /** The email-window queue; undefined when CAIRN_QUEUE_ENDPOINT is not set. */
   readonly emailWindowQueue?: EmailWindowQueue;
-  /** Session archives; undefined when CAIRN_TABLE_ENDPOINT (the session index) is not set. */
+  /**
+   * Session archives; undefined with the Blob backend and no CAIRN_TABLE_ENDPOINT (the session
+   * index). The local backend without a table service keeps its index under the data folder.
+   */
   readonly sessionArchive?: SessionArchive;
   /** Signed workspace snapshots, in each tenant's own location of the configured backend. */
   readonly snapshots: WorkspaceSnapshots;
@@ -350,8 +356,10 @@ function createArchiveObjectStore(
 }
 
 /**
- * The session archive's objects and index as stored, or undefined when the session index has no
- * table service (CAIRN_TABLE_ENDPOINT). The index records each tenant in the directory before its
+ * The session archive's objects and index as stored: the index in its table when there is a table
+ * service (CAIRN_TABLE_ENDPOINT), else under the data folder on the local backend, else (the Blob
+ * backend without a table service) undefined: the index must not stay on one instance's disk while
+ * the archives are shared. The index records each tenant in the directory before its
  * first session. `roomy` is the same objects with a limit {@link SEAL_OVERHEAD} bytes larger, for
  * sealed objects of the plain limit.
  */
@@ -361,8 +369,14 @@ function createSessionStorage(
   blobService?: BlobServiceClient,
 ): { plain: ImmutableObjectStore; roomy: RewritableObjectStore; index: SessionIndex } | undefined {
   const { tableService, tableName } = config.sessionIndex;
-  if (tableService === undefined) return undefined;
-  const index = new TableSessionIndex(createTableClient(tableService, tableName), config.storageTimeoutMs);
+  let index: SessionIndex;
+  if (tableService !== undefined) {
+    index = new TableSessionIndex(createTableClient(tableService, tableName), config.storageTimeoutMs);
+  } else if (config.backend.kind === 'local') {
+    index = new LocalSessionIndex(config.dataDir);
+  } else {
+    return undefined;
+  }
   return {
     plain: createArchiveObjectStore(config, MAX_OBJECT_BYTES, blobService),
     roomy: createArchiveObjectStore(config, MAX_OBJECT_BYTES + SEAL_OVERHEAD, blobService),
@@ -371,18 +385,27 @@ function createSessionStorage(
 }
 
 /**
- * The audit trail in its table, or undefined when auditing is off. The repair grace period is six
+ * The audit trail, or undefined when auditing is off: in its table when there is a table service,
+ * else (the local backend) under the data folder. The repair grace period is six
  * storage timeouts and half a minute: longer than any appender of an event can still be running
  * (it gives up at half of it), with room for the instances' clocks to differ.
  */
 function createAuditTrail(config: Config): AuditTrail | undefined {
   const { audit } = config;
-  if (!audit.enabled || audit.tableService === undefined) return undefined;
-  return new AuditTrail({
-    store: new TableAuditStore(
+  if (!audit.enabled) return undefined;
+  let store: AuditStore;
+  if (audit.tableService !== undefined) {
+    store = new TableAuditStore(
       createTableClient(audit.tableService, audit.tableName),
       config.storageTimeoutMs,
-    ),
+    );
+  } else if (config.backend.kind === 'local') {
+    store = new LocalAuditStore(config.dataDir);
+  } else {
+    return undefined;
+  }
+  return new AuditTrail({
+    store,
     ...(audit.signingKey === undefined ? {} : { signingKey: audit.signingKey }),
     log: processLogger(config.logLevel).child({ component: 'audit' }),
     repairGraceMs: 6 * config.storageTimeoutMs + 30_000,

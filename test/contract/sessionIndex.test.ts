@@ -3,24 +3,53 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 import { StorageUnavailableError } from '../../shared/errors';
 import { TableSessionIndex } from '../../shared/storage/azure/sessionIndexTable';
-import type { SessionRecord } from '../../shared/storage/sessionIndex';
+import { LocalSessionIndex } from '../../shared/storage/local/localSessionIndex';
+import type { SessionIndex, SessionRecord } from '../../shared/storage/sessionIndex';
 import { azurite } from '../support/azurite';
+import { tempDir } from '../support/cleanup';
 import { azuriteTable } from '../support/tables';
 
-/** The session index on Azure Table Storage (Azurite), each test on a fresh table. */
-describe('TableSessionIndex (Azurite)', () => {
-  let table: TableClient;
-  let index: TableSessionIndex;
-  /** Another instance on the same table: its own owner cache, as on another Functions instance. */
-  const instance = () =>
-    new TableSessionIndex(azuriteTable(azurite().tableEndpoint, table.tableName), 10_000);
+/** One implementation of the session index, fresh for each test. */
+interface IndexFixture {
+  readonly index: SessionIndex;
+  /** Another instance on the same storage: its own owner cache, as on another Functions instance. */
+  instance(): SessionIndex;
+  destroy(): Promise<void>;
+}
+
+function onTable(): IndexFixture {
+  const table: TableClient = azuriteTable(azurite().tableEndpoint);
+  return {
+    index: new TableSessionIndex(table, 10_000),
+    instance: () => new TableSessionIndex(azuriteTable(azurite().tableEndpoint, table.tableName), 10_000),
+    destroy: () => table.deleteTable(),
+  };
+}
+
+function onLocalFiles(): IndexFixture {
+  const dir = tempDir('session-index');
+  return {
+    index: new LocalSessionIndex(dir),
+    instance: () => new LocalSessionIndex(dir),
+    destroy: async () => {},
+  };
+}
+
+/** The session index contract (shared/storage/sessionIndex.ts), on every implementation. */
+describe.each([
+  ['Azure Table Storage (Azurite)', onTable],
+  ['local filesystem', onLocalFiles],
+] as const)('session index on %s', (_name, make) => {
+  let fixture: IndexFixture;
+  let index: SessionIndex;
+  const instance = () => fixture.instance();
 
   beforeEach(() => {
-    table = azuriteTable(azurite().tableEndpoint);
-    index = new TableSessionIndex(table, 10_000);
+    fixture = make();
+    index = fixture.index;
   });
   afterEach(async () => {
-    await table.deleteTable();
+    await fixture.destroy();
   });
 
   const record = (id: string, checkpointId: string, data: SessionRecord['data'] = null): SessionRecord => ({
@@ -121,6 +150,17 @@ describe('TableSessionIndex (Azurite)', () => {
     expect(await instance().claim('s1', 'beta')).toBe('alpha');
   });
 
+  it('keeps session ids that are path segments of their own (".", "..") as plain ids', async () => {
+    for (const id of ['.', '..', '...']) {
+      expect(await index.claim(id, 'alpha')).toBe('alpha');
+      await index.update('alpha', id, async () => record(id, 'c1'));
+    }
+    expect((await index.list('alpha', { limit: 10 })).sessions.map((s) => s.id)).toEqual(['.', '..', '...']);
+    expect(await instance().ownerOf('..')).toBe('alpha');
+  });
+});
+
+describe('session index on Azure Table Storage: faults', () => {
   it('reports an unreachable table service as unavailable, never as absent', async () => {
     const down = new TableSessionIndex(azuriteTable('http://127.0.0.1:1/devstoreaccount1'), 3_000);
     await expect(down.ownerOf('s1')).rejects.toBeInstanceOf(StorageUnavailableError);

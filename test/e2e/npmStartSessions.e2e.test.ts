@@ -9,9 +9,9 @@ import { tempDir } from '../support/cleanup';
 import { startNpmStart, stopNpmStarts } from '../support/npmStart';
 
 /**
- * `npm start` hands the app its embedded Azurite's table service for the session index: session
- * archives work on embedded defaults (local bytes) and with only CAIRN_BLOB_CONTAINER set (bytes in
- * that Azurite's blob service), with nothing configured by hand.
+ * Session archives work under `npm start` with nothing configured by hand: on embedded defaults
+ * (bytes and the session index under `.cairn/data`) and with only CAIRN_BLOB_CONTAINER set (bytes in
+ * the embedded Azurite's blob service, the index in its table service).
  */
 afterEach(stopNpmStarts);
 

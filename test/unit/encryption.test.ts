@@ -109,8 +109,16 @@ describe('audit settings', () => {
     CAIRN_STORAGE_ACCOUNT_KEY: 'a2V5',
   };
 
-  it('CAIRN_AUDIT needs the table endpoint and is true or false', () => {
-    expect(configError({ CAIRN_AUDIT: 'true' }).setting).toBe('CAIRN_TABLE_ENDPOINT');
+  it('CAIRN_AUDIT needs the table endpoint on the Blob backend (not on the local one) and is true or false', () => {
+    const blob = {
+      CAIRN_BLOB_ENDPOINT: 'https://acct.blob.core.windows.net/',
+      CAIRN_BLOB_CONTAINER: 'cairn',
+    };
+    expect(configError({ CAIRN_AUDIT: 'true', ...blob }).setting).toBe('CAIRN_TABLE_ENDPOINT');
+    // The local backend keeps the trail under its data folder.
+    const local = loadConfig({ CAIRN_API_KEYS: API_KEYS, CAIRN_AUDIT: 'true' }, '/srv/app');
+    expect(local.audit.enabled).toBe(true);
+    expect(local.audit.tableService).toBeUndefined();
     expect(configError({ CAIRN_AUDIT: 'maybe', ...table }).setting).toBe('CAIRN_AUDIT');
     const config = loadConfig({ CAIRN_API_KEYS: API_KEYS, CAIRN_AUDIT: 'yes', ...table });
     expect(config.audit).toMatchObject({

@@ -193,9 +193,18 @@ export async function makeParentFolders(file: string): Promise<void> {
  * synced into its own parent the same way ({@link makeFoldersDurably}).
  */
 
-/** Syncs `folder` (its entries: a rename, link or unlink into it) to disk. */
+/**
+ * Syncs `folder` (its entries: a rename, link or unlink into it) to disk. A folder that is gone
+ * has nothing to sync: a concurrent deletion emptied and removed it, the entry with it.
+ */
 export async function syncFolder(folder: string): Promise<void> {
-  const handle = await fs.open(folder, constants.O_RDONLY | constants.O_DIRECTORY);
+  let handle: fs.FileHandle;
+  try {
+    handle = await fs.open(folder, constants.O_RDONLY | constants.O_DIRECTORY);
+  } catch (error) {
+    if (isAbsence(error)) return;
+    throw error;
+  }
   try {
     await handle.sync();
   } finally {

@@ -85,6 +85,19 @@ export class LocalKeyValueStoreFactory implements KeyValueStoreFactory {
   }
 }
 
+/**
+ * A store of Cairn's own under `<dataDir>/<folder>/` (long keys under `<dataDir>/<folder>-long/`),
+ * with the key/value contract and its durability: the local session index and audit trail keep
+ * their records in one.
+ */
+export function localInternalStore(dataDir: string, folder: string, maxValueBytes: number): KeyValueStore {
+  return new LocalKeyValueStore(
+    new LocalKeyTree(path.join(dataDir, folder), path.join(dataDir, `${folder}-long`), dataDir),
+    path.join(dataDir, 'tmp'),
+    maxValueBytes,
+  );
+}
+
 /** One lock table per process: two store objects on the same folder must not race each other. */
 const locks = new KeyedMutex();
 let lastStampMicros = 0;
