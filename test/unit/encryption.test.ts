@@ -113,6 +113,7 @@ describe('audit settings', () => {
     const blob = {
       CAIRN_BLOB_ENDPOINT: 'https://acct.blob.core.windows.net/',
       CAIRN_BLOB_CONTAINER: 'cairn',
+      CAIRN_STORAGE_ACCOUNT_KEY: 'a2V5',
     };
     expect(configError({ CAIRN_AUDIT: 'true', ...blob }).setting).toBe('CAIRN_TABLE_ENDPOINT');
     // The local backend keeps the trail under its data folder.
