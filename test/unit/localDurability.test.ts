@@ -67,7 +67,7 @@ describe('local stores sync the folders they change before answering', () => {
     }
   });
 
-  it('immutable objects (archives, snapshots): put, pointer swaps, delete', async () => {
+  it('immutable objects (archives, snapshots): put, pointer swaps, rewrite, delete', async () => {
     const dir = tempDir('durable-objects');
     const root = path.join(dir, 'sessions');
     const store = new LocalImmutableObjectStore(root, path.join(dir, 'tmp'));
@@ -79,6 +79,7 @@ describe('local stores sync the folders they change before answering', () => {
     for (const operation of [
       () => store.swapPointer('sid-durable/objects/latest', null, 'a'),
       () => store.swapPointer('sid-durable/objects/latest', 'a', 'b'),
+      () => store.rewrite('sid-durable/objects/a', (stored) => Buffer.concat([stored, Buffer.from('!')])),
       () => store.delete('sid-durable/objects/a'),
     ]) {
       synced = [];

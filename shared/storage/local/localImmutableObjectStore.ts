@@ -1,4 +1,5 @@
 import { promises as fs } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 
 import { ConflictError } from '../../errors';
@@ -176,9 +177,9 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
         if (stored === null || stat === null) return 'absent';
         const next = transform(stored);
         if (next === null) return 'kept';
-        const temp = await this.writeTemp(next);
+        // The old modification time is set before the temp file's sync, so that it survives a crash too.
+        const temp = await this.writeTemp(next, (handle) => handle.utimes(stat.storedAt, stat.storedAt));
         try {
-          await fs.utimes(temp, stat.storedAt, stat.storedAt);
           await fs.rename(temp, file);
           await syncFolder(path.dirname(file));
           return 'replaced';
@@ -240,10 +241,10 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
     return statIfFile(file);
   }
 
-  /** A new, durable temp file holding `bytes`. */
-  private async writeTemp(bytes: Buffer): Promise<string> {
+  /** A new, durable temp file holding `bytes`; `finish` runs on it before the sync. */
+  private async writeTemp(bytes: Buffer, finish?: (handle: FileHandle) => Promise<void>): Promise<string> {
     await this.tree.refuseSymlinks(this.tmpDir);
-    return (await writeDurableTempFile(this.tmpDir, bytes)).temp;
+    return (await writeDurableTempFile(this.tmpDir, bytes, finish)).temp;
   }
 }
 
