@@ -206,9 +206,10 @@ export class MemoryFacts {
     value: unknown,
     options: RememberOptions = {},
   ): Promise<{ item: MemoryItem; created: boolean }> {
+    // The value's size first: a value over 32 KiB is 413 whatever else is wrong with the request.
+    const plain = serialiseValue(value);
     checkNamespace(namespace);
     checkFactKey(key);
-    const plain = serialiseValue(value);
     if (options.ttl !== undefined) checkTtl(options.ttl);
     const vectors = options.vectors === undefined ? new Map() : checkVectors(options.vectors);
     const dims = commonDims(vectors);
