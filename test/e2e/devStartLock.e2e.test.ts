@@ -14,6 +14,9 @@ import { refusedNpmStart, startNpmStart, stopNpmStarts } from '../support/npmSta
  */
 afterEach(stopNpmStarts);
 
+/** Two starts of the whole service on a loaded two-core machine. */
+const SLOW = 240_000;
+
 const LOCK = path.join('.cairn', 'npm-start.lock');
 
 /** The pids of the Azurite processes whose data folder is `cwd`'s `.cairn/azurite`. */
@@ -25,7 +28,7 @@ function azuritesOf(cwd: string): number[] {
     .map((line) => Number(line.trim().split(/\s+/)[0]));
 }
 
-describe('npm start, twice in one folder', () => {
+describe('npm start, twice in one folder', { timeout: SLOW }, () => {
   it('refuses the second at once, naming the first, which still serves', async () => {
     const cwd = tempDir('start-twice');
     const first = await startNpmStart(cwd);

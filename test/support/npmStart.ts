@@ -23,7 +23,8 @@ export async function stopNpmStarts(): Promise<void> {
 
 /**
  * Runs `npm start` in `cwd` with exactly `env` (plus PATH/HOME, PORT 0) and resolves once it says
- * where it listens; rejects with its output (and exit code) if it exits first or takes over 30 s.
+ * where it listens; rejects with its output (and exit code) if it exits first or takes over 90 s (Azurite and the
+ * app on a loaded machine).
  */
 export function startNpmStart(
   cwd: string,
@@ -40,7 +41,7 @@ export function startNpmStart(
   child.stdout?.on('data', (data: Buffer) => (output += data.toString()));
   child.stderr?.on('data', (data: Buffer) => (output += data.toString()));
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`npm start did not answer in 30 s:\n${output}`)), 30_000);
+    const timer = setTimeout(() => reject(new Error(`npm start did not answer in 90 s:\n${output}`)), 90_000);
     child.stdout?.on('data', () => {
       const match = /Cairn is listening on (http:\/\/127\.0\.0\.1:\d+)\/api/.exec(output);
       if (match?.[1] !== undefined) {
