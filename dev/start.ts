@@ -1,9 +1,14 @@
 /**
  * `npm start`: the whole service on this machine with nothing else installed.
  *
+ * 0. Before anything starts (dev/preflight.ts): PORT, the lock file `.cairn/npm-start.lock` (one
+ *    `npm start` per folder), that PORT is free, and every setting; each refusal is one line.
+ *    `dev/launch.mjs` (the `start` script) runs that check with the built code, then builds what
+ *    changed, then {@link main}.
  * 1. Reads `local.settings.json` (its `Values`) when present, as `func start` does; the environment wins.
  * 2. Starts Azurite from node_modules, data under `.cairn/azurite`, loopback only, on the standard
- *    ports when they are free.
+ *    ports when they are free. A setting that names another emulator (a loopback or Azurite
+ *    endpoint other than this one's) is refused, naming it: empty means this Azurite.
  * 3. Without CAIRN_API_KEYS (and no Entra ID settings), makes a development key for tenant `dev`
  *    (admin), keeps it in `.cairn/dev-api-key` (mode 600) and prints it once, when it is created.
  * 4. With only CAIRN_BLOB_CONTAINER set, points the Blob backend at this Azurite; without
@@ -22,6 +27,16 @@ import { sha256Hex } from '../shared/auth';
 import { AZURITE_ACCOUNT_KEY, startAzurite } from './azurite';
 import { HOST_KEY_FILE, loadOrCreateHostKey } from './host/hostAccess';
 import { serve, stopOnSignals } from './host/serve';
+import {
+  assertPortFree,
+  checkSettings,
+  foreignEmulatorSetting,
+  parsePort,
+  refuseStart,
+  type StartLock,
+  StartRefusal,
+  takeStartLock,
+} from './preflight';
 
 // npm runs scripts from the project folder: .cairn/ and local.settings.json are looked up there.
 const projectRoot = process.cwd();
@@ -30,8 +45,16 @@ const stateDir = path.join(projectRoot, '.cairn');
 function loadLocalSettings(): void {
   const file = path.join(projectRoot, 'local.settings.json');
   if (!existsSync(file)) return;
-  const settings = JSON.parse(readFileSync(file, 'utf8')) as { Values?: Record<string, string> };
+  let settings: { Values?: Record<string, unknown> };
+  try {
+    settings = JSON.parse(readFileSync(file, 'utf8')) as { Values?: Record<string, unknown> };
+  } catch (error) {
+    throw new StartRefusal(`local.settings.json is not valid JSON (${(error as Error).message})`);
+  }
   for (const [name, value] of Object.entries(settings.Values ?? {})) {
+    if (typeof value !== 'string') {
+      throw new StartRefusal(`local.settings.json: Values.${name} must be a string`);
+    }
     if (process.env[name] === undefined) process.env[name] = value;
   }
 }
@@ -84,13 +107,38 @@ function funcAvailable(): boolean {
   return spawnSync('func', ['--version'], { stdio: 'ignore' }).status === 0;
 }
 
-async function main(): Promise<void> {
-  loadLocalSettings();
-  mkdirSync(stateDir, { recursive: true });
-  process.env['CAIRN_DATA_DIR'] ??= path.join(stateDir, 'data');
-  const port = Number(process.env['PORT'] ?? 7071);
+export interface Prepared {
+  readonly port: number;
+  readonly lock: StartLock;
+}
 
-  const azurite = await startEmbeddedAzurite();
+/** Everything checked before anything starts; throws a one-line {@link StartRefusal} or a setting's error. */
+export async function prepare(): Promise<Prepared> {
+  loadLocalSettings();
+  const port = parsePort(process.env['PORT']);
+  mkdirSync(stateDir, { recursive: true });
+  const lock = takeStartLock(stateDir, port);
+  await assertPortFree(port);
+  checkSettings(process.env, projectRoot);
+  return { port, lock };
+}
+
+export async function main({ port, lock }: Prepared): Promise<void> {
+  process.env['CAIRN_DATA_DIR'] ??= path.join(stateDir, 'data');
+
+  let azurite;
+  try {
+    azurite = await startEmbeddedAzurite();
+  } catch (error) {
+    throw new StartRefusal(`Azurite did not start: ${(error as Error).message.split('\n')[0]}`);
+  }
+  const foreign = foreignEmulatorSetting(process.env, azurite);
+  if (foreign !== undefined) {
+    await azurite.stop();
+    throw new StartRefusal(
+      `${foreign.setting} names ${foreign.value}, an emulator npm start did not start (its own Azurite is at ${azurite.blobEndpoint}): leave ${foreign.setting} empty to use npm start's Azurite`,
+    );
+  }
   process.env['AzureWebJobsStorage'] = azurite.connectionString;
   process.env['FUNCTIONS_WORKER_RUNTIME'] ??= 'node';
   if (process.env['CAIRN_BLOB_CONTAINER'] && !process.env['CAIRN_BLOB_ENDPOINT']) {
@@ -157,9 +205,11 @@ async function main(): Promise<void> {
   try {
     runtime = await serve(port, hostKey.key);
   } catch {
+    // serve() printed the one line.
     await azurite.stop();
     process.exit(1);
   }
+  lock.update(runtime.port);
   // One write, so that whoever waits for the first line also gets the example.
   console.log(
     `Cairn is listening on ${runtime.url}/api (local runtime; Ctrl-C stops it)\n${example(runtime.url)}`,
@@ -167,7 +217,6 @@ async function main(): Promise<void> {
   stopOnSignals(runtime, () => azurite.stop());
 }
 
-void main().catch((error: unknown) => {
-  console.error(error);
-  process.exit(1);
-});
+if (require.main === module) {
+  prepare().then(main).catch(refuseStart);
+}

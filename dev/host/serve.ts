@@ -37,6 +37,10 @@ export async function serve(
   } catch (error) {
     if (error instanceof ConfigurationError) {
       process.stderr.write(`Cairn cannot start: ${error.message}\n`);
+    } else if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+      process.stderr.write(
+        `Cairn cannot start: PORT ${port} is in use by another program: stop it, or set PORT to a free port\n`,
+      );
     } else {
       process.stderr.write(`Cairn cannot start: ${error instanceof Error ? error.stack : String(error)}\n`);
     }

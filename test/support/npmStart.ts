@@ -5,6 +5,8 @@ import { stopProcess } from './app';
 
 /** `npm start` as the tests run it: the compiled start script, in a folder of the test's choosing. */
 const START = path.resolve('dist/dev/start.js');
+/** The `start` script itself (it builds what changed, then runs the start script). */
+export const LAUNCH = path.resolve('dev/launch.mjs');
 
 export interface Started {
   child: ChildProcess;
@@ -21,10 +23,15 @@ export async function stopNpmStarts(): Promise<void> {
 
 /**
  * Runs `npm start` in `cwd` with exactly `env` (plus PATH/HOME, PORT 0) and resolves once it says
- * where it listens; rejects with its output (and exit code) if it exits first or takes over 30 s.
+ * where it listens; rejects with its output (and exit code) if it exits first or takes over 90 s (Azurite and the
+ * app on a loaded machine).
  */
-export function startNpmStart(cwd: string, env: Record<string, string> = {}): Promise<Started> {
-  const child = spawn(process.execPath, [START], {
+export function startNpmStart(
+  cwd: string,
+  env: Record<string, string> = {},
+  script = START,
+): Promise<Started> {
+  const child = spawn(process.execPath, [script], {
     cwd,
     env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -34,7 +41,7 @@ export function startNpmStart(cwd: string, env: Record<string, string> = {}): Pr
   child.stdout?.on('data', (data: Buffer) => (output += data.toString()));
   child.stderr?.on('data', (data: Buffer) => (output += data.toString()));
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`npm start did not answer in 30 s:\n${output}`)), 30_000);
+    const timer = setTimeout(() => reject(new Error(`npm start did not answer in 90 s:\n${output}`)), 90_000);
     child.stdout?.on('data', () => {
       const match = /Cairn is listening on (http:\/\/127\.0\.0\.1:\d+)\/api/.exec(output);
       if (match?.[1] !== undefined) {
@@ -47,4 +54,18 @@ export function startNpmStart(cwd: string, env: Record<string, string> = {}): Pr
       reject(Object.assign(new Error(`npm start exited (${code}):\n${output}`), { output, code }));
     });
   });
+}
+
+/** Runs `npm start` in `cwd` expecting it to refuse: resolves with its exit code and output. */
+export async function refusedNpmStart(
+  cwd: string,
+  env: Record<string, string> = {},
+  script = START,
+): Promise<{ code: number; output: string }> {
+  const outcome = await startNpmStart(cwd, env, script).then(
+    (started) => started,
+    (error: unknown) => error as { code: number; output: string },
+  );
+  if ('child' in outcome) throw new Error(`npm start served instead of refusing:\n${outcome.output()}`);
+  return { code: outcome.code, output: outcome.output };
 }
