@@ -199,7 +199,11 @@ export function checkSettings(env: NodeJS.ProcessEnv, cwd: string): void {
     (!key || key === AZURITE_ACCOUNT_KEY) && (blobUrl === undefined || emulatorLike(blobUrl));
   if (onlyAzurite) {
     if (!set('CAIRN_QUEUE_ENDPOINT')) filled['CAIRN_QUEUE_ENDPOINT'] = placeholder('queue');
-    if (!set('CAIRN_TABLE_ENDPOINT')) filled['CAIRN_TABLE_ENDPOINT'] = placeholder('table');
+    // As dev/start.ts: the app's tables on this Azurite only in the Blob profile (the local
+    // profile keeps its data on local files).
+    if (!set('CAIRN_TABLE_ENDPOINT') && blobUrl !== undefined) {
+      filled['CAIRN_TABLE_ENDPOINT'] = placeholder('table');
+    }
     if (!key && (set('CAIRN_QUEUE_ENDPOINT') || set('CAIRN_TABLE_ENDPOINT'))) {
       filled['CAIRN_STORAGE_ACCOUNT_KEY'] = AZURITE_ACCOUNT_KEY;
     }
