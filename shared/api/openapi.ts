@@ -1824,7 +1824,7 @@ const mcpPath = {
     operationId: 'mcp',
     summary: 'Model Context Protocol (Streamable HTTP)',
     description:
-      "Cairn as an MCP server: memory, key/value, delivery claims, promises and read-only threads as tools, facts and keys as resources, for the caller's tenant (docs/mcp.md). Stateless: every request stands alone and is answered with JSON; GET and DELETE answer 405. Every answer is JSON, whatever `Accept` says. A tool that fails answers 200 with an MCP tool error whose text is the error JSON of this API; a body that is not JSON, not a JSON-RPC message of MCP, or of an unsupported `MCP-Protocol-Version` is 400 with the error JSON.",
+      "Cairn as an MCP server: memory, key/value, delivery claims, promises and read-only threads as tools, facts and keys as resources, for the caller's tenant (docs/mcp.md). Stateless: every request stands alone and is answered with JSON; GET and DELETE answer 405. Every answer is JSON, whatever `Accept` says. A tool that fails answers 200 with an MCP tool error whose text is the error JSON of this API; a body that is not JSON, not a JSON-RPC message of MCP or a batch of 1 to 100 of them, or of an unsupported `MCP-Protocol-Version` is 400 with the error JSON. A batch is answered with an array of the answers to its requests, in their order.",
     tag: TAGS.mcp,
     access: 'tenant',
     body: {
@@ -1833,7 +1833,9 @@ const mcpPath = {
       limitBytes: mcpBodyLimit(DEFAULT_MAX_VALUE_BYTES),
     },
     answers: {
-      200: jsonAnswer('The JSON-RPC answer (an array for a batch).', { type: ['object', 'array'] }),
+      200: jsonAnswer('The JSON-RPC answer (an array for a batch, even of one request).', {
+        type: ['object', 'array'],
+      }),
       202: emptyAnswer('The body held only notifications or responses: nothing to answer.'),
     },
   }),

@@ -1,5 +1,4 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import {
   CallToolRequestSchema,
   type CallToolResult,
@@ -15,14 +14,16 @@ import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv
 import { z } from 'zod';
 
 import { CairnError, type ErrorCode as CairnCode } from '../errors';
+import { stringifyJson } from '../json';
 import type { Logger } from '../logging';
+import { exchange, type McpAnswer } from './exchange';
 import { listResources, readResource, RESOURCE_TEMPLATES } from './resources';
 import { callTool, type ToolCall, TOOLS } from './tools';
 
 /**
  * Cairn as an MCP server (docs/mcp.md) on the Streamable HTTP transport, stateless: every POST
- * gets a fresh server and transport, answers JSON (no event stream is held open) and keeps
- * nothing, so any instance answers any request. The caller is already authenticated: tools and
+ * gets a fresh server and transport (./exchange.ts), answers JSON (no event stream is held open)
+ * and keeps nothing, so any instance answers any request. The caller is already authenticated: tools and
  * resources see its tenant only, admin tools are listed for admins only.
  *
  * A tool that fails answers an MCP tool error (`isError`) whose text is the API's error JSON,
@@ -80,7 +81,7 @@ function errorJson(error: unknown, call: McpCall): ErrorJson {
 }
 
 function jsonText(value: unknown): CallToolResult {
-  const text = JSON.stringify(value ?? null);
+  const text = stringifyJson(value ?? null);
   const structured = typeof value === 'object' && value !== null && !Array.isArray(value);
   return {
     content: [{ type: 'text', text }],
@@ -150,22 +151,18 @@ function serverFor(call: McpCall): Server {
 }
 
 /**
- * Answers one MCP POST for the authenticated caller: `request` carries the headers and URL, and
- * `body` the JSON already read within the route's limit and parsed (`undefined` when it is not
- * JSON: the transport then reads `request`'s own body and answers its parse error). The answer is
- * the transport's: JSON-RPC results and protocol errors (406 for a wrong Accept, 400 for a message
- * that is not JSON-RPC, ...) as the SDK defines them.
+ * Answers one MCP POST for the authenticated caller: `body` is the JSON already read within the
+ * route's limit and parsed, `protocolVersion` the `MCP-Protocol-Version` header. The answer is the
+ * JSON-RPC answer (200), or 202 for a body without requests; a body the transport refuses throws
+ * InvalidArgumentError (./exchange.ts).
  *
  * The server is not closed afterwards: with JSON answers nothing of it outlives the request (no
- * stream, no timer), and closing aborts the handler that just answered, which costs a tenth of the
- * request's time for nothing. It is garbage once the answer is returned.
+ * stream, no timer). It is garbage once the answer is returned.
  */
-export async function handleMcpPost(request: Request, call: McpCall, body?: unknown): Promise<Response> {
-  const server = serverFor(call);
-  const transport = new WebStandardStreamableHTTPServerTransport({
-    sessionIdGenerator: undefined,
-    enableJsonResponse: true,
-  });
-  await server.connect(transport);
-  return transport.handleRequest(request, body === undefined ? {} : { parsedBody: body });
+export function handleMcpPost(
+  call: McpCall,
+  body: unknown,
+  protocolVersion: string | null,
+): Promise<McpAnswer> {
+  return exchange(serverFor(call), body, protocolVersion);
 }

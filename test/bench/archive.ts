@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { appendFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
@@ -14,7 +13,7 @@ import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support
 import { tempDir } from '../support/cleanup';
 import { startAzurite } from '../support/cleanup';
 import { sessionIndexSettings } from '../support/tables';
-import { fixed, measure, table, watchRss } from './measure';
+import { fixed, measure, processCpuMs, table, watchRss } from './measure';
 
 /**
  * `npm run bench -- archive`: in one process against one Azurite, a 64 MiB `events.jsonl` published
@@ -262,16 +261,6 @@ function cpuSince(before: { self: number; others: number[]; pids: number[] }): {
 } {
   const now = cpuSnapshot(before.pids);
   return { self: now.self - before.self, others: now.others.map((ms, i) => ms - (before.others[i] ?? 0)) };
-}
-
-function processCpuMs(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-    // utime and stime, in clock ticks (100 per second on Linux).
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return NaN;
-  }
 }
 
 async function seconds(operation: () => Promise<unknown>): Promise<number> {

@@ -17,6 +17,8 @@ export interface Summary {
   readonly p50Ms: number;
   readonly p95Ms: number;
   readonly p99Ms: number;
+  /** With `alternate`'s `cost`: how much it grew per operation while this side ran. */
+  readonly costPerOp?: number;
 }
 
 /** Runs `operation(worker, index)` `count` times with `concurrency` workers. */
@@ -64,6 +66,17 @@ export function summarise(measurement: Measurement): Summary {
   };
 }
 
+/** CPU time (user and system, ms) a process has used so far, from /proc (Linux); NaN elsewhere. */
+export function processCpuMs(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    // utime and stime, in clock ticks (100 per second on Linux).
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return NaN;
+  }
+}
+
 /** Resident set size of a process, in MB, from /proc (Linux). */
 export function rssMb(pid: number): number {
   try {
@@ -106,23 +119,37 @@ export const fixed = (value: number, digits = 1) => (Number.isFinite(value) ? va
 /**
  * Runs `a` and `b` in turn, `rounds` rounds of `count / rounds` operations each after a warm-up of
  * `warmUp` operations each, so that drift on a noisy machine hits both alike; returns the summary
- * of each over all its rounds.
+ * of each over all its rounds. With `cost` (a growing counter, e.g. a process's CPU ms), each
+ * summary also has how much it grew per operation of that side.
  */
 export async function alternate(
   a: (worker: number, index: number) => Promise<unknown>,
   b: (worker: number, index: number) => Promise<unknown>,
-  options: { count: number; concurrency: number; rounds: number; warmUp: number },
+  options: { count: number; concurrency: number; rounds: number; warmUp: number; cost?: () => number },
 ): Promise<readonly [Summary, Summary]> {
-  const { count, concurrency, rounds, warmUp } = options;
+  const { count, concurrency, rounds, warmUp, cost } = options;
   await measure(warmUp, concurrency, a);
   await measure(warmUp, concurrency, b);
   const runsA: Measurement[] = [];
   const runsB: Measurement[] = [];
+  const costs = [0, 0];
+  const run = async (side: 0 | 1, runs: Measurement[], operation: typeof a) => {
+    const before = cost?.() ?? 0;
+    runs.push(await measure(Math.round(count / rounds), concurrency, operation));
+    costs[side] = (costs[side] ?? 0) + (cost?.() ?? 0) - before;
+  };
   for (let round = 0; round < rounds; round++) {
-    runsA.push(await measure(Math.round(count / rounds), concurrency, a));
-    runsB.push(await measure(Math.round(count / rounds), concurrency, b));
+    await run(0, runsA, a);
+    await run(1, runsB, b);
   }
-  return [summarise(combine(runsA)), summarise(combine(runsB))];
+  const summary = (side: 0 | 1, runs: Measurement[]): Summary => {
+    const combined = combine(runs);
+    return {
+      ...summarise(combined),
+      ...(cost === undefined ? {} : { costPerOp: (costs[side] ?? NaN) / combined.ops }),
+    };
+  };
+  return [summary(0, runsA), summary(1, runsB)];
 }
 
 /** Table cells of a raw-against-API comparison: ops/s and p50 / p99 of each, then the ratio. */

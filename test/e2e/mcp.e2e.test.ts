@@ -383,6 +383,81 @@ describe.each<Backend>(['local', 'blob'])('MCP server on the %s backend', (backe
     expect(get.headers.get('allow')).toBe('POST');
   });
 
+  it('answers batches with arrays, bodies without requests with 202, and refuses malformed batches', async () => {
+    const post = (body: unknown, extra: Record<string, string> = {}) =>
+      client(app.url, alpha.key)('/api/mcp', {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2025-11-25',
+          ...extra,
+        },
+        body: JSON.stringify(body),
+        // A request left unanswered fails here rather than at the test's own timeout.
+        signal: AbortSignal.timeout(20_000),
+      });
+    const ping = (id: number | string) => ({ jsonrpc: '2.0', id, method: 'ping' });
+    await ok(asAlpha, 'remember', { namespace: 'batch', key: 'k', value: 'in a batch' });
+    const recall = (id: number) => ({
+      jsonrpc: '2.0',
+      id,
+      method: 'tools/call',
+      params: { name: 'recall', arguments: { namespace: 'batch', key: 'k' } },
+    });
+
+    // A batch is answered with an array, in the order of its requests, even of one answer.
+    const one = await post([ping('p')]);
+    expect(one.status).toBe(200);
+    expect(await one.json()).toEqual([{ jsonrpc: '2.0', id: 'p', result: {} }]);
+    const two = await post([recall(1), { jsonrpc: '2.0', method: 'notifications/initialized' }, ping(2)]);
+    const answers = (await two.json()) as { id: number; result: { structuredContent?: unknown } }[];
+    expect(answers.map((answer) => answer.id)).toEqual([1, 2]);
+    expect(answers[0]?.result.structuredContent).toMatchObject({ value: 'in a batch' });
+    // A single message is answered with an object.
+    expect(await (await post(ping(3))).json()).toEqual({ jsonrpc: '2.0', id: 3, result: {} });
+
+    // Notifications (and responses) only: nothing to answer.
+    const notified = await post({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    expect(notified.status).toBe(202);
+    expect(await notified.text()).toBe('');
+
+    // A cancellation cannot reach a request without sessions: it is ignored, and the request of
+    // its own batch is answered (not left hanging).
+    const cancelled = await post([
+      recall(4),
+      { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 4 } },
+    ]);
+    expect(cancelled.status).toBe(200);
+    expect(((await cancelled.json()) as { id: number }[]).map((answer) => answer.id)).toEqual([4]);
+
+    const refusedWith = async (answer: Response) => {
+      expect(answer.status).toBe(400);
+      return ((await answer.json()) as { error: { code: string; message: string } }).error.message;
+    };
+    expect(await refusedWith(await post([]))).toBe('body: is an empty batch');
+    expect(await refusedWith(await post([ping(1), ping(2), ping(1)]))).toMatch(/^body\.2: .*id/);
+    expect(await refusedWith(await post([ping(1), { hello: 1 }]))).toMatch(/^body\.1: .*JSON-RPC/);
+    expect(await refusedWith(await post(Array.from({ length: 101 }, (_, index) => ping(index))))).toMatch(
+      /^body: .*at most 100/,
+    );
+    const initialize = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'e2e', version: '1' } },
+    };
+    expect(await refusedWith(await post([initialize, ping(2)]))).toMatch(/^body: .*initialize/);
+    expect(await refusedWith(await post(ping(1), { 'mcp-protocol-version': '1999-01-01' }))).toMatch(
+      /^mcp-protocol-version: 1999-01-01 is not a supported protocol version/,
+    );
+    // Initializing negotiates the version instead: an unknown one is answered with the server's.
+    const initialized = await post(initialize, { 'mcp-protocol-version': '1999-01-01' });
+    expect(
+      ((await initialized.json()) as { result: { serverInfo: { name: string } } }).result.serverInfo.name,
+    ).toBe('cairn');
+  });
+
   it('lists and runs admin tools for admins only', async () => {
     const asBoss = await connect(app.url, boss.key);
     const { tools } = await asBoss.listTools();
