@@ -14,6 +14,7 @@ import {
   knownAdminActors,
 } from '#shared/migration/jobInput';
 import {
+  checkSourceFolder,
   type CopyBatch,
   copyFiles,
   emptyReport,
@@ -21,6 +22,7 @@ import {
   mergeReports,
   type MigrationReport,
   type MigrationSource,
+  missingSourceError,
   planSourcePage,
   type SourcePlan,
 } from '#shared/migration/migration';
@@ -111,7 +113,7 @@ export const migrationOrchestrator: OrchestrationHandler = function* (context: O
       dryRun: input.dryRun,
     });
   }
-  for (const source of input.sources) {
+  for (const [index, source] of input.sources.entries()) {
     let after = '';
     for (;;) {
       const plan = (yield context.df.callActivityWithRetry(LIST_SOURCE_PAGE, retry, {
@@ -120,7 +122,8 @@ export const migrationOrchestrator: OrchestrationHandler = function* (context: O
         after,
         limit: PAGE_SIZE,
       } satisfies ListInput)) as SourcePlan;
-      if (!plan.exists) break;
+      // A root gone since the start checked it (or a start on the runtime directly): fail naming it.
+      if (!plan.exists) throw missingSourceError(`sources.${index}.root`, source.root);
       total += plan.stored + plan.batches.reduce((sum, batch) => sum + batch.count, 0);
       report.skipped += plan.stored;
       done += plan.stored;
@@ -317,6 +320,10 @@ export const startMigration = httpHandler('startMigration', {
       root: checkSourceRoot(`sources.${index}.root`, source.root, roots),
       prefix: source.prefix,
     }));
+    // A folder that is not there is refused up front (400 naming it), not run as an empty migration.
+    for (const [index, source] of sources.entries()) {
+      await checkSourceFolder(`sources.${index}.root`, source.root);
+    }
     const client = df.getClient(call.context);
     const input: MigrationInput = {
       tenant: body.tenant,

@@ -1531,7 +1531,7 @@ const migrationsPath = {
     operationId: 'startMigration',
     summary: 'Start a migration of local state to Blob storage',
     description:
-      "Copies the files under each source root into the tenant's key/value space on the Blob backend, as keys `prefix/relative/path`. Existing keys are skipped, never overwritten; sources are never changed; a missing root is skipped. 501 `not_configured` naming CAIRN_BLOB_ENDPOINT when the service runs on the local backend.",
+      "Copies the files under each source root into the tenant's key/value space on the Blob backend, as keys `prefix/relative/path`. Existing keys are skipped, never overwritten; sources are never changed. A root that does not exist on the service's host, or is not a folder, is a 400 naming `sources.N.root` and the path. 501 `not_configured` naming CAIRN_BLOB_ENDPOINT when the service runs on the local backend.",
     tag: TAGS.migrations,
     access: 'admin',
     body: {

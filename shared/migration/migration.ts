@@ -1,7 +1,12 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
-import { CairnError, PreconditionFailedError, StorageUnavailableError } from '../errors';
+import {
+  CairnError,
+  InvalidArgumentError,
+  PreconditionFailedError,
+  StorageUnavailableError,
+} from '../errors';
 import { compareKeys, type WalkEntry, walkInKeyOrder } from '../keyOrderWalk';
 import { validateKey } from '../keys';
 import type { KeyValueStore } from '../storage/keyValueStore';
@@ -9,7 +14,7 @@ import type { KeyValueStore } from '../storage/keyValueStore';
 /**
  * Moving a machine's local state into a tenant's key/value space: every file under a source root is copied to `prefix/relative/path`
  * (the relative path alone for an empty prefix); a key that exists is skipped, never overwritten;
- * sources are never changed; a missing root is skipped; per-file problems are recorded and the rest
+ * sources are never changed; a missing root is an error naming it; per-file problems are recorded and the rest
  * goes on; at the root prefix the poll-state, chat-cursor and lock keys are neither copied nor
  * counted (a machine's copies may be stale or another agent's: a copied cursor would replay).
  *
@@ -67,7 +72,7 @@ export function targetKey(prefix: string, relativePath: string): string {
 }
 
 interface SourcePage {
-  /** False when the root does not exist (skipped, not an error). */
+  /** False when the root does not exist or is not a folder. */
   readonly exists: boolean;
   /** Relative POSIX paths, in key order (excluded root keys left out). */
   readonly files: string[];
@@ -105,6 +110,23 @@ async function listSourcePage(source: MigrationSource, after: string, limit: num
   };
 }
 
+/**
+ * The error of a source root that does not exist on the host, or is not a folder: a migration from
+ * it would copy nothing and look like a success. `field` names the source (`sources.0.root`).
+ */
+export function missingSourceError(field: string, root: string): InvalidArgumentError {
+  return new InvalidArgumentError(field, `${root} does not exist on the service's host or is not a folder`);
+}
+
+/**
+ * Refuses ({@link missingSourceError}) a root that is not a folder on this host: the check the
+ * starting route makes up front, so that a mistyped folder is a 400 and not a failed migration.
+ */
+export async function checkSourceFolder(field: string, root: string): Promise<void> {
+  const stat = await fs.stat(root).catch(() => null);
+  if (stat === null || !stat.isDirectory()) throw missingSourceError(field, root);
+}
+
 /** A run of consecutive files of a source to copy: the keys in `(after, through]`, `count` of them. */
 export interface CopyBatch {
   readonly after: string;
@@ -114,7 +136,10 @@ export interface CopyBatch {
 
 /** What to do with one page of a source: only key ranges and counts, never the file names. */
 export interface SourcePlan {
-  /** False when the root does not exist (skipped, not an error). */
+  /**
+   * False when the root does not exist or is not a folder: the orchestration then fails naming it
+   * ({@link missingSourceError}), instead of reporting an empty migration as a success.
+   */
   readonly exists: boolean;
   /** Files of the page already stored in the target: skipped, never overwritten. */
   readonly stored: number;

@@ -14,6 +14,7 @@ import { tempDir } from '../support/cleanup';
 import { startAzurite } from '../support/cleanup';
 import { sessionIndexSettings } from '../support/tables';
 import { fixed, measure, processCpuMs, table, watchRss } from './measure';
+import { sized } from './mode';
 
 /**
  * `npm run bench -- archive`: in one process against one Azurite, a 64 MiB `events.jsonl` published
@@ -30,14 +31,14 @@ import { fixed, measure, processCpuMs, table, watchRss } from './measure';
  * blocks.
  */
 
-const FILE_BYTES = 64 * 1024 * 1024;
+const FILE_BYTES = sized(64, 2) * 1024 * 1024;
 const BLOCKS = FILE_BYTES / BLOCK_BYTES;
 const CONCURRENCY = 32;
-const ROUNDS = 3;
-const WARM_UP_BLOCKS = 256;
+const ROUNDS = sized(3, 1);
+const WARM_UP_BLOCKS = sized(256, 8);
 const MB = 1024 * 1024;
 
-const INCREMENTAL_PUBLISHES = 5;
+const INCREMENTAL_PUBLISHES = sized(5, 2);
 const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
 
 export async function runArchiveBench(): Promise<string> {
@@ -171,13 +172,13 @@ export async function runArchiveBench(): Promise<string> {
     const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
 
     return [
-      `64 MiB \`events.jsonl\` (${BLOCKS} blocks of 64 KiB), ${CONCURRENCY} requests in flight on both sides, mean of ${ROUNDS} alternating rounds; Blob backend on Azurite, same run.`,
+      `${FILE_BYTES / MB} MiB \`events.jsonl\` (${BLOCKS} blocks of 64 KiB), ${CONCURRENCY} requests in flight on both sides, mean of ${ROUNDS} alternating rounds; Blob backend on Azurite, same run.`,
       '',
       table(
         ['measurement', 'raw SDK', 'Cairn client + HTTP API', 'API/raw', 'target'],
         [
           [
-            'first publish of 64 MiB',
+            `first publish of ${FILE_BYTES / MB} MiB`,
             `${fixed(rate(mean(rawUpload)))} MB/s (${fixed(mean(rawUpload), 2)} s)`,
             `${fixed(rate(mean(apiPublish)))} MB/s (${fixed(mean(apiPublish), 2)} s)`,
             `**${fixed(publishRatio, 2)}×**`,
@@ -198,7 +199,7 @@ export async function runArchiveBench(): Promise<string> {
             '',
           ],
           [
-            'restore of 64 MiB',
+            `restore of ${FILE_BYTES / MB} MiB`,
             `${fixed(rate(mean(rawDownload)))} MB/s (${fixed(mean(rawDownload), 2)} s)`,
             `${fixed(rate(mean(apiRestore)))} MB/s (${fixed(mean(apiRestore), 2)} s)`,
             `**${fixed(restoreRatio, 2)}×**`,
@@ -228,12 +229,12 @@ export async function runArchiveBench(): Promise<string> {
         ['peak RSS', 'MB', 'target'],
         [
           [
-            'client (`cairn checkpoint publish`, 64 MiB)',
+            `client (\`cairn checkpoint publish\`, ${FILE_BYTES / MB} MiB)`,
             fixed(publishRss, 0),
             `< 256: ${verdict(publishRss < 256)}`,
           ],
           [
-            'client (`cairn checkpoint restore`, 64 MiB)',
+            `client (\`cairn checkpoint restore\`, ${FILE_BYTES / MB} MiB)`,
             fixed(restoreRss, 0),
             `< 256: ${verdict(restoreRss < 256)}`,
           ],

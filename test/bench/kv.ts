@@ -9,6 +9,7 @@ import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support
 import { tempDir } from '../support/cleanup';
 import { startAzurite } from '../support/cleanup';
 import { alternate, fixed, measure, ratioCells, table, watchRss } from './measure';
+import { sized } from './mode';
 
 /**
  * `npm run bench -- kv`: in one process against one Azurite, the same operations as raw
@@ -168,7 +169,7 @@ export async function runKvBench(): Promise<string> {
   const apiLocal = httpTarget(localApp.url, tenant.key, new Map());
 
   // Seed: every key exists (so PUT replaces and conditional PUT has a version), 200 keys to list.
-  const listKeys = Array.from({ length: 200 }, (_, i) => `list/${String(i).padStart(4, '0')}`);
+  const listKeys = Array.from({ length: sized(200, 20) }, (_, i) => `list/${String(i).padStart(4, '0')}`);
   for (const target of [raw, apiBlob, apiLocal, direct]) {
     await measure(WORKERS * KEYS_PER_WORKER, 8, (_w, i) =>
       target.seed(Math.floor(i / KEYS_PER_WORKER), i % KEYS_PER_WORKER),
@@ -198,8 +199,8 @@ export async function runKvBench(): Promise<string> {
   };
   // Enough operations per figure that one scheduling hiccup of the machine does not decide it.
   const counts = (operation: Measured, concurrency: number) =>
-    (operation === 'list' ? 60 : 240) * (concurrency === 1 ? 1 : 8);
-  const ROUNDS = 5;
+    (operation === 'list' ? sized(60, 4) : sized(240, 8)) * (concurrency === 1 ? 1 : 8);
+  const ROUNDS = sized(5, 1);
 
   // The warm-up is half as many operations again, on each side: what is measured is the steady
   // state, after V8 has compiled the hot paths of the SDK, the server and the client.

@@ -10,6 +10,7 @@ import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support
 import { tempDir } from '../support/cleanup';
 import { startAzurite } from '../support/cleanup';
 import { fixed, measure, table, watchRss } from './measure';
+import { sized } from './mode';
 
 /**
  * `npm run bench -- migration`: in one run against one Azurite, raw parallel SDK uploads of 5,000
@@ -19,6 +20,10 @@ import { fixed, measure, table, watchRss } from './measure';
  */
 
 const RAW_CONCURRENCY = 32;
+/** Files of the speed comparison, and of the memory run. */
+const SMALL = sized(5000, 100);
+const LARGE = sized(50_000, 500);
+const count = (files: number) => files.toLocaleString('en-US');
 
 async function makeTree(files: number, perFolder = 100): Promise<{ root: string; paths: string[] }> {
   const root = tempDir('bench-migrate');
@@ -75,7 +80,7 @@ export async function runMigrationBench(progress: (line: string) => void = () =>
     }
   }
 
-  const small = await makeTree(5000);
+  const small = await makeTree(SMALL);
   const service = new BlobServiceClient(
     azurite.blobEndpoint,
     new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
@@ -96,15 +101,15 @@ export async function runMigrationBench(progress: (line: string) => void = () =>
   progress(`first migration: ${fixed(first.seconds, 2)} s`);
   const second = await migrate('bench-a', small.root);
   progress(`second migration: ${fixed(second.seconds, 2)} s`);
-  if (first.report.copied !== 5000 || second.report.skipped !== 5000) {
+  if (first.report.copied !== SMALL || second.report.skipped !== SMALL) {
     throw new Error(`unexpected reports: ${JSON.stringify([first.report, second.report])}`);
   }
 
-  const large = await makeTree(50_000, 500);
+  const large = await makeTree(LARGE, sized(500, 100));
   const rss = watchRss(app.child.pid ?? 0);
   const big = await migrate('bench-b', large.root);
   const peak = rss.stop();
-  progress(`50,000 files: ${fixed(big.seconds, 1)} s, peak RSS ${fixed(peak, 0)} MB`);
+  progress(`${count(LARGE)} files: ${fixed(big.seconds, 1)} s, peak RSS ${fixed(peak, 0)} MB`);
 
   await app.stop();
   await azurite.stop();
@@ -118,30 +123,30 @@ export async function runMigrationBench(progress: (line: string) => void = () =>
       [
         [
           'raw parallel SDK uploads (create-only, 32 at once)',
-          '5,000',
+          count(SMALL),
           fixed(raw.seconds, 2),
-          rate(5000, raw.seconds),
+          rate(SMALL, raw.seconds),
           '',
         ],
         [
           'migration through the API (first run)',
-          '5,000',
+          count(SMALL),
           fixed(first.seconds, 2),
-          rate(5000, first.seconds),
-          `**${fixed(5000 / first.seconds / rawRate, 2)}× raw**`,
+          rate(SMALL, first.seconds),
+          `**${fixed(SMALL / first.seconds / rawRate, 2)}× raw**`,
         ],
         [
           'migration again, nothing to copy',
-          '5,000',
+          count(SMALL),
           fixed(second.seconds, 2),
-          rate(5000, second.seconds),
+          rate(SMALL, second.seconds),
           `**${fixed((second.seconds / first.seconds) * 100, 0)}% of the first run**`,
         ],
         [
-          'migration of 50,000 files',
-          '50,000',
+          `migration of ${count(LARGE)} files`,
+          count(LARGE),
           fixed(big.seconds, 1),
-          rate(50_000, big.seconds),
+          rate(LARGE, big.seconds),
           `**local runtime peak RSS ${fixed(peak, 0)} MB**`,
         ],
       ],

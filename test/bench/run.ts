@@ -23,8 +23,21 @@ import { type BenchRecord, resultFiles, saveRun } from './results';
 import { runSnapshotsBench } from './snapshots';
 import { runThreadsBench } from './threads';
 
-/** The benches whose counts `--quick` makes small (test/bench/mode.ts); `--quick all` runs these. */
-const QUICK_BENCHES = ['coordination', 'memory', 'prune', 'threads'];
+/**
+ * The benches whose counts `--quick` makes small (test/bench/mode.ts); `--quick all` runs these.
+ * `mcp` has none yet.
+ */
+const QUICK_BENCHES = [
+  'archive',
+  'coordination',
+  'crypto',
+  'kv',
+  'memory',
+  'migration',
+  'prune',
+  'snapshots',
+  'threads',
+];
 
 const benches: Record<string, (progress: (line: string) => void) => Promise<string>> = {
   archive: runArchiveBench,

@@ -15,6 +15,7 @@ import { readAllBytes } from '../../shared/streams';
 import { apiKeysSetting, backendSettings, newTenant, startApp, type TestTenant } from '../support/app';
 import { startAzurite, tempDir } from '../support/cleanup';
 import { fixed, measure, table, watchRss } from './measure';
+import { sized } from './mode';
 
 /**
  * `npm run bench -- snapshots`: in one process against one Azurite (Blob backend), a 64 MiB workspace
@@ -28,10 +29,10 @@ import { fixed, measure, table, watchRss } from './measure';
  * as a child process saving and loading the same workspace.
  */
 
-const FILES = 2000;
-const TOTAL_BYTES = 64 * 1024 * 1024;
+const FILES = sized(2000, 40);
+const TOTAL_BYTES = sized(64, 8) * 1024 * 1024;
 const CONCURRENCY = 16;
-const ROUNDS = 4;
+const ROUNDS = sized(4, 1);
 const MB = 1024 * 1024;
 /** A few larger files, one of them over the 2 MiB part size (so some files have several parts). */
 const LARGE_FILES = [3 * MB, 1536 * 1024, 1024 * 1024, 768 * 1024, 512 * 1024];
@@ -178,7 +179,8 @@ export async function runSnapshotsBench(progress: (line: string) => void): Promi
 
     // Re-save after changing one file: what goes over the wire.
     progress('re-save after one change');
-    const changed = workspace.files[100]!;
+    // A small file (the first five are the large ones).
+    const changed = workspace.files[sized(100, 20)]!;
     await writeFile(path.join(workspace.root, changed.path), randomBytes(changed.size));
     const counts = { partPuts: 0, publishes: 0, requests: 0 };
     const inner = nodeHttpSender();
@@ -219,20 +221,20 @@ export async function runSnapshotsBench(progress: (line: string) => void): Promi
       `${fixed(rate(mean(values)))} MB/s (${fixed(mean(values), 2)} s: ${values.map((value) => fixed(value, 2)).join(', ')})`;
 
     return [
-      `64 MiB workspace of ${FILES} files (1 KiB to 3 MiB; one file over the 2 MiB part size), ${CONCURRENCY} files in flight on both sides, mean of ${ROUNDS} alternating rounds (each side first in half of them); Blob backend on Azurite, same run. Raw: each file read from disk and uploaded as one blob (create-only); downloaded (one request) and written to disk. Cairn: \`saveSnapshot\` (walk, hash, upload parts, sign, publish) and \`loadSnapshot\` (verify manifest, download, check SHA-256, fsync, modes, rename).`,
+      `${TOTAL_BYTES / MB} MiB workspace of ${FILES} files (1 KiB to 3 MiB; one file over the 2 MiB part size), ${CONCURRENCY} files in flight on both sides, mean of ${ROUNDS} alternating rounds (each side first in half of them); Blob backend on Azurite, same run. Raw: each file read from disk and uploaded as one blob (create-only); downloaded (one request) and written to disk. Cairn: \`saveSnapshot\` (walk, hash, upload parts, sign, publish) and \`loadSnapshot\` (verify manifest, download, check SHA-256, fsync, modes, rename).`,
       '',
       table(
         ['measurement', 'raw SDK', 'Cairn client + HTTP API', 'API/raw', 'target'],
         [
           [
-            'save of 64 MiB',
+            `save of ${TOTAL_BYTES / MB} MiB`,
             cell(rawUpload),
             cell(apiSave),
             `**${fixed(saveRatio, 2)}×**`,
             `≥ 0.6×: ${verdict(saveRatio >= 0.6)}`,
           ],
           [
-            'load of 64 MiB',
+            `load of ${TOTAL_BYTES / MB} MiB`,
             cell(rawDownload),
             cell(apiLoad),
             `**${fixed(loadRatio, 2)}×**`,
@@ -248,7 +250,7 @@ export async function runSnapshotsBench(progress: (line: string) => void): Promi
           ['part PUT requests', String(counts.partPuts), `1: ${verdict(counts.partPuts === 1)}`],
           ['manifest publishes', String(counts.publishes), `1: ${verdict(counts.publishes === 1)}`],
           ['HTTP requests in all (read latest, parts, publish)', String(counts.requests), ''],
-          ['time', `${fixed(resaveSeconds * 1000, 0)} ms (hashing 64 MiB included)`, ''],
+          ['time', `${fixed(resaveSeconds * 1000, 0)} ms (hashing ${TOTAL_BYTES / MB} MiB included)`, ''],
         ],
       ),
       '',
@@ -256,12 +258,12 @@ export async function runSnapshotsBench(progress: (line: string) => void): Promi
         ['peak RSS', 'MB', 'target'],
         [
           [
-            'client (`cairn snapshot save`, 64 MiB, 2,000 files)',
+            `client (\`cairn snapshot save\`, ${TOTAL_BYTES / MB} MiB, ${FILES.toLocaleString('en-US')} files)`,
             fixed(saved.rss, 0),
             `< 256: ${verdict(saved.rss < 256)}`,
           ],
           [
-            'client (`cairn snapshot load`, 64 MiB, 2,000 files)',
+            `client (\`cairn snapshot load\`, ${TOTAL_BYTES / MB} MiB, ${FILES.toLocaleString('en-US')} files)`,
             fixed(loaded.rss, 0),
             `< 256: ${verdict(loaded.rss < 256)}`,
           ],

@@ -125,6 +125,17 @@ describe('cairn command', () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('403');
 
+    // A folder that is not on the service's host: the service refuses the start naming it (the
+    // command cannot check a folder of another machine: exit 1), and prints no report.
+    const missing = path.join(folder({ 'x.txt': 'x' }), 'no-such-folder');
+    const gone = await runCairn(['migrate', '--tenant', agent.tenant, '--from', `${missing}:gone`], opsEnv);
+    expect(gone.code).toBe(1);
+    expect(gone.stdout).toBe('');
+    const [first, ...more] = gone.stderr.trim().split('\n');
+    expect(more).toEqual([]);
+    expect(first).toContain(missing);
+    expect(first).toContain('does not exist');
+
     await storage.stop();
     try {
       const source = folder({ 'x.txt': 'x' });

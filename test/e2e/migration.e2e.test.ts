@@ -104,7 +104,6 @@ describe('migration of local state to blob storage', () => {
       sources: [
         { root: source, prefix: '' },
         { root: persona, prefix: 'claude_memory' },
-        { root: path.join(source, 'does-not-exist'), prefix: 'gone' },
       ],
     });
     expect(status.status).toBe('completed');
@@ -190,6 +189,23 @@ describe('migration of local state to blob storage', () => {
       expect(response.status, field).toBe(400);
       expect(((await response.json()) as { error: { message: string } }).error.message).toContain(field);
     }
+    // A folder that does not exist on the host, or a file, is refused up front naming it, for a
+    // dry run too: not run as a migration that copies nothing and succeeds. Nothing is written.
+    const missing = path.join(source, 'does-not-exist');
+    for (const [root, dryRun] of [
+      [missing, false],
+      [missing, true],
+      [path.join(source, 'existing.txt'), false],
+    ] as const) {
+      const body = { tenant: fresh.tenant, sources: [{ root: persona }, { root }], dryRun };
+      const response = await asOps('/api/migrations', { method: 'POST', body: JSON.stringify(body) });
+      expect(response.status, root).toBe(400);
+      const { error } = (await response.json()) as { error: { code: string; message: string } };
+      expect(error.code).toBe('invalid_argument');
+      expect(error.message).toContain('sources.1.root');
+      expect(error.message).toContain(root);
+    }
+    expect(await (await client(app.url, fresh.key)('/api/keys')).json()).toEqual({ keys: [], cursor: null });
     const unknown = await asOps('/api/migrations/no-such-id');
     expect(unknown.status).toBe(404);
   });

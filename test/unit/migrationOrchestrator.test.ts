@@ -135,20 +135,32 @@ describe('migration orchestrator (replayed histories)', () => {
     expect(last.output?.keysCopied).toHaveLength(240);
   });
 
-  it('follows the next page until the source ends, and skips a missing root', async () => {
+  it('follows the next page until the source ends', async () => {
     const history = [...started(), scheduled(0, LIST), episode(), completed(0, page(['a'], 'a'))];
     history.push(scheduled(1, COPY), episode(), completed(1, result(['a'])));
     const next = await replay(history);
     const lists = flatten(next.actions.flat()).filter((action) => action.functionName === LIST);
     expect(lists.map((action) => action.input.after)).toEqual(['', 'a']);
-    history.push(
-      scheduled(2, LIST),
-      episode(),
-      completed(2, { exists: false, stored: 0, batches: [], next: null }),
-    );
+    history.push(scheduled(2, LIST), episode(), completed(2, page([], null)));
     const done = await replay(history);
     expect(done.isDone).toBe(true);
     expect(done.output).toMatchObject({ copied: 1, keysCopied: ['a'] });
+  });
+
+  it('fails naming the root when a source folder does not exist, instead of an empty success', async () => {
+    const history = [
+      ...started(),
+      scheduled(0, LIST),
+      episode(),
+      completed(0, { exists: false, stored: 0, batches: [], next: null }),
+    ];
+    const failure = await replay(history).then(
+      () => undefined,
+      (error: unknown) => error as Error,
+    );
+    expect(failure).toBeInstanceOf(Error);
+    expect(failure?.message).toContain('sources.0.root');
+    expect(failure?.message).toContain('/data/agent does not exist');
   });
 
   it('counts files the target already stores as skipped, without copying them', async () => {
