@@ -12,8 +12,8 @@ import { noTransactionalAuditLog, type TransactionalAuditLog } from './audit/pen
 import { Authenticator, sha256Hex } from './auth';
 import { type Config, loadConfig } from './config';
 import { ChatCursorCache } from './coordination/chatCursorCache';
+import { EmailPollTenantRegistry } from './coordination/emailPollTenants';
 import type { EmailWindowQueue } from './coordination/emailWindowQueue';
-import { EmailPollTenantRegistry } from './coordination/tenantRegistry';
 import { Encryption, type SealingCodec } from './crypto/encryption';
 import { keyValueRewrapTarget, type RewrapTarget } from './crypto/rewrap';
 import { SEAL_OVERHEAD } from './crypto/sealedFormat';

@@ -2,10 +2,9 @@ import { randomInt } from 'node:crypto';
 
 import { verifySessions } from '../archive/sessionVerify';
 import type { AuditChainCheck } from '../audit/auditChainCheck';
-import { isValidTenantId } from '../config';
-import { InvalidArgumentError } from '../errors';
 import { verifySnapshots } from '../snapshots/snapshotVerify';
 import type { DirectoryEntry } from '../tenants/tenantDirectory';
+import { checkTenantId } from '../tenants/tenantIds';
 import { verifyThreads } from '../threads/threadVerify';
 import { GRACE_MS, type RetentionStores, threadSpaceOf } from './prune';
 import { type HashSample, samplingNote, type TenantVerifyReport, VerifyCollector } from './verifyReport';
@@ -51,7 +50,7 @@ export class Verifier {
   }
 
   async verifyTenant(tenant: string, options: VerifyOptions): Promise<TenantVerifyReport> {
-    if (!isValidTenantId(tenant)) throw new InvalidArgumentError('tenant', 'must be 1-64 of [A-Za-z0-9._-]');
+    checkTenantId(tenant);
     const entry = (await this.stores.directory.entry(tenant)) ?? { tenant, domains: new Set() };
     const sample: HashSample = {
       readData: options.readData,
