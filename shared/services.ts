@@ -23,7 +23,7 @@ import { processLogger } from './logging';
 import { MemoryFacts } from './memory/memory';
 import { memoryRewrapTarget } from './memory/memoryRewrap';
 import type { MemoryStore } from './memory/memoryStore';
-import { MAX_READINESS_MS, Readiness, readinessProbes } from './readiness';
+import { MAX_READINESS_MS, Readiness } from './readiness';
 import { RetentionPolicies } from './retention/policy';
 import { RetentionPruner, type RetentionStores } from './retention/prune';
 import { PruneStates } from './retention/pruneState';
@@ -38,6 +38,7 @@ import {
   createQueueServiceClient,
   createTableClient,
 } from './storage/azure/clients';
+import { readinessProbes } from './storage/azure/readinessProbes';
 import { TableSessionIndex } from './storage/azure/sessionIndexTable';
 import { TableAuditStore } from './storage/azure/tableAuditStore';
 import { TableMemoryStore } from './storage/azure/tableMemoryStore';
