@@ -3,10 +3,10 @@ import { z } from 'zod';
 
 import { pruneScheduleFrom } from '#shared/config';
 import { ForbiddenError, InvalidArgumentError } from '#shared/errors';
+import type { PruneReport } from '#shared/jobs/retentionPrune';
 import { checkJsonDepth } from '#shared/json';
 import { createLogger } from '#shared/logging';
 import { effectivePolicy, MAX_POLICY_BODY_BYTES, parsePolicyOverride } from '#shared/retention/policy';
-import type { PruneReport } from '#shared/retention/prune';
 import { getServices } from '#shared/services';
 import { isValidTenantId, TENANT_ID_RULE, tenantIdSchema } from '#shared/tenants/tenantIds';
 

@@ -4,8 +4,10 @@ import path from 'node:path';
 import type { BlobServiceClient } from '@azure/storage-blob';
 
 import { archiveRewrapTarget } from './archive/archiveRewrap';
-import { sealedArchiveStorage, SealedSessions } from './archive/sealedArchive';
+import { type ArchiveStorage, sealedArchiveStorage, SealedSessions } from './archive/sealedArchive';
 import { SessionArchive } from './archive/sessionArchive';
+import { sessionPrunePart } from './archive/sessionRetention';
+import { sessionVerifyPart } from './archive/sessionVerify';
 import { type AuditChainCheck, auditingOff } from './audit/auditChainCheck';
 import { AuditTrail } from './audit/auditTrail';
 import { noTransactionalAuditLog, type TransactionalAuditLog } from './audit/pending';
@@ -14,20 +16,25 @@ import { type Config, loadConfig } from './config';
 import { ChatCursorCache } from './coordination/chatCursorCache';
 import { EmailPollTenantRegistry } from './coordination/emailPollTenants';
 import type { EmailWindowQueue } from './coordination/emailWindowQueue';
+import { interactionPrunePart } from './coordination/interactionRetention';
 import { Encryption, type SealingCodec } from './crypto/encryption';
 import { keyValueRewrapTarget, type RewrapTarget } from './crypto/rewrap';
 import { SEAL_OVERHEAD } from './crypto/sealedFormat';
 import { SealingKeyValueStoreFactory } from './crypto/sealedKeyValueStore';
 import { NotConfiguredError } from './errors';
+import { type PrunerOptions, RetentionPruner } from './jobs/retentionPrune';
+import { Verifier, type VerifierOptions } from './jobs/verify';
 import { processLogger } from './logging';
 import { MemoryFacts } from './memory/memory';
+import { memoryPrunePart } from './memory/memoryRetention';
 import { memoryRewrapTarget } from './memory/memoryRewrap';
 import type { MemoryStore } from './memory/memoryStore';
 import { MAX_READINESS_MS, Readiness } from './readiness';
+import type { PrunePart, VerifyPart } from './retention/parts';
 import { RetentionPolicies } from './retention/policy';
-import { RetentionPruner, type RetentionStores } from './retention/prune';
 import { PruneStates } from './retention/pruneState';
-import { Verifier } from './retention/verify';
+import { snapshotPrunePart } from './snapshots/snapshotRetention';
+import { snapshotVerifyPart } from './snapshots/snapshotVerify';
 import { TrustedSnapshotKeys } from './snapshots/trustedKeys';
 import { type SnapshotStores, WorkspaceSnapshots } from './snapshots/workspaceSnapshots';
 import { AzureEmailWindowQueue } from './storage/azure/azureEmailWindowQueue';
@@ -59,9 +66,12 @@ import {
   recordingSnapshotStores,
 } from './tenants/recordingStores';
 import { TenantDirectory } from './tenants/tenantDirectory';
+import type { ThreadRecord } from './threads/records';
 import { SealedThreadSpace } from './threads/sealedThreadSpace';
+import { threadPrunePart } from './threads/threadRetention';
 import { threadRewrapTarget } from './threads/threadRewrap';
 import { ThreadStore } from './threads/threadStore';
+import { threadVerifyPart } from './threads/threadVerify';
 
 /**
  * The composition root, the one place that decides which implementation serves each storage
@@ -265,16 +275,83 @@ export function createServices(config: Config): Services {
     trustedSnapshotKeys,
     ...(memory === undefined ? {} : { memory }),
     retentionPolicies,
-    pruner: new RetentionPruner(retentionStores, {
+    pruner: retentionPruner(retentionStores, {
       maxDeletes: config.retention.maxDeletes,
       maxMs: config.retention.maxSeconds * 1000,
     }),
-    verifier: new Verifier({ ...retentionStores, audit: auditChainCheckOf(auditTrail) }),
+    verifier: retentionVerifier({ ...retentionStores, audit: auditChainCheckOf(auditTrail) }),
     readiness: new Readiness(
       readinessProbes(config, blobService),
       Math.min(config.storageTimeoutMs, MAX_READINESS_MS),
     ),
   };
+}
+
+/** Every store the retention jobs cover, as the composition root wires them. */
+export interface RetentionStores {
+  /** Every tenant's key/value and thread spaces. */
+  readonly kvStores: KeyValueStoreFactory;
+  /**
+   * A tenant's thread space as the thread store reads it (sealed when encryption keys are set);
+   * default: `kvStores.forSpace('threads', tenant)`.
+   */
+  readonly threadSpaceOf?: (tenant: string) => KeyValueStore;
+  /** True when thread values are sealed: their keys carry random ids, not digests (verify opens them). */
+  readonly threadsSealed?: boolean;
+  /**
+   * Deletes a thread record whose time to live ran out, compare-and-swap on `etag`
+   * (PreconditionFailedError when it changed; false when it was gone): the thread store's own
+   * deletion, which records `thread.deleted` in the audit trail. Default: the space's delete.
+   */
+  readonly deleteThreadRecord?: (
+    tenant: string,
+    threadId: string,
+    record: ThreadRecord,
+    etag: string,
+  ) => Promise<boolean>;
+  readonly directory: TenantDirectory;
+  readonly policies: RetentionPolicies;
+  readonly states: PruneStates;
+  readonly memory?: MemoryFacts;
+  /** The session archive's objects and index (absent without a table service). */
+  readonly sessions?: ArchiveStorage;
+  readonly snapshots: SnapshotStores;
+}
+
+/** A tenant's thread space, as the thread store reads it. */
+function threadSpaceOf(
+  stores: Pick<RetentionStores, 'kvStores' | 'threadSpaceOf'>,
+): (tenant: string) => KeyValueStore {
+  return (tenant) => stores.threadSpaceOf?.(tenant) ?? stores.kvStores.forSpace('threads', tenant);
+}
+
+/**
+ * The retentionPrune run over the domains' parts, in the order each tenant's pass runs them:
+ * memory facts, threads, sessions, snapshots, interactions.
+ */
+export function retentionPruner(stores: RetentionStores, options: PrunerOptions): RetentionPruner {
+  const parts: PrunePart[] = [
+    ...(stores.memory === undefined ? [] : [memoryPrunePart(stores.memory)]),
+    threadPrunePart(threadSpaceOf(stores), stores.deleteThreadRecord),
+    ...(stores.sessions === undefined ? [] : [sessionPrunePart(stores.sessions)]),
+    snapshotPrunePart(stores.snapshots),
+    interactionPrunePart(stores.kvStores),
+  ];
+  const { directory, policies, states } = stores;
+  return new RetentionPruner({ directory, policies, states, parts }, options);
+}
+
+/** `cairn verify` over the domains' parts: threads, sessions, snapshots, then the audit chain. */
+export function retentionVerifier(
+  stores: Omit<RetentionStores, 'policies' | 'states'> & { readonly audit: AuditChainCheck },
+  options?: VerifierOptions,
+): Verifier {
+  const parts: VerifyPart[] = [
+    threadVerifyPart(threadSpaceOf(stores), stores.threadsSealed === true),
+    ...(stores.sessions === undefined ? [] : [sessionVerifyPart(stores.sessions)]),
+    snapshotVerifyPart(stores.snapshots),
+  ];
+  return new Verifier({ directory: stores.directory, parts, audit: stores.audit }, options);
 }
 
 /** Blob names of snapshots start with this, in the container named exactly CAIRN_BLOB_CONTAINER. */
