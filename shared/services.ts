@@ -5,12 +5,12 @@ import type { BlobServiceClient } from '@azure/storage-blob';
 
 import { archiveRewrapTarget } from './archive/archiveRewrap';
 import { type ArchiveStorage, sealedArchiveStorage, SealedSessions } from './archive/sealedArchive';
-import { SessionArchive } from './archive/sessionArchive';
+import { archiveRepairCheck, SessionArchive } from './archive/sessionArchive';
 import { sessionPrunePart } from './archive/sessionRetention';
 import { sessionVerifyPart } from './archive/sessionVerify';
 import { type AuditChainCheck, auditingOff } from './audit/auditChainCheck';
 import { AuditTrail } from './audit/auditTrail';
-import { noTransactionalAuditLog, type TransactionalAuditLog } from './audit/pending';
+import { noTransactionalAuditLog, type RepairCheck, type TransactionalAuditLog } from './audit/pending';
 import { Authenticator, sha256Hex } from './auth';
 import { type Config, loadConfig } from './config';
 import { ChatCursorCache } from './coordination/chatCursorCache';
@@ -25,7 +25,7 @@ import { NotConfiguredError } from './errors';
 import { type PrunerOptions, RetentionPruner } from './jobs/retentionPrune';
 import { Verifier, type VerifierOptions } from './jobs/verify';
 import { processLogger } from './logging';
-import { MemoryFacts } from './memory/memory';
+import { MemoryFacts, memoryRepairCheck } from './memory/memory';
 import { memoryPrunePart } from './memory/memoryRetention';
 import { memoryRewrapTarget } from './memory/memoryRewrap';
 import type { MemoryStore } from './memory/memoryStore';
@@ -36,7 +36,7 @@ import { PruneStates } from './retention/pruneState';
 import { snapshotPrunePart } from './snapshots/snapshotRetention';
 import { snapshotVerifyPart } from './snapshots/snapshotVerify';
 import { TrustedSnapshotKeys } from './snapshots/trustedKeys';
-import { type SnapshotStores, WorkspaceSnapshots } from './snapshots/workspaceSnapshots';
+import { snapshotRepairCheck, type SnapshotStores, WorkspaceSnapshots } from './snapshots/workspaceSnapshots';
 import { AzureEmailWindowQueue } from './storage/azure/azureEmailWindowQueue';
 import { BlobImmutableObjectStore } from './storage/azure/blobImmutableObjectStore';
 import { BlobKeyValueStoreFactory } from './storage/azure/blobKeyValueStore';
@@ -68,6 +68,7 @@ import {
 import { TenantDirectory } from './tenants/tenantDirectory';
 import type { ThreadRecord } from './threads/records';
 import { SealedThreadSpace } from './threads/sealedThreadSpace';
+import { threadRepairCheck } from './threads/threadAudit';
 import { threadPrunePart } from './threads/threadRetention';
 import { threadRewrapTarget } from './threads/threadRewrap';
 import { ThreadStore } from './threads/threadStore';
@@ -187,21 +188,28 @@ export function createServices(config: Config): Services {
           createQueueServiceClient(queueService, config.storageTimeoutMs).getQueueClient(queueName),
           config.storageTimeoutMs,
         );
-  const auditTrail = createAuditTrail(config);
-  const audit = auditTrail ?? noTransactionalAuditLog;
   const storedSessions = createSessionStorage(config, tenants, blobService);
   const sealedSessions = new SealedSessions(baseKv);
   const sessionStorage =
     storedSessions === undefined
       ? undefined
       : sealedArchiveStorage({ ...storedSessions, codec, policy: tenantPolicy, sessions: sealedSessions });
-  const sessionArchive = sessionStorage === undefined ? undefined : new SessionArchive(sessionStorage, audit);
   const trustedSnapshotKeys = new TrustedSnapshotKeys(config.snapshotKeys, kvStores);
   const snapshotStores = recordingSnapshotStores(createSnapshotStores(config, blobService), tenants);
-  const snapshots = new WorkspaceSnapshots(snapshotStores, trustedSnapshotKeys, { audit });
   const plainMemoryStore = createMemoryStore(config);
   const memoryStore =
     plainMemoryStore === undefined ? undefined : recordingMemoryStore(plainMemoryStore, tenants);
+  // How the audit trail's repair tells whether an action committed: each domain's own check, over
+  // the same stores its domain writes.
+  const auditTrail = createAuditTrail(config, [
+    threadRepairCheck(threadSpaceOf),
+    snapshotRepairCheck(snapshotStores),
+    ...(memoryStore === undefined ? [] : [memoryRepairCheck(memoryStore)]),
+    ...(sessionStorage === undefined ? [] : [archiveRepairCheck(sessionStorage)]),
+  ]);
+  const audit = auditTrail ?? noTransactionalAuditLog;
+  const sessionArchive = sessionStorage === undefined ? undefined : new SessionArchive(sessionStorage, audit);
+  const snapshots = new WorkspaceSnapshots(snapshotStores, trustedSnapshotKeys, { audit });
   const memory =
     memoryStore === undefined ? undefined : new MemoryFacts({ store: memoryStore, codec, audit });
   const threads = new ThreadStore({
@@ -209,19 +217,6 @@ export function createServices(config: Config): Services {
     maxValueBytes: rawKv.maxValueBytes - (encryption.enabled ? SEAL_OVERHEAD : 0),
     sealed: encryption.enabled,
     audit,
-  });
-  auditTrail?.setVerifiers({
-    thread: (tenant, threadId) => threads.auditOutbox(tenant, threadId),
-    snapshot: (tenant, workspaceId, snapshotId) => snapshots.isStored(tenant, workspaceId, snapshotId),
-    ...(memory === undefined
-      ? {}
-      : { memory: (tenant, namespace, key) => memory.auditOutbox(tenant, namespace, key) }),
-    ...(sessionArchive === undefined
-      ? {}
-      : {
-          archive: (tenant, sessionId, checkpointId, sinceMs) =>
-            sessionArchive.wasPublished(tenant, sessionId, checkpointId, sinceMs),
-        }),
   });
   const rewrapTargets = [
     threadRewrapTarget(rawKv, codec),
@@ -453,7 +448,7 @@ function createSessionStorage(
  * storage timeouts and half a minute: longer than any appender of an event can still be running
  * (it gives up at half of it), with room for the instances' clocks to differ.
  */
-function createAuditTrail(config: Config): AuditTrail | undefined {
+function createAuditTrail(config: Config, repairChecks: readonly RepairCheck[]): AuditTrail | undefined {
   const { audit } = config;
   if (!audit.enabled || audit.tableService === undefined) return undefined;
   return new AuditTrail({
@@ -464,6 +459,7 @@ function createAuditTrail(config: Config): AuditTrail | undefined {
     ...(audit.signingKey === undefined ? {} : { signingKey: audit.signingKey }),
     log: processLogger(config.logLevel).child({ component: 'audit' }),
     repairGraceMs: 6 * config.storageTimeoutMs + 30_000,
+    repairChecks,
   });
 }
 

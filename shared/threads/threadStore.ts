@@ -2,7 +2,6 @@ import { createHash, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import type { AuditEvent } from '../audit/auditLog';
-import { threadDeletedEventId } from '../audit/auditTrail';
 import { noTransactionalAuditLog, pendingEvent, type TransactionalAuditLog } from '../audit/pending';
 import {
   type CairnError,
@@ -54,6 +53,7 @@ import {
   threadView,
   type TypedBytes,
 } from './records';
+import { threadDeletedEventId } from './threadAudit';
 import {
   checkLease,
   type CheckpointPut,
