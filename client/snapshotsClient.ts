@@ -6,6 +6,13 @@ import {
 } from '../shared/snapshots/identifiers';
 import { MissingPartsError, StaleParentError } from './snapshots/errors';
 import { type LoadOptions, type LoadReport, loadSnapshot } from './snapshots/load';
+import type {
+  PartStored,
+  PublishedSnapshot,
+  PublishSnapshotRequest,
+  SnapshotRoutes,
+  StoredSnapshot,
+} from './snapshots/routes';
 import { type SaveOptions, type SaveReport, saveSnapshot } from './snapshots/save';
 import { type VerifyOptions, type VerifyReport, verifySnapshot } from './snapshots/verify';
 import { failure, type HttpReply, readJson, segment, Transport, type TransportOptions } from './transport';
@@ -26,14 +33,12 @@ import { failure, type HttpReply, readJson, segment, Transport, type TransportOp
  * answer 404 `not_found` although its first attempt deleted the snapshot.
  */
 
-export interface StoredSnapshot {
-  readonly id: string;
-  readonly workspaceId: string;
-  /** The exact manifest bytes. */
-  readonly manifest: Buffer;
-  /** Their Ed25519 signature, 64 raw bytes. */
-  readonly signature: Buffer;
-}
+export type {
+  PartStored,
+  PublishedSnapshot,
+  PublishSnapshotRequest,
+  StoredSnapshot,
+} from './snapshots/routes';
 
 export interface SnapshotSummary {
   readonly id: string;
@@ -55,31 +60,6 @@ export interface SnapshotList {
   /** Every snapshot of the workspace, newest first. */
   readonly snapshots: SnapshotSummary[];
   readonly latest: string | null;
-}
-
-export interface PublishSnapshotRequest {
-  /** The exact manifest bytes (canonical JSON). */
-  readonly manifest: Buffer;
-  /** Ed25519 over the manifest bytes, 64 raw bytes. */
-  readonly signature: Buffer;
-  /** The snapshot the workspace's `latest` must still name; null for the workspace's first. */
-  readonly parent: string | null;
-  /** Accept symlinks whose target leaves the workspace (default false). */
-  readonly allowExternalSymlinks?: boolean;
-}
-
-export interface PublishedSnapshot {
-  readonly id: string;
-  /** The workspace's latest snapshot: this one. */
-  readonly latest: string;
-}
-
-export interface PartStored {
-  readonly sha256: string;
-  readonly part: number;
-  readonly size: number;
-  /** False when the same bytes were stored already. */
-  readonly created: boolean;
 }
 
 export interface SnapshotDeleteReport {
@@ -107,7 +87,7 @@ interface SnapshotJson {
   readonly signature: string;
 }
 
-export class SnapshotsClient {
+export class SnapshotsClient implements SnapshotRoutes {
   private readonly transport: Transport;
 
   constructor(options: TransportOptions) {

@@ -3,7 +3,6 @@ import * as df from 'durable-functions';
 import { z } from 'zod';
 
 import { actorOf } from '#shared/auth';
-import { isValidTenantId } from '#shared/config';
 import { ForbiddenError, InvalidArgumentError, NotConfiguredError, NotFoundError } from '#shared/errors';
 import { validateKey } from '#shared/keys';
 import {
@@ -27,6 +26,7 @@ import {
   type SourcePlan,
 } from '#shared/migration/migration';
 import { getServices } from '#shared/services';
+import { tenantIdSchema } from '#shared/tenants/tenantIds';
 
 import { type JobAudit, jobEvent } from './auditJobs';
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
@@ -257,7 +257,7 @@ df.app.activity(COPY_FILES, { handler: copyFilesActivity });
 
 const startRequest = z
   .object({
-    tenant: z.string().refine(isValidTenantId, 'must be 1-64 of [A-Za-z0-9._-]'),
+    tenant: tenantIdSchema,
     sources: z
       .array(
         z

@@ -1,13 +1,14 @@
 import { app, type InvocationContext, type Timer } from '@azure/functions';
 import { z } from 'zod';
 
-import { isValidTenantId, pruneScheduleFrom } from '#shared/config';
+import { pruneScheduleFrom } from '#shared/config';
 import { ForbiddenError, InvalidArgumentError } from '#shared/errors';
+import type { PruneReport } from '#shared/jobs/retentionPrune';
 import { checkJsonDepth } from '#shared/json';
 import { createLogger } from '#shared/logging';
 import { effectivePolicy, MAX_POLICY_BODY_BYTES, parsePolicyOverride } from '#shared/retention/policy';
-import type { PruneReport } from '#shared/retention/prune';
 import { getServices } from '#shared/services';
+import { isValidTenantId, TENANT_ID_RULE, tenantIdSchema } from '#shared/tenants/tenantIds';
 
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, readBody } from './http/request';
@@ -72,10 +73,7 @@ export const retentionPolicy = httpHandler('retentionPolicy', {
 });
 
 const pruneBody = z.strictObject({
-  tenant: z
-    .string({ error: 'must be a tenant id' })
-    .refine(isValidTenantId, 'must be 1-64 of [A-Za-z0-9._-]')
-    .optional(),
+  tenant: z.string({ error: 'must be a tenant id' }).refine(isValidTenantId, TENANT_ID_RULE).optional(),
 });
 
 export const retentionPrune = httpHandler('retentionPruneNow', {
@@ -91,7 +89,7 @@ export const retentionPrune = httpHandler('retentionPruneNow', {
 });
 
 const verifyQuery = z.object({
-  tenant: z.string().refine(isValidTenantId, 'must be 1-64 of [A-Za-z0-9._-]').optional(),
+  tenant: tenantIdSchema.optional(),
   readData: z.enum(['true', 'false'], { error: 'must be true or false' }).optional(),
 });
 

@@ -2,8 +2,9 @@ import { createHash } from 'node:crypto';
 
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTVerifyGetKey } from 'jose';
 
-import { type ApiKeyEntry, type EntraConfig, isValidTenantId } from './config';
+import type { ApiKeyEntry, EntraConfig } from './config';
 import { StorageUnavailableError, UnauthorizedError } from './errors';
+import { isValidTenantId } from './tenants/tenantIds';
 
 /** Who is calling: the tenant comes from the credential, never from the request. */
 export interface Principal {

@@ -15,6 +15,7 @@ import {
   type RetentionPolicy,
 } from './retention/policy';
 import { publicKeyFromBase64, publicKeyToBase64 } from './snapshots/signatures';
+import { isValidTenantId, TENANT_ID_RULE } from './tenants/tenantIds';
 
 /**
  * Every setting Cairn reads, validated once at start-up into a typed {@link Config}. A missing or
@@ -24,13 +25,6 @@ import { publicKeyFromBase64, publicKeyToBase64 } from './snapshots/signatures';
  * {@link SETTINGS} is the single list of setting names with their documentation; the README table,
  * `local.settings.sample.json` and the Bicep app settings are checked against it by tests.
  */
-
-export const TENANT_ID_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
-
-/** A tenant id: 1-64 characters of `[A-Za-z0-9._-]`; `.` and `..` are refused because tenants name folders. */
-export function isValidTenantId(tenant: string): boolean {
-  return TENANT_ID_PATTERN.test(tenant) && tenant !== '.' && tenant !== '..';
-}
 
 export interface SettingDoc {
   readonly description: string;
@@ -394,7 +388,7 @@ export function parseApiKeys(value: string | undefined): ApiKeyEntry[] {
       const [tenant = '', sha256 = '', role, ...rest] = entry.split(':');
       const where = `entry ${index + 1}`;
       if (!isValidTenantId(tenant)) {
-        throw new ConfigurationError('CAIRN_API_KEYS', `${where}: tenant must be 1-64 of [A-Za-z0-9._-]`);
+        throw new ConfigurationError('CAIRN_API_KEYS', `${where}: tenant ${TENANT_ID_RULE}`);
       }
       if (!/^[0-9a-fA-F]{64}$/.test(sha256)) {
         throw new ConfigurationError('CAIRN_API_KEYS', `${where}: expected the SHA-256 hex of the key`);
@@ -681,7 +675,7 @@ export function parseSnapshotKeys(value: string | undefined): ReadonlyMap<string
     const where = `entry ${index + 1}`;
     const [tenant = '', key = '', ...rest] = entry.split(':');
     if (!isValidTenantId(tenant)) {
-      throw new ConfigurationError('CAIRN_SNAPSHOT_KEYS', `${where}: tenant must be 1-64 of [A-Za-z0-9._-]`);
+      throw new ConfigurationError('CAIRN_SNAPSHOT_KEYS', `${where}: tenant ${TENANT_ID_RULE}`);
     }
     const publicKey = rest.length === 0 ? publicKeyFromBase64(key) : null;
     if (publicKey === null) {

@@ -4,33 +4,40 @@ import path from 'node:path';
 import type { BlobServiceClient } from '@azure/storage-blob';
 
 import { archiveRewrapTarget } from './archive/archiveRewrap';
-import { sealedArchiveStorage, SealedSessions } from './archive/sealedArchive';
-import { SessionArchive } from './archive/sessionArchive';
+import { type ArchiveStorage, sealedArchiveStorage, SealedSessions } from './archive/sealedArchive';
+import { archiveRepairCheck, SessionArchive } from './archive/sessionArchive';
+import { sessionPrunePart } from './archive/sessionRetention';
+import { sessionVerifyPart } from './archive/sessionVerify';
 import { type AuditChainCheck, auditingOff } from './audit/auditChainCheck';
 import type { AuditStore } from './audit/auditStore';
 import { AuditTrail } from './audit/auditTrail';
-import { noTransactionalAuditLog, type TransactionalAuditLog } from './audit/pending';
+import { noTransactionalAuditLog, type RepairCheck, type TransactionalAuditLog } from './audit/pending';
 import { Authenticator, sha256Hex } from './auth';
 import { type Config, loadConfig } from './config';
 import { ChatCursorCache } from './coordination/chatCursorCache';
+import { EmailPollTenantRegistry } from './coordination/emailPollTenants';
 import type { EmailWindowQueue } from './coordination/emailWindowQueue';
-import { EmailPollTenantRegistry } from './coordination/tenantRegistry';
+import { interactionPrunePart } from './coordination/interactionRetention';
 import { Encryption, type SealingCodec } from './crypto/encryption';
 import { keyValueRewrapTarget, type RewrapTarget } from './crypto/rewrap';
 import { SEAL_OVERHEAD } from './crypto/sealedFormat';
 import { SealingKeyValueStoreFactory } from './crypto/sealedKeyValueStore';
 import { NotConfiguredError } from './errors';
+import { type PrunerOptions, RetentionPruner } from './jobs/retentionPrune';
+import { Verifier, type VerifierOptions } from './jobs/verify';
 import { processLogger } from './logging';
-import { MemoryFacts } from './memory/memory';
+import { MemoryFacts, memoryRepairCheck } from './memory/memory';
+import { memoryPrunePart } from './memory/memoryRetention';
 import { memoryRewrapTarget } from './memory/memoryRewrap';
 import type { MemoryStore } from './memory/memoryStore';
-import { MAX_READINESS_MS, Readiness, readinessProbes } from './readiness';
+import { MAX_READINESS_MS, Readiness } from './readiness';
+import type { PrunePart, VerifyPart } from './retention/parts';
 import { RetentionPolicies } from './retention/policy';
-import { RetentionPruner, type RetentionStores } from './retention/prune';
 import { PruneStates } from './retention/pruneState';
-import { Verifier } from './retention/verify';
+import { snapshotPrunePart } from './snapshots/snapshotRetention';
+import { snapshotVerifyPart } from './snapshots/snapshotVerify';
 import { TrustedSnapshotKeys } from './snapshots/trustedKeys';
-import { type SnapshotStores, WorkspaceSnapshots } from './snapshots/workspaceSnapshots';
+import { snapshotRepairCheck, type SnapshotStores, WorkspaceSnapshots } from './snapshots/workspaceSnapshots';
 import { AzureEmailWindowQueue } from './storage/azure/azureEmailWindowQueue';
 import { BlobImmutableObjectStore } from './storage/azure/blobImmutableObjectStore';
 import { BlobKeyValueStoreFactory } from './storage/azure/blobKeyValueStore';
@@ -39,6 +46,7 @@ import {
   createQueueServiceClient,
   createTableClient,
 } from './storage/azure/clients';
+import { readinessProbes } from './storage/azure/readinessProbes';
 import { TableSessionIndex } from './storage/azure/sessionIndexTable';
 import { TableAuditStore } from './storage/azure/tableAuditStore';
 import { TableMemoryStore } from './storage/azure/tableMemoryStore';
@@ -61,9 +69,13 @@ import {
   recordingSnapshotStores,
 } from './tenants/recordingStores';
 import { TenantDirectory } from './tenants/tenantDirectory';
+import type { ThreadRecord } from './threads/records';
 import { SealedThreadSpace } from './threads/sealedThreadSpace';
+import { threadRepairCheck } from './threads/threadAudit';
+import { threadPrunePart } from './threads/threadRetention';
 import { threadRewrapTarget } from './threads/threadRewrap';
 import { ThreadStore } from './threads/threadStore';
+import { threadVerifyPart } from './threads/threadVerify';
 
 /**
  * The composition root, the one place that decides which implementation serves each storage
@@ -182,21 +194,28 @@ export function createServices(config: Config): Services {
           createQueueServiceClient(queueService, config.storageTimeoutMs).getQueueClient(queueName),
           config.storageTimeoutMs,
         );
-  const auditTrail = createAuditTrail(config);
-  const audit = auditTrail ?? noTransactionalAuditLog;
   const storedSessions = createSessionStorage(config, tenants, blobService);
   const sealedSessions = new SealedSessions(baseKv);
   const sessionStorage =
     storedSessions === undefined
       ? undefined
       : sealedArchiveStorage({ ...storedSessions, codec, policy: tenantPolicy, sessions: sealedSessions });
-  const sessionArchive = sessionStorage === undefined ? undefined : new SessionArchive(sessionStorage, audit);
   const trustedSnapshotKeys = new TrustedSnapshotKeys(config.snapshotKeys, kvStores);
   const snapshotStores = recordingSnapshotStores(createSnapshotStores(config, blobService), tenants);
-  const snapshots = new WorkspaceSnapshots(snapshotStores, trustedSnapshotKeys, { audit });
   const plainMemoryStore = createMemoryStore(config);
   const memoryStore =
     plainMemoryStore === undefined ? undefined : recordingMemoryStore(plainMemoryStore, tenants);
+  // How the audit trail's repair tells whether an action committed: each domain's own check, over
+  // the same stores its domain writes.
+  const auditTrail = createAuditTrail(config, [
+    threadRepairCheck(threadSpaceOf),
+    snapshotRepairCheck(snapshotStores),
+    ...(memoryStore === undefined ? [] : [memoryRepairCheck(memoryStore)]),
+    ...(sessionStorage === undefined ? [] : [archiveRepairCheck(sessionStorage)]),
+  ]);
+  const audit = auditTrail ?? noTransactionalAuditLog;
+  const sessionArchive = sessionStorage === undefined ? undefined : new SessionArchive(sessionStorage, audit);
+  const snapshots = new WorkspaceSnapshots(snapshotStores, trustedSnapshotKeys, { audit });
   const memory =
     memoryStore === undefined ? undefined : new MemoryFacts({ store: memoryStore, codec, audit });
   const threads = new ThreadStore({
@@ -204,19 +223,6 @@ export function createServices(config: Config): Services {
     maxValueBytes: rawKv.maxValueBytes - (encryption.enabled ? SEAL_OVERHEAD : 0),
     sealed: encryption.enabled,
     audit,
-  });
-  auditTrail?.setVerifiers({
-    thread: (tenant, threadId) => threads.auditOutbox(tenant, threadId),
-    snapshot: (tenant, workspaceId, snapshotId) => snapshots.isStored(tenant, workspaceId, snapshotId),
-    ...(memory === undefined
-      ? {}
-      : { memory: (tenant, namespace, key) => memory.auditOutbox(tenant, namespace, key) }),
-    ...(sessionArchive === undefined
-      ? {}
-      : {
-          archive: (tenant, sessionId, checkpointId, sinceMs) =>
-            sessionArchive.wasPublished(tenant, sessionId, checkpointId, sinceMs),
-        }),
   });
   const rewrapTargets = [
     threadRewrapTarget(rawKv, codec),
@@ -270,16 +276,83 @@ export function createServices(config: Config): Services {
     trustedSnapshotKeys,
     ...(memory === undefined ? {} : { memory }),
     retentionPolicies,
-    pruner: new RetentionPruner(retentionStores, {
+    pruner: retentionPruner(retentionStores, {
       maxDeletes: config.retention.maxDeletes,
       maxMs: config.retention.maxSeconds * 1000,
     }),
-    verifier: new Verifier({ ...retentionStores, audit: auditChainCheckOf(auditTrail) }),
+    verifier: retentionVerifier({ ...retentionStores, audit: auditChainCheckOf(auditTrail) }),
     readiness: new Readiness(
       readinessProbes(config, blobService),
       Math.min(config.storageTimeoutMs, MAX_READINESS_MS),
     ),
   };
+}
+
+/** Every store the retention jobs cover, as the composition root wires them. */
+export interface RetentionStores {
+  /** Every tenant's key/value and thread spaces. */
+  readonly kvStores: KeyValueStoreFactory;
+  /**
+   * A tenant's thread space as the thread store reads it (sealed when encryption keys are set);
+   * default: `kvStores.forSpace('threads', tenant)`.
+   */
+  readonly threadSpaceOf?: (tenant: string) => KeyValueStore;
+  /** True when thread values are sealed: their keys carry random ids, not digests (verify opens them). */
+  readonly threadsSealed?: boolean;
+  /**
+   * Deletes a thread record whose time to live ran out, compare-and-swap on `etag`
+   * (PreconditionFailedError when it changed; false when it was gone): the thread store's own
+   * deletion, which records `thread.deleted` in the audit trail. Default: the space's delete.
+   */
+  readonly deleteThreadRecord?: (
+    tenant: string,
+    threadId: string,
+    record: ThreadRecord,
+    etag: string,
+  ) => Promise<boolean>;
+  readonly directory: TenantDirectory;
+  readonly policies: RetentionPolicies;
+  readonly states: PruneStates;
+  readonly memory?: MemoryFacts;
+  /** The session archive's objects and index (absent without a table service). */
+  readonly sessions?: ArchiveStorage;
+  readonly snapshots: SnapshotStores;
+}
+
+/** A tenant's thread space, as the thread store reads it. */
+function threadSpaceOf(
+  stores: Pick<RetentionStores, 'kvStores' | 'threadSpaceOf'>,
+): (tenant: string) => KeyValueStore {
+  return (tenant) => stores.threadSpaceOf?.(tenant) ?? stores.kvStores.forSpace('threads', tenant);
+}
+
+/**
+ * The retentionPrune run over the domains' parts, in the order each tenant's pass runs them:
+ * memory facts, threads, sessions, snapshots, interactions.
+ */
+export function retentionPruner(stores: RetentionStores, options: PrunerOptions): RetentionPruner {
+  const parts: PrunePart[] = [
+    ...(stores.memory === undefined ? [] : [memoryPrunePart(stores.memory)]),
+    threadPrunePart(threadSpaceOf(stores), stores.deleteThreadRecord),
+    ...(stores.sessions === undefined ? [] : [sessionPrunePart(stores.sessions)]),
+    snapshotPrunePart(stores.snapshots),
+    interactionPrunePart(stores.kvStores),
+  ];
+  const { directory, policies, states } = stores;
+  return new RetentionPruner({ directory, policies, states, parts }, options);
+}
+
+/** `cairn verify` over the domains' parts: threads, sessions, snapshots, then the audit chain. */
+export function retentionVerifier(
+  stores: Omit<RetentionStores, 'policies' | 'states'> & { readonly audit: AuditChainCheck },
+  options?: VerifierOptions,
+): Verifier {
+  const parts: VerifyPart[] = [
+    threadVerifyPart(threadSpaceOf(stores), stores.threadsSealed === true),
+    ...(stores.sessions === undefined ? [] : [sessionVerifyPart(stores.sessions)]),
+    snapshotVerifyPart(stores.snapshots),
+  ];
+  return new Verifier({ directory: stores.directory, parts, audit: stores.audit }, options);
 }
 
 /** Blob names of snapshots start with this, in the container named exactly CAIRN_BLOB_CONTAINER. */
@@ -390,7 +463,7 @@ function createSessionStorage(
  * storage timeouts and half a minute: longer than any appender of an event can still be running
  * (it gives up at half of it), with room for the instances' clocks to differ.
  */
-function createAuditTrail(config: Config): AuditTrail | undefined {
+function createAuditTrail(config: Config, repairChecks: readonly RepairCheck[]): AuditTrail | undefined {
   const { audit } = config;
   if (!audit.enabled) return undefined;
   let store: AuditStore;
@@ -409,6 +482,7 @@ function createAuditTrail(config: Config): AuditTrail | undefined {
     ...(audit.signingKey === undefined ? {} : { signingKey: audit.signingKey }),
     log: processLogger(config.logLevel).child({ component: 'audit' }),
     repairGraceMs: 6 * config.storageTimeoutMs + 30_000,
+    repairChecks,
   });
 }
 

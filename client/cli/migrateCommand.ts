@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 
-import { isValidTenantId } from '../../shared/config';
 import { validateKey } from '../../shared/keys';
+import { isValidTenantId } from '../../shared/tenants/tenantIds';
 import type { MigrationReport, MigrationStatus } from '../migrationsClient';
 import { checked, type Command, EXIT_FAILURE, EXIT_SUCCESS, UsageError } from './command';
 

@@ -10,8 +10,8 @@ import {
   type SnapshotManifest,
 } from '../../shared/snapshots/manifest';
 import { verifiesWith } from '../../shared/snapshots/signatures';
-import type { SnapshotsClient } from '../snapshotsClient';
 import { forEachLimited } from './pool';
+import type { SnapshotRoutes } from './routes';
 
 /**
  * Loading a snapshot into a folder, all or nothing. Before anything is written the manifest is
@@ -56,7 +56,7 @@ const DEFAULT_CONCURRENCY = 16;
 
 /** Fetches a snapshot's manifest and checks it (hash, signature, version, paths), in that order. */
 export async function fetchVerifiedManifest(
-  api: SnapshotsClient,
+  api: SnapshotRoutes,
   id: string,
   options: ManifestCheckOptions,
 ): Promise<VerifiedSnapshot> {
@@ -86,7 +86,7 @@ export async function fetchVerifiedManifest(
 }
 
 export async function loadSnapshot(
-  api: SnapshotsClient,
+  api: SnapshotRoutes,
   id: string,
   dir: string,
   options: LoadOptions,
@@ -157,7 +157,7 @@ async function checkTarget(target: string, shown: string): Promise<void> {
 
 /** Downloads one file into `staging`, checking every part's size and the whole file's SHA-256. */
 async function downloadFile(
-  api: SnapshotsClient,
+  api: SnapshotRoutes,
   workspaceId: string,
   staging: string,
   file: SnapshotFile,
@@ -195,7 +195,7 @@ async function downloadFile(
 }
 
 async function readPart(
-  api: SnapshotsClient,
+  api: SnapshotRoutes,
   workspaceId: string,
   file: SnapshotFile,
   part: number,

@@ -10,9 +10,9 @@ import {
   snapshotIdOf,
   type SnapshotManifest,
 } from '../../shared/snapshots/manifest';
-import type { SnapshotsClient } from '../snapshotsClient';
 import { MissingPartsError } from './errors';
 import { forEachLimited } from './pool';
+import type { SnapshotRoutes } from './routes';
 import { type TreeFile, walkWorkspace } from './workspaceTree';
 
 /**
@@ -71,7 +71,7 @@ const DEFAULT_CONCURRENCY = 16;
 const PUBLISH_ATTEMPTS = 3;
 
 export async function saveSnapshot(
-  api: SnapshotsClient,
+  api: SnapshotRoutes,
   dir: string,
   options: SaveOptions,
 ): Promise<SaveReport> {

@@ -2,9 +2,9 @@ import { createHash } from 'node:crypto';
 
 import { partCount, partName, partSize } from '../../shared/snapshots/identifiers';
 import type { SnapshotFile } from '../../shared/snapshots/manifest';
-import type { SnapshotsClient } from '../snapshotsClient';
 import { fetchVerifiedManifest, type ManifestCheckOptions } from './load';
 import { forEachLimited } from './pool';
+import type { SnapshotRoutes } from './routes';
 
 /**
  * Checks a stored snapshot with nothing but its id, the public key and read access: the manifest's
@@ -35,7 +35,7 @@ export interface VerifyReport {
 const DEFAULT_CONCURRENCY = 16;
 
 export async function verifySnapshot(
-  api: SnapshotsClient,
+  api: SnapshotRoutes,
   id: string,
   options: VerifyOptions,
 ): Promise<VerifyReport> {

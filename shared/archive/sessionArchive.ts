@@ -1,7 +1,12 @@
 import { createHash, type Hash } from 'node:crypto';
 import { Readable } from 'node:stream';
 
-import { noTransactionalAuditLog, pendingEvent, type TransactionalAuditLog } from '../audit/pending';
+import {
+  noTransactionalAuditLog,
+  pendingEvent,
+  type RepairCheck,
+  type TransactionalAuditLog,
+} from '../audit/pending';
 import {
   ConflictError,
   ForbiddenError,
@@ -223,18 +228,7 @@ export class SessionArchive {
     checkpointId: string,
     sinceMs: number,
   ): Promise<boolean | null> {
-    if ((await this.index.ownerOf(sessionId)) !== tenant) return false;
-    const objects = this.storage.objectsOf(tenant);
-    let id = await objects.readPointer(`${sessionId}/latest`);
-    while (id !== null) {
-      if (id === checkpointId) return true;
-      const bytes = await objects.get(`${sessionId}/checkpoints/${id}`);
-      if (bytes === null) return null;
-      const manifest = deserializeManifest(bytes);
-      if (Date.parse(manifest.createdAt) < sinceMs - 60_000) return false;
-      id = manifest.parent;
-    }
-    return false;
+    return wasPublished(this.storage, tenant, sessionId, checkpointId, sinceMs);
   }
 
   /** The manifest of `checkpointId`, or of the latest checkpoint for `latest`. */
@@ -696,4 +690,50 @@ async function sizesByName(items: AsyncIterable<ObjectInfo>, prefix: string): Pr
   const sizes = new Map<string, number>();
   for await (const item of items) sizes.set(item.key.slice(prefix.length), item.size);
   return sizes;
+}
+
+/**
+ * Whether a checkpoint was published (its `latest` moved to it), looking back no further than
+ * checkpoints made since `sinceMs`; null when it cannot tell.
+ */
+async function wasPublished(
+  storage: ArchiveStorage,
+  tenant: string,
+  sessionId: string,
+  checkpointId: string,
+  sinceMs: number,
+): Promise<boolean | null> {
+  if ((await storage.index.ownerOf(sessionId)) !== tenant) return false;
+  const objects = storage.objectsOf(tenant);
+  let id = await objects.readPointer(`${sessionId}/latest`);
+  while (id !== null) {
+    if (id === checkpointId) return true;
+    const bytes = await objects.get(`${sessionId}/checkpoints/${id}`);
+    if (bytes === null) return null;
+    const manifest = deserializeManifest(bytes);
+    if (Date.parse(manifest.createdAt) < sinceMs - 60_000) return false;
+    id = manifest.parent;
+  }
+  return false;
+}
+
+/**
+ * The session archive's part of the audit trail's repair (see audit/pending.ts): a checkpoint's
+ * publish (`archive`) committed when the session's `latest` moved to it.
+ */
+export function archiveRepairCheck(storage: ArchiveStorage): RepairCheck {
+  return {
+    kinds: ['archive'],
+    fateOf: async (tenant, event, check, trail) => {
+      if (await trail.appended(tenant, event.id)) return 'committed';
+      const published = await wasPublished(
+        storage,
+        tenant,
+        String(check['sessionId']),
+        String(check['checkpointId']),
+        event.createdAtMs,
+      );
+      return published === null ? 'undecided' : published ? 'committed' : 'not-committed';
+    },
+  };
 }

@@ -1,10 +1,13 @@
 import { IntegrityError } from '../errors';
 import { countObject, type PruneBudget, type PruneCounts } from '../retention/budget';
 import { forEachLimited } from '../retention/deletion';
+import type { PrunePart } from '../retention/parts';
+import { withoutSessionIntent, withSessionIntent } from '../retention/pruneState';
 import type { ImmutableObjectStore, ObjectInfo } from '../storage/immutableObjectStore';
 import type { SessionIndex, SessionRecord } from '../storage/sessionIndex';
 import { BLOCK_BYTES, blockKey, tailKey } from './identifiers';
 import { deserializeManifest, type Manifest } from './manifest';
+import type { ArchiveStorage } from './sealedArchive';
 
 /**
  * Retention of one tenant's archive sessions (docs/retention.md): sessions whose latest checkpoint
@@ -321,4 +324,39 @@ async function collectSession(sessionId: string, options: SessionPassOptions): P
   }
   if (!(await deleteObjects(objects, doomedManifests, storedBefore, budget, counts))) return false;
   return deleteObjects(objects, doomedObjects, storedBefore, budget, counts);
+}
+
+/**
+ * The session archive's part of the prune run: each tenant's sessions (time to live, garbage on
+ * full passes), finishing first the deletions an earlier run began (the prune state's intents).
+ */
+export function sessionPrunePart(storage: ArchiveStorage): PrunePart {
+  return {
+    name: 'sessions',
+    prune: async (pass) => {
+      const { tenant, state, policy } = pass;
+      if (!pass.domains.has('sessions') && state.sessionIntents.length === 0) return { complete: true };
+      const complete = await pruneSessions({
+        objects: storage.objectsOf(tenant),
+        index: storage.index,
+        tenant,
+        ttlMs: policy.sessionTtlSeconds === null ? null : policy.sessionTtlSeconds * 1000,
+        graceMs: pass.graceMs,
+        now: pass.now,
+        budget: pass.budget,
+        counts: pass.counts,
+        full: pass.full,
+        intents: state.sessionIntents.map((intent) => intent.sessionId),
+        intentLog: {
+          add: async (sessionId) =>
+            void (await pass.updateState((s) =>
+              withSessionIntent(s, sessionId, new Date(pass.clock()).toISOString()),
+            )),
+          remove: async (sessionId) =>
+            void (await pass.updateState((s) => withoutSessionIntent(s, sessionId))),
+        },
+      });
+      return { complete };
+    },
+  };
 }

@@ -1,12 +1,14 @@
 import { createHash } from 'node:crypto';
 
 import { IntegrityError } from '../errors';
+import type { VerifyPart } from '../retention/parts';
 import type { HashSample, VerifyCollector } from '../retention/verifyReport';
 import { sampled } from '../retention/verifyReport';
 import type { ImmutableObjectStore } from '../storage/immutableObjectStore';
 import type { SessionIndex } from '../storage/sessionIndex';
 import { BLOCK_BYTES, blockKey, tailKey } from './identifiers';
 import type { Manifest, ManifestFile } from './manifest';
+import type { ArchiveStorage } from './sealedArchive';
 import { readSession, referencedObjects, SESSION_TOMBSTONE } from './sessionRetention';
 
 /**
@@ -162,4 +164,16 @@ async function hashFile(
     hash.update(bytes);
   }
   return hash.digest('hex');
+}
+
+/** The session archive's part of `cairn verify`, for tenants that store sessions. */
+export function sessionVerifyPart(storage: ArchiveStorage): VerifyPart {
+  return {
+    name: 'sessions',
+    verify: async (tenant, domains, collector, sample) => {
+      if (domains.has('sessions')) {
+        await verifySessions(storage.objectsOf(tenant), storage.index, tenant, collector, sample);
+      }
+    },
+  };
 }

@@ -9,7 +9,7 @@ import type { AuditStore, RecordQuery, StoredMarker } from './auditStore';
 import { type AuditRecord, ChainVerifier, type ExpectedHead, GENESIS_HASH, withHash } from './chain';
 import { checkSignedHeads, type VerifyAnswer } from './headChain';
 import { publicKeyId, type SignedHead, signHead } from './headSignature';
-import type { PendingEvent, TransactionalAuditLog } from './pending';
+import type { PendingEvent, PendingFate, RepairCheck, TransactionalAuditLog } from './pending';
 
 /**
  * The audit trail (docs/audit.md): per tenant, records 1, 2, 3, … without gaps, each chained to the
@@ -56,41 +56,13 @@ export interface AuditTrailOptions {
   readonly repairGraceMs: number;
   /** How often an instance looks for a tenant's pending markers while appending (default 10 s). */
   readonly repairIntervalMs?: number;
+  /**
+   * How the repair tells whether a pending event's action committed, per check kind (each domain
+   * gives its own: threads, archives, memory facts, snapshots). A marker whose kind has no check
+   * here stays pending (undecided).
+   */
+  readonly repairChecks?: readonly RepairCheck[];
 }
-
-/** What decides whether a pending thread event committed: the thread record's incarnation and outbox. */
-export type ThreadOutboxReader = (
-  tenant: string,
-  threadId: string,
-) => Promise<{ readonly incarnation: string; readonly outbox: readonly string[] } | null>;
-
-/**
- * Whether an archive checkpoint was published (its `latest` moved to it), looking back no further
- * than checkpoints made since `sinceMs`; null when it cannot tell.
- */
-export type ArchivePublishCheck = (
-  tenant: string,
-  sessionId: string,
-  checkpointId: string,
-  sinceMs: number,
-) => Promise<boolean | null>;
-
-/**
- * The incarnation of a memory fact's row and the ids of the audit events its outbox holds (what
- * decides whether a pending memory event committed); null when the row is absent.
- */
-export type MemoryOutboxReader = (
-  tenant: string,
-  namespace: string,
-  key: string,
-) => Promise<{ readonly incarnation: string; readonly outbox: readonly string[] } | null>;
-
-/** Whether a workspace snapshot's manifest is stored (the commit point of its publish). */
-export type SnapshotStoredCheck = (
-  tenant: string,
-  workspaceId: string,
-  snapshotId: string,
-) => Promise<boolean>;
 
 interface Head {
   readonly seq: number;
@@ -126,11 +98,6 @@ const ACTION = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/;
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
-/** The event id of a thread's deletion: one per incarnation, whoever deleted it. */
-export function threadDeletedEventId(threadId: string, incarnation: string): string {
-  return `thread.deleted:${threadId}:${incarnation}`;
-}
-
 /** The append window of an event ran out: its marker is left to a repair. */
 class AppendWindowPassed extends Error {}
 
@@ -144,10 +111,7 @@ export class AuditTrail implements TransactionalAuditLog {
   private readonly states = new Map<string, TenantState>();
   private readonly queues = new KeyedMutex();
   private readonly known = new LruMap<string, true>(100_000);
-  private threadReader: ThreadOutboxReader | undefined;
-  private archiveCheck: ArchivePublishCheck | undefined;
-  private memoryReader: MemoryOutboxReader | undefined;
-  private snapshotCheck: SnapshotStoredCheck | undefined;
+  private readonly checks = new Map<string, RepairCheck>();
   private readonly publicKey: KeyObject | undefined;
   private readonly keyId: string | undefined;
   private refusals = 0;
@@ -159,22 +123,9 @@ export class AuditTrail implements TransactionalAuditLog {
     this.now = options.now ?? Date.now;
     this.graceMs = options.repairGraceMs;
     this.repairIntervalMs = options.repairIntervalMs ?? 10_000;
-  }
-
-  /**
-   * How the repair tells whether a pending event of a thread, an archive, a memory fact or a
-   * snapshot committed. A marker whose kind has no verifier here stays pending (undecided).
-   */
-  setVerifiers(verifiers: {
-    thread?: ThreadOutboxReader;
-    archive?: ArchivePublishCheck;
-    memory?: MemoryOutboxReader;
-    snapshot?: SnapshotStoredCheck;
-  }): void {
-    if (verifiers.thread !== undefined) this.threadReader = verifiers.thread;
-    if (verifiers.archive !== undefined) this.archiveCheck = verifiers.archive;
-    if (verifiers.memory !== undefined) this.memoryReader = verifiers.memory;
-    if (verifiers.snapshot !== undefined) this.snapshotCheck = verifiers.snapshot;
+    for (const check of options.repairChecks ?? []) {
+      for (const kind of check.kinds) this.checks.set(kind, check);
+    }
   }
 
   get signs(): boolean {
@@ -434,10 +385,7 @@ export class AuditTrail implements TransactionalAuditLog {
       if (fate === 'undecided') continue;
       if (fate === 'committed') {
         const deadlineMs = now + this.graceMs / 2;
-        const events =
-          marker.check.kind === 'thread-delete' || marker.check.kind === 'memory-forget'
-            ? [...marker.check.carried, marker.event]
-            : [marker.event];
+        const events = [...(marker.check.carried ?? []), marker.event];
         for (const event of events) await this.append(tenant, event, { dedupe: true, deadlineMs });
       }
       await this.store.deleteMarker(tenant, marker.event.id);
@@ -451,65 +399,13 @@ export class AuditTrail implements TransactionalAuditLog {
   }
 
   /** Whether the action of a marker's event committed, by the check the marker names. */
-  private async fateOf(
-    tenant: string,
-    marker: StoredMarker,
-  ): Promise<'committed' | 'not-committed' | 'undecided'> {
-    const { check, event } = marker;
-    switch (check.kind) {
-      case 'thread': {
-        if (await this.appended(tenant, event.id)) return 'committed';
-        if (this.threadReader === undefined) return 'undecided';
-        const thread = await this.threadReader(tenant, check.threadId);
-        if (thread !== null && thread.incarnation === check.incarnation) {
-          return thread.outbox.includes(event.id) ? 'committed' : 'not-committed';
-        }
-        // The thread was deleted since: its deletion's marker carries what its record held.
-        const deletion = await this.store.readMarker(
-          tenant,
-          threadDeletedEventId(check.threadId, check.incarnation),
-        );
-        const carried = deletion?.check.kind === 'thread-delete' ? deletion.check.carried : [];
-        return carried.some((pending) => pending.id === event.id) ? 'committed' : 'not-committed';
-      }
-      case 'thread-delete': {
-        if (this.threadReader === undefined) return 'undecided';
-        const thread = await this.threadReader(tenant, check.threadId);
-        return thread === null || thread.incarnation !== check.incarnation ? 'committed' : 'not-committed';
-      }
-      case 'archive': {
-        if (await this.appended(tenant, event.id)) return 'committed';
-        if (this.archiveCheck === undefined) return 'undecided';
-        const published = await this.archiveCheck(
-          tenant,
-          check.sessionId,
-          check.checkpointId,
-          event.createdAtMs,
-        );
-        return published === null ? 'undecided' : published ? 'committed' : 'not-committed';
-      }
-      case 'memory': {
-        if (await this.appended(tenant, event.id)) return 'committed';
-        if (this.memoryReader === undefined) return 'undecided';
-        // Not in the row's outbox: the write did not land, or its row was deleted since, and the
-        // deletion's marker carries the event (it appends it); only events known to be in the
-        // trail ever leave an outbox otherwise.
-        const fact = await this.memoryReader(tenant, check.namespace, check.key);
-        return fact !== null && fact.outbox.includes(event.id) ? 'committed' : 'not-committed';
-      }
-      case 'memory-forget': {
-        if (this.memoryReader === undefined) return 'undecided';
-        const fact = await this.memoryReader(tenant, check.namespace, check.key);
-        return fact === null || fact.incarnation !== check.incarnation ? 'committed' : 'not-committed';
-      }
-      case 'snapshot': {
-        if (await this.appended(tenant, event.id)) return 'committed';
-        if (this.snapshotCheck === undefined) return 'undecided';
-        return (await this.snapshotCheck(tenant, check.workspaceId, check.snapshotId))
-          ? 'committed'
-          : 'not-committed';
-      }
-    }
+  private async fateOf(tenant: string, marker: StoredMarker): Promise<PendingFate> {
+    const check = this.checks.get(marker.check.kind);
+    if (check === undefined) return 'undecided';
+    return check.fateOf(tenant, marker.event, marker.check, {
+      appended: (of, eventId) => this.appended(of, eventId),
+      readMarker: (of, eventId) => this.store.readMarker(of, eventId),
+    });
   }
 
   // Appending.

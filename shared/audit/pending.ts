@@ -28,38 +28,45 @@ export interface PendingEvent extends AuditEvent {
   readonly createdAtMs: number;
 }
 
-/** How a repair tells whether a pending event's action committed. */
-export type PendingCheck =
-  /** Committed when the thread record (`incarnation`) carries the event in its outbox. */
-  | { readonly kind: 'thread'; readonly threadId: string; readonly incarnation: string }
+/**
+ * How a repair tells whether a pending event's action committed: `kind` names the
+ * {@link RepairCheck} that decides (each domain gives its own, for the kinds of actions it records:
+ * `thread`, `archive`, `memory`, `snapshot`, ...); the other fields are that check's. Stored with
+ * the marker as JSON.
+ */
+export interface PendingCheck {
+  readonly kind: string;
   /**
-   * A deletion: committed when the record of `incarnation` is gone. `carried` are the outbox events
-   * of the deleted record not known to be appended: they committed with it, and are appended too.
+   * Events that committed with the action (the outbox of a record the action deletes, not known to
+   * be appended): a repair that finds the action committed appends them, then the event.
    */
-  | {
-      readonly kind: 'thread-delete';
-      readonly threadId: string;
-      readonly incarnation: string;
-      readonly carried: readonly PendingEvent[];
-    }
-  /** A session archive checkpoint: committed when `latest` moved to it. */
-  | { readonly kind: 'archive'; readonly sessionId: string; readonly checkpointId: string }
-  /** A memory fact's write: committed when the fact's row carries the event in its outbox. */
-  | { readonly kind: 'memory'; readonly namespace: string; readonly key: string }
-  /**
-   * A memory fact's deletion (a forget, or the first row a forget of a namespace deletes):
-   * committed when the row of `incarnation` is gone. `carried` are the outbox events of the row(s)
-   * deleted that are not known to be appended: they committed with the rows, and are appended too.
-   */
-  | {
-      readonly kind: 'memory-forget';
-      readonly namespace: string;
-      readonly key: string;
-      readonly incarnation: string;
-      readonly carried: readonly PendingEvent[];
-    }
-  /** A workspace snapshot: committed when its manifest is stored (its create-only put). */
-  | { readonly kind: 'snapshot'; readonly workspaceId: string; readonly snapshotId: string };
+  readonly carried?: readonly PendingEvent[];
+  readonly [field: string]: unknown;
+}
+
+/** What a repair decides of a pending event's action. */
+export type PendingFate = 'committed' | 'not-committed' | 'undecided';
+
+/** What a repair check may read of the trail. */
+export interface RepairReads {
+  /** Whether the trail holds the event (a storage read). */
+  appended(tenant: string, eventId: string): Promise<boolean>;
+  /** The tenant's pending marker of an event, or null when there is none. */
+  readMarker(
+    tenant: string,
+    eventId: string,
+  ): Promise<{ readonly event: PendingEvent; readonly check: PendingCheck } | null>;
+}
+
+/**
+ * A domain's part of the audit trail's repair: whether the action of a pending event of one of
+ * its `kinds` committed. The composition root gives the trail every domain's checks; a marker of a
+ * kind no check decides stays pending (undecided).
+ */
+export interface RepairCheck {
+  readonly kinds: readonly string[];
+  fateOf(tenant: string, event: PendingEvent, check: PendingCheck, trail: RepairReads): Promise<PendingFate>;
+}
 
 export interface TransactionalAuditLog extends AuditLog {
   /** Stores a pending marker of each event (before the action's commit point); throws when it could not. */

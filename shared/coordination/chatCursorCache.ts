@@ -1,5 +1,5 @@
 import { LruMap } from '../lruMap';
-import type { ChatCursor } from './chatCursors';
+import type { CachedChatCursor, TenantChatCursorCache } from './chatCursors';
 
 /**
  * The last version of each chat cursor this instance read or wrote, per tenant, so that a claim
@@ -13,18 +13,6 @@ import type { ChatCursor } from './chatCursors';
  * decide that there is nothing to claim (that always reads), and it is dropped whenever a read or
  * write of the cursor is uncertain. Bounded: the least recently used entries go first.
  */
-export interface CachedChatCursor {
-  readonly etag: string;
-  readonly cursor: ChatCursor;
-}
-
-/** The cache seen from one tenant's claims. */
-export interface TenantChatCursorCache {
-  get(chatId: string): CachedChatCursor | undefined;
-  set(chatId: string, entry: CachedChatCursor): void;
-  delete(chatId: string): void;
-}
-
 export class ChatCursorCache {
   private readonly entries: LruMap<string, CachedChatCursor>;
 

@@ -1,7 +1,6 @@
 import { z } from 'zod';
 
 import type { KeyValueStore } from '../storage/keyValueStore';
-import type { TenantChatCursorCache } from './chatCursorCache';
 import { encodeChatId } from './chatIds';
 import { conditionalWrite, decodeUtf8, parseJson, readOutcome } from './conditionalWrite';
 import { formatTimestamp, laterTimestamp, rfc3339Millis } from './timestamps';
@@ -36,6 +35,19 @@ export interface ChatCursor {
   readonly seenIdsTail: readonly string[];
   readonly bootstrapped: boolean;
   readonly lastWrittenAt: string | null;
+}
+
+/** A cursor version this instance knows (see chatCursorCache.ts: a compare-and-swap hint only). */
+export interface CachedChatCursor {
+  readonly etag: string;
+  readonly cursor: ChatCursor;
+}
+
+/** What a claim asks of the cache of cursor versions, seen from one tenant. */
+export interface TenantChatCursorCache {
+  get(chatId: string): CachedChatCursor | undefined;
+  set(chatId: string, entry: CachedChatCursor): void;
+  delete(chatId: string): void;
 }
 
 export type ChatCursorRead =

@@ -14,8 +14,8 @@ import {
   settleEmailCursorWrite,
   writeEmailCursor,
 } from './emailCursor';
+import type { EmailPollTenantRegistry } from './emailPollTenants';
 import type { EmailWindowMessage, EmailWindowQueue } from './emailWindowQueue';
-import type { EmailPollTenantRegistry } from './tenantRegistry';
 import { compareTimestamps, formatTimestamp } from './timestamps';
 
 /**

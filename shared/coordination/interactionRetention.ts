@@ -1,6 +1,7 @@
 import type { PruneBudget, PruneCounts } from '../retention/budget';
 import { deleteListed, listAllItems } from '../retention/deletion';
-import type { KeyValueStore } from '../storage/keyValueStore';
+import type { PrunePart } from '../retention/parts';
+import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 
 /**
  * Retention of the interaction log (docs/coordination.md): one key per UTC day,
@@ -35,4 +36,27 @@ export async function pruneInteractions(options: {
     }
   }
   return true;
+}
+
+/**
+ * The interaction log's part of the prune run: once a day per tenant with key/value data and an
+ * `interactionDays` policy, the days before the first kept one go; the day is recorded when done.
+ */
+export function interactionPrunePart(kvStores: KeyValueStoreFactory): PrunePart {
+  return {
+    name: 'interactions',
+    prune: async ({ tenant, domains, policy, now, budget, counts, state }) => {
+      const today = new Date(now).toISOString().slice(0, 10);
+      const days = policy.interactionDays;
+      if (!domains.has('kv') || days === null || state.interactionsPrunedOn === today)
+        return { complete: true };
+      const done = await pruneInteractions({ store: kvStores.forTenant(tenant), days, now, budget, counts });
+      return {
+        complete: done,
+        ...(done
+          ? { settle: (s) => (s.interactionsPrunedOn === today ? s : { ...s, interactionsPrunedOn: today }) }
+          : {}),
+      };
+    },
+  };
 }

@@ -1,4 +1,3 @@
-import { TenantRegistry } from '../coordination/tenantRegistry';
 import {
   CairnError,
   ConfigurationError,
@@ -7,6 +6,7 @@ import {
   PreconditionFailedError,
 } from '../errors';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
+import { TenantRegistry } from '../tenants/tenantRegistry';
 import type { EncryptionKey } from './encryptionKeys';
 import { hasSealMarker, openWith, sealedKeyId, sealWith } from './sealedFormat';
 import { sealsTenant, type TenantPolicy } from './tenantPolicy';

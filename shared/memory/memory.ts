@@ -5,6 +5,7 @@ import {
   noTransactionalAuditLog,
   type PendingEvent,
   pendingEvent,
+  type RepairCheck,
   type TransactionalAuditLog,
 } from '../audit/pending';
 import { eachLimited } from '../crypto/rewrap';
@@ -645,9 +646,7 @@ export class MemoryFacts {
     namespace: string,
     key: string,
   ): Promise<{ incarnation: string; outbox: string[] } | null> {
-    const row = await this.store.get(tenant, namespace, key);
-    if (row === null) return null;
-    return { incarnation: incarnationOf(row), outbox: parseOutbox(row.outbox).map((event) => event.id) };
+    return memoryAuditOutbox(this.store, tenant, namespace, key);
   }
 
   /**
@@ -890,4 +889,41 @@ function endsWith(segments: readonly string[], suffix: readonly string[]): boole
   if (suffix.length > segments.length) return false;
   const start = segments.length - suffix.length;
   return suffix.every((segment, i) => segments[start + i] === segment);
+}
+
+/** The incarnation of a fact's row and the ids of the audit events its outbox holds; null when absent. */
+async function memoryAuditOutbox(
+  store: MemoryStore,
+  tenant: string,
+  namespace: string,
+  key: string,
+): Promise<{ incarnation: string; outbox: string[] } | null> {
+  const row = await store.get(tenant, namespace, key);
+  if (row === null) return null;
+  return { incarnation: incarnationOf(row), outbox: parseOutbox(row.outbox).map((event) => event.id) };
+}
+
+/**
+ * Memory's part of the audit trail's repair (see audit/pending.ts), reading the fact's row in
+ * `store`: a write (`memory`) committed when the row carries the event in its outbox; a deletion
+ * (`memory-forget`) when the row of its incarnation is gone.
+ */
+export function memoryRepairCheck(store: MemoryStore): RepairCheck {
+  return {
+    kinds: ['memory', 'memory-forget'],
+    fateOf: async (tenant, event, check, trail) => {
+      const namespace = String(check['namespace']);
+      const key = String(check['key']);
+      if (check.kind === 'memory-forget') {
+        const fact = await memoryAuditOutbox(store, tenant, namespace, key);
+        return fact === null || fact.incarnation !== check['incarnation'] ? 'committed' : 'not-committed';
+      }
+      if (await trail.appended(tenant, event.id)) return 'committed';
+      // Not in the row's outbox: the write did not land, or its row was deleted since, and the
+      // deletion's marker carries the event (it appends it); only events known to be in the
+      // trail ever leave an outbox otherwise.
+      const fact = await memoryAuditOutbox(store, tenant, namespace, key);
+      return fact !== null && fact.outbox.includes(event.id) ? 'committed' : 'not-committed';
+    },
+  };
 }

@@ -1,8 +1,8 @@
 import path from 'node:path';
 
-import { isValidTenantId } from '../config';
 import { InvalidArgumentError } from '../errors';
 import { validateKey } from '../keys';
+import { checkTenantId } from '../tenants/tenantIds';
 
 /**
  * The checks of an admin job's input, made by the HTTP route that starts the job and again by
@@ -13,9 +13,7 @@ import { validateKey } from '../keys';
  */
 
 export function checkTenant(field: string, tenant: unknown): string {
-  if (typeof tenant !== 'string' || !isValidTenantId(tenant)) {
-    throw new InvalidArgumentError(field, 'must be 1-64 of [A-Za-z0-9._-]');
-  }
+  checkTenantId(tenant, field);
   return tenant;
 }
 

@@ -1,7 +1,7 @@
-import { isValidTenantId } from '../config';
 import { IntegrityError, InvalidArgumentError, PreconditionFailedError } from '../errors';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import { SYSTEM_NAMESPACE } from '../tenants/systemNamespace';
+import { checkTenantId, isValidTenantId } from '../tenants/tenantIds';
 
 /**
  * Retention policies (docs/retention.md): how long a tenant's data is kept. Applied only when prune
@@ -125,19 +125,19 @@ export class RetentionPolicies {
   }
 
   async override(tenant: string): Promise<PolicyOverride | null> {
-    checkTenant(tenant);
+    checkTenantId(tenant);
     const stored = await this.store.read(PREFIX + tenant);
     return stored === null ? null : decode(stored.value, tenant);
   }
 
   async set(tenant: string, override: PolicyOverride): Promise<void> {
-    checkTenant(tenant);
+    checkTenantId(tenant);
     await this.store.write(PREFIX + tenant, Buffer.from(JSON.stringify(override)));
   }
 
   /** False when the tenant had no override. */
   async remove(tenant: string): Promise<boolean> {
-    checkTenant(tenant);
+    checkTenantId(tenant);
     try {
       return await this.store.delete(PREFIX + tenant);
     } catch (error) {
@@ -168,10 +168,6 @@ export class RetentionPolicies {
     }
     return overrides;
   }
-}
-
-function checkTenant(tenant: string): void {
-  if (!isValidTenantId(tenant)) throw new InvalidArgumentError('tenant', 'must be 1-64 of [A-Za-z0-9._-]');
 }
 
 function decode(bytes: Buffer, tenant: string): PolicyOverride {

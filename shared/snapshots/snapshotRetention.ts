@@ -1,6 +1,7 @@
 import { deleteObjects } from '../archive/sessionRetention';
 import type { PruneBudget, PruneCounts } from '../retention/budget';
 import { forEachLimited } from '../retention/deletion';
+import type { PrunePart } from '../retention/parts';
 import type { ImmutableObjectStore, ObjectInfo } from '../storage/immutableObjectStore';
 import { MANIFEST_FILE, partCount, partSize } from './identifiers';
 
@@ -106,4 +107,23 @@ export async function collectSnapshotGarbage(options: {
     options.budget,
     options.counts,
   );
+}
+
+/** The snapshots' part of the prune run: on full passes, the garbage of each tenant's snapshots. */
+export function snapshotPrunePart(stores: { forTenant(tenant: string): ImmutableObjectStore }): PrunePart {
+  return {
+    name: 'snapshots',
+    prune: async ({ tenant, domains, full, graceMs, now, budget, counts }) => {
+      if (!full || !domains.has('snapshots')) return { complete: true };
+      return {
+        complete: await collectSnapshotGarbage({
+          store: stores.forTenant(tenant),
+          graceMs,
+          now,
+          budget,
+          counts,
+        }),
+      };
+    },
+  };
 }

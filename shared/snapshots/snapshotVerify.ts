@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 
 import { forEachLimited } from '../retention/deletion';
+import type { VerifyPart } from '../retention/parts';
 import { type HashSample, sampled, type VerifyCollector } from '../retention/verifyReport';
 import type { ImmutableObjectStore } from '../storage/immutableObjectStore';
 import { MANIFEST_FILE, partCount, partSize } from './identifiers';
@@ -102,4 +103,14 @@ export async function verifySnapshots(
   for (const item of unreferencedSnapshotObjects(contents)) {
     collector.orphan('snapshots', item.key, item.size, item.storedAt);
   }
+}
+
+/** The snapshots' part of `cairn verify`, for tenants that store snapshots. */
+export function snapshotVerifyPart(stores: { forTenant(tenant: string): ImmutableObjectStore }): VerifyPart {
+  return {
+    name: 'snapshots',
+    verify: async (tenant, domains, collector, sample) => {
+      if (domains.has('snapshots')) await verifySnapshots(stores.forTenant(tenant), collector, sample);
+    },
+  };
 }

@@ -1,10 +1,10 @@
 import type { KeyObject } from 'node:crypto';
 
-import { isValidTenantId } from '../config';
-import { SYSTEM_NAMESPACE } from '../coordination/tenantRegistry';
 import { InternalError, InvalidArgumentError } from '../errors';
 import { LruMap } from '../lruMap';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
+import { SYSTEM_NAMESPACE } from '../tenants/systemNamespace';
+import { checkTenantId } from '../tenants/tenantIds';
 import { publicKeyFromBase64, publicKeyToBase64 } from './signatures';
 
 /**
@@ -50,7 +50,7 @@ export class TrustedSnapshotKeys {
   }
 
   async describe(tenant: string): Promise<TenantKeys> {
-    checkTenant(tenant);
+    checkTenantId(tenant);
     const stored = await this.store.read(PREFIX + tenant);
     let runtime: string[] = [];
     if (stored !== null) {
@@ -69,7 +69,7 @@ export class TrustedSnapshotKeys {
 
   /** Replaces the run-time keys of `tenant` (base64 of raw Ed25519 public keys; `keys.N` names a bad one). */
   async setRuntime(tenant: string, keys: readonly string[]): Promise<TenantKeys> {
-    checkTenant(tenant);
+    checkTenantId(tenant);
     if (keys.length > MAX_RUNTIME_KEYS) {
       throw new InvalidArgumentError('keys', `must hold at most ${MAX_RUNTIME_KEYS} keys`);
     }
@@ -91,7 +91,7 @@ export class TrustedSnapshotKeys {
 
   /** Removes the run-time keys of `tenant`; the configured ones stay. */
   async clearRuntime(tenant: string): Promise<void> {
-    checkTenant(tenant);
+    checkTenantId(tenant);
     await this.store.delete(PREFIX + tenant);
   }
 
@@ -105,8 +105,4 @@ export class TrustedSnapshotKeys {
     }
     return key;
   }
-}
-
-function checkTenant(tenant: string): void {
-  if (!isValidTenantId(tenant)) throw new InvalidArgumentError('tenant', 'must be 1-64 of [A-Za-z0-9._-]');
 }

@@ -1,6 +1,11 @@
 import { createHash } from 'node:crypto';
 
-import { noTransactionalAuditLog, pendingEvent, type TransactionalAuditLog } from '../audit/pending';
+import {
+  noTransactionalAuditLog,
+  pendingEvent,
+  type RepairCheck,
+  type TransactionalAuditLog,
+} from '../audit/pending';
 import {
   CairnError,
   ConflictError,
@@ -658,4 +663,19 @@ async function forEachLimited<T>(
     }),
   );
   if (failures.length > 0) throw failures[0];
+}
+
+/**
+ * The snapshots' part of the audit trail's repair (see audit/pending.ts): a publish (`snapshot`)
+ * committed when its manifest is stored (its create-only put).
+ */
+export function snapshotRepairCheck(stores: SnapshotStores): RepairCheck {
+  return {
+    kinds: ['snapshot'],
+    fateOf: async (tenant, event, check, trail) => {
+      if (await trail.appended(tenant, event.id)) return 'committed';
+      const key = manifestKey(String(check['workspaceId']), String(check['snapshotId']));
+      return (await stores.forTenant(tenant).head(key)) !== null ? 'committed' : 'not-committed';
+    },
+  };
 }

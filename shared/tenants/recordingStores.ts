@@ -1,10 +1,14 @@
 import { validateKey } from '../keys';
 import type { MemoryStore } from '../memory/memoryStore';
-import type { SnapshotStores } from '../snapshots/workspaceSnapshots';
 import type { ImmutableObjectStore } from '../storage/immutableObjectStore';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import type { SessionIndex } from '../storage/sessionIndex';
 import type { TenantDirectory } from './tenantDirectory';
+
+/** Each tenant's snapshot objects (the snapshots' `SnapshotStores`, structurally). */
+interface SnapshotStores {
+  forTenant(tenant: string): ImmutableObjectStore;
+}
 
 /**
  * Stores that record their tenant in the {@link TenantDirectory} before the tenant's first write

@@ -1,8 +1,8 @@
-import { isValidTenantId } from '../config';
-import { InvalidArgumentError, PreconditionFailedError } from '../errors';
+import { PreconditionFailedError } from '../errors';
 import { LruMap } from '../lruMap';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import { SYSTEM_NAMESPACE } from './systemNamespace';
+import { checkTenantId, isValidTenantId } from './tenantIds';
 
 /**
  * The tenant directory: every tenant that has stored anything, and in which domains. Retention
@@ -78,7 +78,7 @@ export class TenantDirectory {
 
   /** One tenant's entry, or null when it never stored anything. */
   async entry(tenant: string): Promise<DirectoryEntry | null> {
-    if (!isValidTenantId(tenant)) throw new InvalidArgumentError('tenant', 'must be 1-64 of [A-Za-z0-9._-]');
+    checkTenantId(tenant);
     const domains = new Set<TenantDomain>();
     for await (const key of this.keys(`${PREFIX}${tenant}/`)) {
       const domain = key.slice(`${PREFIX}${tenant}/`.length);

@@ -1,7 +1,8 @@
 import { PreconditionFailedError } from '../errors';
 import { countObject, type PruneBudget, type PruneCounts } from '../retention/budget';
 import { deleteListed, deletePrefix, forEachLimited, LIST_PAGE, listAllItems } from '../retention/deletion';
-import type { ThreadIntent } from '../retention/pruneState';
+import type { PrunePart } from '../retention/parts';
+import { type ThreadIntent, withoutThreadIntents, withThreadIntents } from '../retention/pruneState';
 import type { KeyValueStore, ListedItem } from '../storage/keyValueStore';
 import { isName, namespaceSegment } from './identifiers';
 import {
@@ -514,4 +515,75 @@ async function collectLostIncarnations(options: ThreadPassOptions): Promise<bool
     if (!(await deleteListed(store, lost, budget, counts, { onVersion: false }))) return false;
   }
   return true;
+}
+
+/**
+ * The threads' part of the prune run. `storeOf` is a tenant's thread space as the thread store
+ * reads it; `deleteRecord` deletes an expired thread's record (the thread store's own deletion,
+ * which records it in the audit trail; default: the space's delete). A pass that the budget cuts
+ * leaves a cursor in the prune state, where the next run goes on; a complete pass records when it
+ * started, so that the next pass skips threads not written since.
+ */
+export function threadPrunePart(
+  storeOf: (tenant: string) => KeyValueStore,
+  deleteRecord?: (tenant: string, threadId: string, record: ThreadRecord, etag: string) => Promise<boolean>,
+): PrunePart {
+  return {
+    name: 'threads',
+    prune: async (pass) => {
+      const { tenant, state, policy, full, passStartedAt } = pass;
+      const cursor = state.threadsCursor;
+      let result: ThreadPassResult = { complete: true, resumeAfter: null };
+      if (pass.domains.has('threads') || state.threadIntents.length > 0) {
+        const previous = state.threadsPassStartedAt === null ? null : Date.parse(state.threadsPassStartedAt);
+        result = await pruneThreads({
+          store: storeOf(tenant),
+          ...(deleteRecord === undefined
+            ? {}
+            : {
+                deleteRecord: (threadId: string, record: ThreadRecord, etag: string) =>
+                  deleteRecord(tenant, threadId, record, etag),
+              }),
+          policy: {
+            threadTtlMs: policy.threadTtlSeconds === null ? null : policy.threadTtlSeconds * 1000,
+            keepCheckpoints: policy.keepCheckpoints,
+            dropBranches: policy.dropBranches,
+          },
+          graceMs: pass.graceMs,
+          now: pass.now,
+          budget: pass.budget,
+          counts: pass.counts,
+          unchangedBefore: full || previous === null ? null : previous - pass.graceMs - pass.clockMarginMs,
+          full,
+          after: cursor === null || cursor.after === '' ? null : cursor.after,
+          intents: state.threadIntents,
+          intentLog: {
+            add: async (intents) => void (await pass.updateState((s) => withThreadIntents(s, intents))),
+            remove: async (intents) => void (await pass.updateState((s) => withoutThreadIntents(s, intents))),
+          },
+        });
+      }
+      const done = result;
+      return {
+        complete: done.complete,
+        settle: (s) => {
+          let next = s;
+          if (done.complete) {
+            if (s.threadsPassStartedAt === null || s.threadsPassStartedAt < passStartedAt) {
+              next = { ...next, threadsPassStartedAt: passStartedAt };
+            }
+            if (s.threadsCursor !== null && s.threadsCursor.startedAt <= passStartedAt) {
+              next = { ...next, threadsCursor: null };
+            }
+          } else if (s.threadsCursor === null || s.threadsCursor.startedAt <= passStartedAt) {
+            next = {
+              ...next,
+              threadsCursor: { after: done.resumeAfter ?? '', startedAt: passStartedAt, full },
+            };
+          }
+          return next;
+        },
+      };
+    },
+  };
 }

@@ -2,7 +2,6 @@ import { createHash, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import type { AuditEvent } from '../audit/auditLog';
-import { threadDeletedEventId } from '../audit/auditTrail';
 import { noTransactionalAuditLog, pendingEvent, type TransactionalAuditLog } from '../audit/pending';
 import {
   type CairnError,
@@ -54,7 +53,18 @@ import {
   threadView,
   type TypedBytes,
 } from './records';
-import { checkLease, checkPut, checkWrites, MAX_BUSY_TIMEOUT_MS } from './validation';
+import { threadDeletedEventId } from './threadAudit';
+import {
+  checkLease,
+  type CheckpointPut,
+  checkPut,
+  checkWrites,
+  MAX_BUSY_TIMEOUT_MS,
+  type WritesPut,
+} from './validation';
+
+/** What the store takes, with the checks of validation.ts. */
+export type { CheckpointPut, WritesPut } from './validation';
 
 /**
  * The thread store: threads, their checkpoints (as deltas), pending writes, rewinds and runs, on
@@ -107,29 +117,6 @@ export interface ThreadStoreOptions {
   readonly commitBudgetMs?: number;
 }
 
-export interface CheckpointPut {
-  readonly checkpointId: string;
-  readonly ns: string;
-  /** The checkpoint this one follows (any stored checkpoint of the namespace), or null for the first. */
-  readonly parent: string | null;
-  /** The run that sends it; without one, no live run may hold the thread. */
-  readonly runId?: string;
-  /** The client's checkpoint format version (LangGraph's `v`, 4 today). */
-  readonly v: number;
-  /** The serialised checkpoint without its channel values, opaque to Cairn. */
-  readonly checkpoint: TypedBytes;
-  /** JSON object, at most 16 KiB; its top-level keys can filter the history. */
-  readonly metadata: Record<string, unknown>;
-  /** Every channel of the checkpoint and its version. */
-  readonly channelVersions: Readonly<Record<string, ChannelVersion>>;
-  /**
-   * The channels whose version is new in this checkpoint (LangGraph's `newVersions`): the value,
-   * or null when the channel has none. Every other channel must have its parent's version, and
-   * keeps the parent's value.
-   */
-  readonly values: Readonly<Record<string, TypedBytes | null>>;
-}
-
 export interface PutResult {
   /** False when the checkpoint was already stored with this content (a retry). */
   readonly created: boolean;
@@ -138,17 +125,6 @@ export interface PutResult {
   readonly checkpointId: string;
   /** The namespace's head after the put (this checkpoint, unless a retry found the head moved on). */
   readonly head: string;
-}
-
-export interface WritesPut {
-  readonly ns: string;
-  readonly checkpointId: string;
-  readonly taskId: string;
-  /** LangGraph's task path; orders writes ("" for writes without one). */
-  readonly taskPath: string;
-  readonly runId?: string;
-  /** `idx` ≥ 0: a regular write (first stored wins); below 0: a special write (replaces). */
-  readonly writes: readonly { readonly channel: string; readonly idx: number; readonly value: TypedBytes }[];
 }
 
 export interface CheckpointTuple {

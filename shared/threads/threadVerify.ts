@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 
 import { IntegrityError } from '../errors';
 import { forEachLimited, listAllItems } from '../retention/deletion';
+import type { VerifyPart } from '../retention/parts';
 import { type HashSample, sampled, type VerifyCollector } from '../retention/verifyReport';
 import type { KeyValueStore, ListedItem, StoredValue } from '../storage/keyValueStore';
 import { isName, namespaceSegment } from './identifiers';
@@ -192,4 +193,17 @@ async function verifyThread(
       if (!head) collector.orphan('threads', item.key, item.size, item.modifiedAt);
     }
   }
+}
+
+/**
+ * The threads' part of `cairn verify`, for tenants that store threads: `storeOf` is a tenant's
+ * thread space as the thread store reads it; `sealed` when its values are sealed.
+ */
+export function threadVerifyPart(storeOf: (tenant: string) => KeyValueStore, sealed: boolean): VerifyPart {
+  return {
+    name: 'threads',
+    verify: async (tenant, domains, collector, sample) => {
+      if (domains.has('threads')) await verifyThreads(storeOf(tenant), collector, sample, { sealed });
+    },
+  };
 }

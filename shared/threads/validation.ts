@@ -10,7 +10,7 @@ import {
   MAX_TASK_ID_LENGTH,
   MAX_TASK_PATH_LENGTH,
 } from './identifiers';
-import type { CheckpointPut, WritesPut } from './threadStore';
+import type { ChannelVersion, TypedBytes } from './records';
 
 /**
  * The limits of the thread store and the checks of its inputs that need no I/O: every one runs
@@ -28,6 +28,41 @@ export const MAX_LEASE_MS = 600_000;
 export const DEFAULT_LEASE_MS = 60_000;
 export const MAX_BUSY_TIMEOUT_MS = 60_000;
 export const DEFAULT_BUSY_TIMEOUT_MS = 30_000;
+
+/** A checkpoint as the thread store takes it (the checks below refuse what it may not be). */
+export interface CheckpointPut {
+  readonly checkpointId: string;
+  readonly ns: string;
+  /** The checkpoint this one follows (any stored checkpoint of the namespace), or null for the first. */
+  readonly parent: string | null;
+  /** The run that sends it; without one, no live run may hold the thread. */
+  readonly runId?: string;
+  /** The client's checkpoint format version (LangGraph's `v`, 4 today). */
+  readonly v: number;
+  /** The serialised checkpoint without its channel values, opaque to Cairn. */
+  readonly checkpoint: TypedBytes;
+  /** JSON object, at most 16 KiB; its top-level keys can filter the history. */
+  readonly metadata: Record<string, unknown>;
+  /** Every channel of the checkpoint and its version. */
+  readonly channelVersions: Readonly<Record<string, ChannelVersion>>;
+  /**
+   * The channels whose version is new in this checkpoint (LangGraph's `newVersions`): the value,
+   * or null when the channel has none. Every other channel must have its parent's version, and
+   * keeps the parent's value.
+   */
+  readonly values: Readonly<Record<string, TypedBytes | null>>;
+}
+
+export interface WritesPut {
+  readonly ns: string;
+  readonly checkpointId: string;
+  readonly taskId: string;
+  /** LangGraph's task path; orders writes ("" for writes without one). */
+  readonly taskPath: string;
+  readonly runId?: string;
+  /** `idx` ≥ 0: a regular write (first stored wins); below 0: a special write (replaces). */
+  readonly writes: readonly { readonly channel: string; readonly idx: number; readonly value: TypedBytes }[];
+}
 
 /** The rules of a put that need no I/O (the HTTP layer checks the JSON shape before). */
 export function checkPut(put: CheckpointPut, maxValueBytes: number): void {

@@ -5,9 +5,9 @@ import path from 'node:path';
 import { BlobServiceClient, type ContainerClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { GRACE_MS } from '../../shared/jobs/retentionPrune';
 import { MAX_DELETES_IN_FLIGHT } from '../../shared/retention/budget';
 import { KEEP_EVERYTHING, RetentionPolicies } from '../../shared/retention/policy';
-import { GRACE_MS } from '../../shared/retention/prune';
 import { BlobKeyValueStoreFactory, spaceContainerName } from '../../shared/storage/azure/blobKeyValueStore';
 import type { KeyValueStoreFactory } from '../../shared/storage/keyValueStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';

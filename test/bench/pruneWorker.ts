@@ -25,10 +25,11 @@ import {
 
 import { sha256Hex } from '../../shared/auth';
 import { loadConfig } from '../../shared/config';
+import type { PruneReport } from '../../shared/jobs/retentionPrune';
 import { createLogger } from '../../shared/logging';
 import { RetentionPolicies } from '../../shared/retention/policy';
-import { type PruneReport, RetentionPruner } from '../../shared/retention/prune';
 import { PruneStates } from '../../shared/retention/pruneState';
+import { retentionPruner } from '../../shared/services';
 import type { SnapshotStores } from '../../shared/snapshots/workspaceSnapshots';
 import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
 import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';
@@ -193,7 +194,7 @@ async function main(): Promise<void> {
   // As createServices wires them without CAIRN_TABLE_ENDPOINT.
   const { base, snapshots } = storesOf(config, tally);
   const directory = new TenantDirectory(base);
-  const pruner = new RetentionPruner(
+  const pruner = retentionPruner(
     {
       kvStores: recordingKeyValueStores(base, directory),
       directory,

@@ -7,7 +7,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { plainArchiveStorage } from '../../shared/archive/sealedArchive';
-import { SessionArchive } from '../../shared/archive/sessionArchive';
+import { archiveRepairCheck, SessionArchive } from '../../shared/archive/sessionArchive';
 import type { AuditEvent } from '../../shared/audit/auditLog';
 import type { AuditStore } from '../../shared/audit/auditStore';
 import { AuditTrail } from '../../shared/audit/auditTrail';
@@ -20,12 +20,13 @@ import {
 } from '../../shared/audit/chain';
 import { checkKeptHeads } from '../../shared/audit/headChain';
 import { type SignedHead, verifyHeadSignature } from '../../shared/audit/headSignature';
+import type { RepairCheck } from '../../shared/audit/pending';
 import { ConflictError, StorageUnavailableError } from '../../shared/errors';
 import type { Logger } from '../../shared/logging';
-import { MemoryFacts } from '../../shared/memory/memory';
+import { MemoryFacts, memoryRepairCheck } from '../../shared/memory/memory';
 import type { MemoryStore } from '../../shared/memory/memoryStore';
 import { TrustedSnapshotKeys } from '../../shared/snapshots/trustedKeys';
-import { WorkspaceSnapshots } from '../../shared/snapshots/workspaceSnapshots';
+import { snapshotRepairCheck, WorkspaceSnapshots } from '../../shared/snapshots/workspaceSnapshots';
 import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';
 import { TableSessionIndex } from '../../shared/storage/azure/sessionIndexTable';
 import { TableAuditStore } from '../../shared/storage/azure/tableAuditStore';
@@ -38,6 +39,7 @@ import type {
 import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
+import { threadRepairCheck } from '../../shared/threads/threadAudit';
 import { ThreadStore } from '../../shared/threads/threadStore';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
@@ -181,13 +183,18 @@ const log = {
   info: () => {},
 } as unknown as Logger;
 
-function instance(store?: AuditStore, now: () => number = Date.now): AuditTrail {
+function instance(
+  store?: AuditStore,
+  now: () => number = Date.now,
+  repairChecks: readonly RepairCheck[] = [],
+): AuditTrail {
   return new AuditTrail({
     log,
     now,
     store: store ?? new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000),
     repairGraceMs: GRACE_MS,
     repairIntervalMs: 0,
+    repairChecks,
   });
 }
 
@@ -594,14 +601,14 @@ describe.each(kvBackends())(
 
     /** A thread store and its trail, as one app instance (a process that may crash) has them. */
     const app = (store?: AuditStore) => {
-      const trail = instance(store, () => clock);
+      const storeOf = (tenant: string) => new FailingRecordWrite(factory.forSpace('threads', tenant));
+      const trail = instance(store, () => clock, [threadRepairCheck(storeOf)]);
       const threads = new ThreadStore({
         now: () => clock,
-        storeOf: (tenant) => new FailingRecordWrite(factory.forSpace('threads', tenant)),
+        storeOf,
         maxValueBytes: 2 * 1024 * 1024,
         audit: trail,
       });
-      trail.setVerifiers({ thread: (tenant, threadId) => threads.auditOutbox(tenant, threadId) });
       return { trail, threads };
     };
     const start = (threads: ThreadStore, threadId: string) =>
@@ -739,15 +746,12 @@ describe('crash between a checkpoint publish and its audit record (session archi
 
   /** An archive and its trail as one app instance has them; `objects` may fail at a chosen step. */
   const app = (store?: AuditStore) => {
-    const trail = instance(store, () => clock);
     const objects = new ObservedObjectStore(
       new LocalImmutableObjectStore(path.join(root, 'sessions'), path.join(root, 'tmp')),
     );
-    const archive = new SessionArchive(plainArchiveStorage(objects, index), trail, () => clock);
-    trail.setVerifiers({
-      archive: (tenant, sessionId, checkpointId, sinceMs) =>
-        archive.wasPublished(tenant, sessionId, checkpointId, sinceMs),
-    });
+    const storage = plainArchiveStorage(objects, index);
+    const trail = instance(store, () => clock, [archiveRepairCheck(storage)]);
+    const archive = new SessionArchive(storage, trail, () => clock);
     return { trail, archive, objects };
   };
   const tail = Buffer.from('hello');
@@ -863,10 +867,9 @@ describe.each(memoryBackends())(
     };
     /** Memory facts and their trail as one app instance has them; its fact store may fail. */
     const app = (store?: AuditStore) => {
-      const trail = instance(store, () => clock);
       const failing = new FailingFactStore(facts);
+      const trail = instance(store, () => clock, [memoryRepairCheck(failing)]);
       const memory = new MemoryFacts({ store: failing, audit: trail, now: () => clock });
-      trail.setVerifiers({ memory: (tenant, namespace, key) => memory.auditOutbox(tenant, namespace, key) });
       return { trail, memory, failing };
     };
     const ops = { tenant: T, actor: 'ops' };
@@ -1076,16 +1079,14 @@ describe('crash between a snapshot publish and its audit record (workspace snaps
 
   /** Snapshots and their trail as one app instance has them; `objects` may fail at a chosen step. */
   const app = (store?: AuditStore) => {
-    const trail = instance(store, () => clock);
     const objects = new ObservedObjectStore(
       new LocalImmutableObjectStore(path.join(root, 'snapshots', T), path.join(root, 'tmp')),
     );
-    const snapshots = new WorkspaceSnapshots({ forTenant: () => objects }, keys, {
+    const stores = { forTenant: () => objects };
+    const trail = instance(store, () => clock, [snapshotRepairCheck(stores)]);
+    const snapshots = new WorkspaceSnapshots(stores, keys, {
       now: () => new Date(clock),
       audit: trail,
-    });
-    trail.setVerifiers({
-      snapshot: (tenant, workspaceId, snapshotId) => snapshots.isStored(tenant, workspaceId, snapshotId),
     });
     return { trail, snapshots, objects };
   };

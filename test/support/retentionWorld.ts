@@ -9,12 +9,13 @@ import { plainArchiveStorage } from '../../shared/archive/sealedArchive';
 import { SessionArchive } from '../../shared/archive/sessionArchive';
 import { auditingOff } from '../../shared/audit/auditChainCheck';
 import { StorageUnavailableError } from '../../shared/errors';
+import type { PrunerOptions, RetentionPruner } from '../../shared/jobs/retentionPrune';
+import type { Verifier, VerifierOptions } from '../../shared/jobs/verify';
 import { MemoryFacts } from '../../shared/memory/memory';
 import type { MemoryStore } from '../../shared/memory/memoryStore';
 import { KEEP_EVERYTHING, RetentionPolicies } from '../../shared/retention/policy';
-import { type PrunerOptions, RetentionPruner, type RetentionStores } from '../../shared/retention/prune';
 import { PruneStates } from '../../shared/retention/pruneState';
-import { Verifier, type VerifierOptions } from '../../shared/retention/verify';
+import { retentionPruner, type RetentionStores, retentionVerifier } from '../../shared/services';
 import { TrustedSnapshotKeys } from '../../shared/snapshots/trustedKeys';
 import { type SnapshotStores, WorkspaceSnapshots } from '../../shared/snapshots/workspaceSnapshots';
 import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
@@ -236,7 +237,7 @@ export async function createRetentionWorld(
     snapshotStores,
     anotherThreadStore: threadStore,
     pruner: (options = {}) =>
-      new RetentionPruner(storesFor(options), {
+      retentionPruner(storesFor(options), {
         maxDeletes: options.maxDeletes ?? 1_000_000,
         maxMs: options.maxMs ?? 600_000,
         graceMs: options.graceMs ?? 0,
@@ -245,7 +246,7 @@ export async function createRetentionWorld(
         ...(options.now === undefined ? {} : { now: options.now }),
       }),
     verifier: (options = {}) =>
-      new Verifier({ ...storesFor({}), audit: auditingOff }, { graceMs: 0, ...options }),
+      retentionVerifier({ ...storesFor({}), audit: auditingOff }, { graceMs: 0, ...options }),
     threadSpace: (tenant) => base.forSpace('threads', tenant),
     async destroy() {
       for (const cleanup of cleanups) await cleanup();

@@ -8,7 +8,6 @@ import {
   decodeEmailWindowMessage,
   type EmailWindowMessage,
 } from '../../shared/coordination/emailWindowQueue';
-import { SYSTEM_NAMESPACE } from '../../shared/coordination/tenantRegistry';
 import { StorageUnavailableError } from '../../shared/errors';
 import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';
 import type {
@@ -23,6 +22,7 @@ import type {
   WriteResult,
 } from '../../shared/storage/keyValueStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
+import { SYSTEM_NAMESPACE } from '../../shared/tenants/systemNamespace';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { EMAIL_CURSOR_KEY, readEmailCursor } from '../../shared/coordination/emailCursor';
+import { EmailPollTenantRegistry } from '../../shared/coordination/emailPollTenants';
 import {
   initializeEmailPolling,
   pollEmailWindows,
@@ -12,7 +13,6 @@ import {
   WINDOW_LEASE_MS,
 } from '../../shared/coordination/emailWindowPoll';
 import type { EmailWindowQueue } from '../../shared/coordination/emailWindowQueue';
-import { EmailPollTenantRegistry } from '../../shared/coordination/tenantRegistry';
 import { StorageUnavailableError } from '../../shared/errors';
 import { createLogger } from '../../shared/logging';
 import { AzureEmailWindowQueue } from '../../shared/storage/azure/azureEmailWindowQueue';

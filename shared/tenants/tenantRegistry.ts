@@ -1,13 +1,12 @@
-import { isValidTenantId } from '../config';
 import { InternalError, PreconditionFailedError } from '../errors';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
-import { SYSTEM_NAMESPACE } from '../tenants/systemNamespace';
-import { formatTimestamp } from './timestamps';
+import { SYSTEM_NAMESPACE } from './systemNamespace';
+import { isValidTenantId } from './tenantIds';
 
 /**
- * Registries of tenants: the tenants whose email cursor the `emailWindowPoll` timer serves (every
- * tenant that initialised its cursor, `POST /api/poll/email-cursor/init`), and the tenants that
- * stored sealed values (encryption at rest: the `rewrap` job's list).
+ * Registries of tenants: e.g. the tenants whose email cursor the `emailWindowPoll` timer serves
+ * (coordination/emailPollTenants.ts), and the tenants that stored sealed values (encryption at
+ * rest: the `rewrap` job's list).
  *
  * A registry lives in the key/value store itself, in a namespace of its own, so that it works the
  * same on both backends, needs no further service, and lists with the store's paging (every key
@@ -15,7 +14,6 @@ import { formatTimestamp } from './timestamps';
  * tenant id (tenant ids are `[A-Za-z0-9._-]`), so no caller can read or write it through the API.
  * Locally it is the folder `<CAIRN_DATA_DIR>/kv/@cairn/`; on Blob, the container of that name's hash.
  */
-export { SYSTEM_NAMESPACE };
 const PAGE_SIZE = 1000;
 
 /**
@@ -39,7 +37,8 @@ export class TenantRegistry {
    */
   async register(tenant: string, now: Date = new Date()): Promise<void> {
     if (!isValidTenantId(tenant)) throw new InternalError(`not a tenant id: ${tenant}`);
-    const record = JSON.stringify({ tenant, registeredAt: formatTimestamp(now) }) + '\n';
+    // Times as Cairn writes them: UTC, milliseconds, `Z`.
+    const record = JSON.stringify({ tenant, registeredAt: now.toISOString() }) + '\n';
     try {
       await this.store.write(this.prefix + tenant, Buffer.from(record), { ifAbsent: true });
     } catch (error) {
@@ -62,12 +61,5 @@ export class TenantRegistry {
       }
       cursor = page.cursor ?? undefined;
     } while (cursor !== undefined);
-  }
-}
-
-/** The tenants the emailWindowPoll timer serves, under `email-poll-tenants/`. */
-export class EmailPollTenantRegistry extends TenantRegistry {
-  constructor(kvStores: KeyValueStoreFactory) {
-    super(kvStores, 'email-poll-tenants/');
   }
 }

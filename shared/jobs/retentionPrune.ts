@@ -1,25 +1,10 @@
-import type { ArchiveStorage } from '../archive/sealedArchive';
-import { pruneSessions } from '../archive/sessionRetention';
-import { pruneInteractions } from '../coordination/interactionRetention';
 import type { Logger } from '../logging';
-import type { MemoryFacts } from '../memory/memory';
-import { collectSnapshotGarbage } from '../snapshots/snapshotRetention';
-import type { SnapshotStores } from '../snapshots/workspaceSnapshots';
-import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
+import { emptyCounts, PruneBudget, type PruneCounts } from '../retention/budget';
+import { forEachLimited } from '../retention/deletion';
+import type { PrunePart, TenantPrunePass } from '../retention/parts';
+import { effectivePolicy, type RetentionPolicies, type RetentionPolicy } from '../retention/policy';
+import type { PruneState, PruneStates } from '../retention/pruneState';
 import type { DirectoryEntry, TenantDirectory } from '../tenants/tenantDirectory';
-import type { ThreadRecord } from '../threads/records';
-import { pruneThreads } from '../threads/threadRetention';
-import { emptyCounts, PruneBudget, type PruneCounts } from './budget';
-import { forEachLimited } from './deletion';
-import { effectivePolicy, type RetentionPolicies, type RetentionPolicy } from './policy';
-import {
-  type PruneState,
-  type PruneStates,
-  withoutSessionIntent,
-  withoutThreadIntents,
-  withSessionIntent,
-  withThreadIntents,
-} from './pruneState';
 
 /**
  * The `retentionPrune` run (docs/retention.md): for every tenant of the directory (or one), applies
@@ -38,6 +23,10 @@ import {
  * started; threads whose record has not been written since then (less the grace) are skipped by
  * their listing alone. Once a day a full pass visits everything (every thread, every session's and
  * snapshot's garbage, data no thread names any more).
+ *
+ * What each domain prunes is the domain's own {@link PrunePart} (retention/parts.ts), which the
+ * composition root hands to the run in order (memory, threads, sessions, snapshots, interactions):
+ * the run knows tenants, policies, budgets and the prune state, not the domains.
  */
 
 /** Nothing younger than this is collected: the hour the instances vouch by (less their margin). */
@@ -51,45 +40,14 @@ export const CLOCK_MARGIN_MS = 5000;
 export const FULL_PASS_EVERY_MS = 24 * 60 * 60 * 1000;
 /** Tenants pruned at once. */
 const TENANT_CONCURRENCY = 4;
-/** Expired memory facts one call deletes at most. */
-const MEMORY_BATCH = 1000;
 
-export interface RetentionStores {
-  /** Every tenant's key/value and thread spaces. */
-  readonly kvStores: KeyValueStoreFactory;
-  /**
-   * A tenant's thread space as the thread store reads it (sealed when encryption keys are set);
-   * default: `kvStores.forSpace('threads', tenant)`.
-   */
-  readonly threadSpaceOf?: (tenant: string) => KeyValueStore;
-  /** True when thread values are sealed: their keys carry random ids, not digests (verify opens them). */
-  readonly threadsSealed?: boolean;
-  /**
-   * Deletes a thread record whose time to live ran out, compare-and-swap on `etag`
-   * (PreconditionFailedError when it changed; false when it was gone): the thread store's own
-   * deletion, which records `thread.deleted` in the audit trail. Default: the space's delete.
-   */
-  readonly deleteThreadRecord?: (
-    tenant: string,
-    threadId: string,
-    record: ThreadRecord,
-    etag: string,
-  ) => Promise<boolean>;
+/** What the run reads besides the parts: the tenants, their policies and their prune state. */
+export interface RetentionJobStores {
   readonly directory: TenantDirectory;
   readonly policies: RetentionPolicies;
   readonly states: PruneStates;
-  readonly memory?: MemoryFacts;
-  /** The session archive's objects and index (absent without a table service). */
-  readonly sessions?: ArchiveStorage;
-  readonly snapshots: SnapshotStores;
-}
-
-/** A tenant's thread space, as the thread store reads it. */
-export function threadSpaceOf(
-  stores: Pick<RetentionStores, 'kvStores' | 'threadSpaceOf'>,
-  tenant: string,
-): KeyValueStore {
-  return stores.threadSpaceOf?.(tenant) ?? stores.kvStores.forSpace('threads', tenant);
+  /** The domains' parts, run in this order for each tenant. */
+  readonly parts: readonly PrunePart[];
 }
 
 export interface PrunerOptions {
@@ -127,7 +85,7 @@ export class RetentionPruner {
   private readonly now: () => number;
 
   constructor(
-    private readonly stores: RetentionStores,
+    private readonly stores: RetentionJobStores,
     private readonly options: PrunerOptions,
   ) {
     this.graceMs = options.graceMs ?? GRACE_MS;
@@ -202,143 +160,38 @@ export class RetentionPruner {
     const full = cursor?.full ?? (lastFull === null || now - lastFull >= this.fullPassEveryMs);
     const passStartedAt = cursor?.startedAt ?? new Date(now).toISOString();
 
-    const memory = this.stores.memory;
-    if (domains.has('memory') && memory !== undefined) {
-      await guarded('memory', async () => {
-        for (;;) {
-          const room = Math.min(MEMORY_BATCH, budget.remaining());
-          if (room <= 0) return false;
-          const { deleted, more } = await memory.pruneExpired(tenant, room);
-          budget.spend(deleted);
-          counts.memoryItemsDeleted += deleted;
-          if (!more) return true;
-        }
-      });
-    }
-
-    /** Null: no thread pass ran, or it failed (the cursor stays as it was). */
-    let threads: { complete: boolean; resumeAfter: string | null } | null = null;
-    if (domains.has('threads') || current.threadIntents.length > 0) {
-      await guarded('threads', async () => {
-        const previous =
-          current.threadsPassStartedAt === null ? null : Date.parse(current.threadsPassStartedAt);
-        const { deleteThreadRecord } = this.stores;
-        threads = await pruneThreads({
-          store: threadSpaceOf(this.stores, tenant),
-          ...(deleteThreadRecord === undefined
-            ? {}
-            : {
-                deleteRecord: (threadId: string, record: ThreadRecord, etag: string) =>
-                  deleteThreadRecord(tenant, threadId, record, etag),
-              }),
-          policy: {
-            threadTtlMs: policy.threadTtlSeconds === null ? null : policy.threadTtlSeconds * 1000,
-            keepCheckpoints: policy.keepCheckpoints,
-            dropBranches: policy.dropBranches,
-          },
-          graceMs: this.graceMs,
-          now,
-          budget,
-          counts,
-          unchangedBefore:
-            full || previous === null
-              ? null
-              : previous - this.graceMs - (this.options.clockMarginMs ?? CLOCK_MARGIN_MS),
-          full,
-          after: cursor === null || cursor.after === '' ? null : cursor.after,
-          intents: current.threadIntents,
-          intentLog: {
-            add: async (intents) => void (await states.update(tenant, (s) => withThreadIntents(s, intents))),
-            remove: async (intents) =>
-              void (await states.update(tenant, (s) => withoutThreadIntents(s, intents))),
-          },
-        });
-        return threads.complete;
-      });
-    } else {
-      threads = { complete: true, resumeAfter: null };
-    }
-
-    const sessions = this.stores.sessions;
-    if (sessions !== undefined && (domains.has('sessions') || current.sessionIntents.length > 0)) {
-      await guarded('sessions', () =>
-        pruneSessions({
-          objects: sessions.objectsOf(tenant),
-          index: sessions.index,
-          tenant,
-          ttlMs: policy.sessionTtlSeconds === null ? null : policy.sessionTtlSeconds * 1000,
-          graceMs: this.graceMs,
-          now,
-          budget,
-          counts,
-          full,
-          intents: current.sessionIntents.map((intent) => intent.sessionId),
-          intentLog: {
-            add: async (sessionId) =>
-              void (await states.update(tenant, (s) =>
-                withSessionIntent(s, sessionId, new Date(this.now()).toISOString()),
-              )),
-            remove: async (sessionId) =>
-              void (await states.update(tenant, (s) => withoutSessionIntent(s, sessionId))),
-          },
-        }),
-      );
-    }
-
-    if (full && domains.has('snapshots')) {
-      await guarded('snapshots', () =>
-        collectSnapshotGarbage({
-          store: this.stores.snapshots.forTenant(tenant),
-          graceMs: this.graceMs,
-          now,
-          budget,
-          counts,
-        }),
-      );
-    }
-
-    const today = new Date(now).toISOString().slice(0, 10);
-    let interactionsDone = false;
-    const days = policy.interactionDays;
-    if (domains.has('kv') && days !== null && current.interactionsPrunedOn !== today) {
-      await guarded('interactions', async () => {
-        interactionsDone = await pruneInteractions({
-          store: this.stores.kvStores.forTenant(tenant),
-          days,
-          now,
-          budget,
-          counts,
-        });
-        return interactionsDone;
+    const pass: TenantPrunePass = {
+      tenant,
+      domains,
+      policy,
+      now,
+      clock: this.now,
+      graceMs: this.graceMs,
+      clockMarginMs: this.options.clockMarginMs ?? CLOCK_MARGIN_MS,
+      full,
+      passStartedAt,
+      budget,
+      counts,
+      state: current,
+      updateState: (change) => states.update(tenant, change),
+    };
+    const settles: ((state: PruneState) => PruneState)[] = [];
+    for (const part of this.stores.parts) {
+      await guarded(part.name, async () => {
+        const outcome = await part.prune(pass);
+        if (outcome.settle !== undefined) settles.push(outcome.settle);
+        return outcome.complete;
       });
     }
 
     await guarded('state', async () => {
       const fullComplete = full && left.length === 0;
-      const pass: { complete: boolean; resumeAfter: string | null } | null = threads;
       await states.update(tenant, (s) => {
         let next: PruneState = s;
-        if (pass?.complete === true) {
-          if (s.threadsPassStartedAt === null || s.threadsPassStartedAt < passStartedAt) {
-            next = { ...next, threadsPassStartedAt: passStartedAt };
-          }
-          if (s.threadsCursor !== null && s.threadsCursor.startedAt <= passStartedAt) {
-            next = { ...next, threadsCursor: null };
-          }
-        } else if (
-          pass !== null &&
-          (s.threadsCursor === null || s.threadsCursor.startedAt <= passStartedAt)
-        ) {
-          next = {
-            ...next,
-            threadsCursor: { after: pass.resumeAfter ?? '', startedAt: passStartedAt, full },
-          };
-        }
+        for (const settle of settles) next = settle(next);
         if (fullComplete && (s.fullPassStartedAt === null || s.fullPassStartedAt < passStartedAt)) {
           next = { ...next, fullPassStartedAt: passStartedAt };
         }
-        if (interactionsDone && s.interactionsPrunedOn !== today)
-          next = { ...next, interactionsPrunedOn: today };
         return next === s ? null : next;
       });
       return true;

@@ -1,14 +1,16 @@
 import { randomInt } from 'node:crypto';
 
-import { verifySessions } from '../archive/sessionVerify';
 import type { AuditChainCheck } from '../audit/auditChainCheck';
-import { isValidTenantId } from '../config';
-import { InvalidArgumentError } from '../errors';
-import { verifySnapshots } from '../snapshots/snapshotVerify';
-import type { DirectoryEntry } from '../tenants/tenantDirectory';
-import { verifyThreads } from '../threads/threadVerify';
-import { GRACE_MS, type RetentionStores, threadSpaceOf } from './prune';
-import { type HashSample, samplingNote, type TenantVerifyReport, VerifyCollector } from './verifyReport';
+import type { VerifyPart } from '../retention/parts';
+import {
+  type HashSample,
+  samplingNote,
+  type TenantVerifyReport,
+  VerifyCollector,
+} from '../retention/verifyReport';
+import type { DirectoryEntry, TenantDirectory } from '../tenants/tenantDirectory';
+import { checkTenantId } from '../tenants/tenantIds';
+import { GRACE_MS } from './retentionPrune';
 
 /**
  * `cairn verify` (docs/retention.md): checks what a tenant keeps, read only. Per tenant of the
@@ -16,7 +18,9 @@ import { type HashSample, samplingNote, type TenantVerifyReport, VerifyCollector
  * `latest` names a stored checkpoint or manifest; every value and object they reference is stored
  * with its size (and hash, sampled or every byte); what nothing references is reported as an
  * orphan (collectable once older than the grace); and the audit chain is checked when auditing is
- * on. A storage fault throws: a verification that could not read is no verification.
+ * on. A storage fault throws: a verification that could not read is no verification. What each
+ * domain checks is its own {@link VerifyPart}, handed over by the composition root in order
+ * (threads, sessions, snapshots).
  */
 
 export interface VerifyOptions {
@@ -32,12 +36,12 @@ export interface VerifierOptions {
   readonly random?: () => number;
 }
 
-export type VerifierStores = Pick<
-  RetentionStores,
-  'kvStores' | 'threadSpaceOf' | 'threadsSealed' | 'directory' | 'sessions' | 'snapshots'
-> & {
+export interface VerifierStores {
+  readonly directory: TenantDirectory;
+  /** The domains' parts, run in this order for each tenant. */
+  readonly parts: readonly VerifyPart[];
   readonly audit: AuditChainCheck;
-};
+}
 
 export class Verifier {
   constructor(
@@ -51,7 +55,7 @@ export class Verifier {
   }
 
   async verifyTenant(tenant: string, options: VerifyOptions): Promise<TenantVerifyReport> {
-    if (!isValidTenantId(tenant)) throw new InvalidArgumentError('tenant', 'must be 1-64 of [A-Za-z0-9._-]');
+    checkTenantId(tenant);
     const entry = (await this.stores.directory.entry(tenant)) ?? { tenant, domains: new Set() };
     const sample: HashSample = {
       readData: options.readData,
@@ -59,18 +63,7 @@ export class Verifier {
       random: this.options.random ?? (() => randomInt(1 << 30) / (1 << 30)),
     };
     const collector = new VerifyCollector((this.options.now ?? Date.now)(), this.options.graceMs ?? GRACE_MS);
-    if (entry.domains.has('threads')) {
-      await verifyThreads(threadSpaceOf(this.stores, tenant), collector, sample, {
-        sealed: this.stores.threadsSealed === true,
-      });
-    }
-    const sessions = this.stores.sessions;
-    if (entry.domains.has('sessions') && sessions !== undefined) {
-      await verifySessions(sessions.objectsOf(tenant), sessions.index, tenant, collector, sample);
-    }
-    if (entry.domains.has('snapshots')) {
-      await verifySnapshots(this.stores.snapshots.forTenant(tenant), collector, sample);
-    }
+    for (const part of this.stores.parts) await part.verify(tenant, entry.domains, collector, sample);
     const audit = await this.stores.audit.check(tenant);
     return {
       tenant,

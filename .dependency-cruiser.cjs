@@ -1,0 +1,203 @@
+/**
+ * The architecture, checked on every import (`npm run lint`; docs/development.md, "Layers"):
+ * no import cycles (type-only imports count: a cycle of types is a cycle of design), storage
+ * implementations and the Azure SDKs only where the composition root wires them, the client free of
+ * server code, and jobs that take per-domain parts instead of importing the domains.
+ */
+
+/** The domains: each owns its data and gives the jobs its parts (retention, verify, rewrap, repair). */
+const DOMAINS = '^shared/(archive|audit|coordination|crypto|memory|migration|snapshots|threads|tenants)/';
+
+/** The composition root and what may wire implementations as it does: development and test code. */
+const COMPOSERS = ['^shared/services[.]ts$', '^dev/', '^test/'];
+
+/**
+ * The server modules the client shares today (wire formats, identifiers, the audit chain's and the
+ * snapshots' checks), as exact arrows `client file -> shared file`. A shrinking list: remove an entry
+ * when its import goes, never add one (a module the client needs belongs in client/ or in a module
+ * both import that reaches no server code, which the rule below checks).
+ */
+const CLIENT_SHARED_ALLOW_LIST = [
+  ['client/archive/restore.ts', 'shared/archive/identifiers.ts'],
+  ['client/archive/restore.ts', 'shared/archive/manifest.ts'],
+  ['client/archive/restore.ts', 'shared/keys.ts'],
+  ['client/archive/upload.ts', 'shared/archive/identifiers.ts'],
+  ['client/archive/upload.ts', 'shared/archive/manifest.ts'],
+  ['client/archiveClient.ts', 'shared/archive/identifiers.ts'],
+  ['client/archiveClient.ts', 'shared/archive/manifest.ts'],
+  ['client/auditClient.ts', 'shared/audit/chain.ts'],
+  ['client/auditClient.ts', 'shared/audit/headChain.ts'],
+  ['client/auditClient.ts', 'shared/audit/headSignature.ts'],
+  ['client/cli/auditCommand.ts', 'shared/audit/chain.ts'],
+  ['client/cli/auditCommand.ts', 'shared/audit/headChain.ts'],
+  ['client/cli/auditCommand.ts', 'shared/audit/headSignature.ts'],
+  ['client/cli/checkpointCommand.ts', 'shared/archive/identifiers.ts'],
+  ['client/cli/command.ts', 'shared/errors.ts'],
+  ['client/cli/migrateCommand.ts', 'shared/keys.ts'],
+  ['client/cli/migrateCommand.ts', 'shared/tenants/tenantIds.ts'],
+  ['client/cli/personaCommand.ts', 'shared/keyOrderWalk.ts'],
+  ['client/cli/personaCommand.ts', 'shared/keys.ts'],
+  ['client/cli/snapshotCommand.ts', 'shared/snapshots/identifiers.ts'],
+  ['client/index.ts', 'shared/archive/manifest.ts'],
+  ['client/langgraph/cairnCheckpointSaver.ts', 'shared/threads/identifiers.ts'],
+  ['client/snapshots/keyFiles.ts', 'shared/snapshots/signatures.ts'],
+  ['client/snapshots/load.ts', 'shared/snapshots/identifiers.ts'],
+  ['client/snapshots/load.ts', 'shared/snapshots/manifest.ts'],
+  ['client/snapshots/load.ts', 'shared/snapshots/signatures.ts'],
+  ['client/snapshots/save.ts', 'shared/snapshots/identifiers.ts'],
+  ['client/snapshots/save.ts', 'shared/snapshots/manifest.ts'],
+  ['client/snapshots/verify.ts', 'shared/snapshots/identifiers.ts'],
+  ['client/snapshots/verify.ts', 'shared/snapshots/manifest.ts'],
+  ['client/snapshots/workspaceTree.ts', 'shared/snapshots/manifest.ts'],
+  ['client/snapshotsClient.ts', 'shared/snapshots/identifiers.ts'],
+  ['client/transport.ts', 'shared/streams.ts'],
+];
+
+const exactly = (file) => `^${file.replaceAll('.', '[.]')}$`;
+const allowedTargets = [...new Set(CLIENT_SHARED_ALLOW_LIST.map(([, to]) => to))];
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-cycles',
+      comment: 'Import cycles (type-only imports included): move the shared part to a module both import.',
+      severity: 'error',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'storage-implementations-in-the-composition-root',
+      comment:
+        'Only the composition root (shared/services.ts; dev/ and test/ compose as it does) picks a ' +
+        'storage implementation; everything else takes the contracts of shared/storage/*.ts.',
+      severity: 'error',
+      from: { pathNot: [...COMPOSERS, '^shared/storage/(azure|local)/'] },
+      to: { path: '^shared/storage/(azure|local)/' },
+    },
+    {
+      name: 'azure-sdks-in-storage-azure',
+      comment:
+        'The Azure storage and identity SDKs are used by shared/storage/azure/ alone (the composition ' +
+        'root names the Blob client type it passes on; dev/ and test/ run Azurite).',
+      severity: 'error',
+      from: { pathNot: [...COMPOSERS, '^shared/storage/azure/'] },
+      to: { path: 'node_modules/@azure/(?!functions/)' },
+    },
+    {
+      name: 'functions-sdk-in-the-triggers',
+      comment:
+        'The Functions host SDKs belong to the triggers (functions/) and the local runtime (dev/host/).',
+      severity: 'error',
+      from: { pathNot: ['^functions/', '^dev/host/', '^test/'] },
+      to: { path: 'node_modules/(@azure/functions|durable-functions)/' },
+    },
+    {
+      name: 'shared-is-the-server-core',
+      comment: 'shared/ imports nothing of the triggers, the client, development or test code.',
+      severity: 'error',
+      from: { path: '^shared/' },
+      to: { path: '^(functions|client|dev|test)/' },
+    },
+    {
+      name: 'functions-import-shared-only',
+      comment: 'functions/ imports no client, development or test code.',
+      severity: 'error',
+      from: { path: '^functions/' },
+      to: { path: '^(client|dev|test)/' },
+    },
+    {
+      name: 'client-imports-no-server-code',
+      comment:
+        'The client talks HTTP: it imports no server code but the shared modules of the allow-list ' +
+        '(CLIENT_SHARED_ALLOW_LIST, a shrinking list).',
+      severity: 'error',
+      from: { path: '^client/' },
+      to: { path: '^(shared|functions|dev|test)/', pathNot: allowedTargets.map(exactly) },
+    },
+    ...allowedTargets.map((target) => ({
+      name: 'client-imports-no-server-code',
+      comment: `Only the files of the allow-list import ${target} (CLIENT_SHARED_ALLOW_LIST).`,
+      severity: 'error',
+      from: {
+        path: '^client/',
+        pathNot: CLIENT_SHARED_ALLOW_LIST.filter(([, to]) => to === target).map(([from]) => exactly(from)),
+      },
+      to: { path: exactly(target) },
+    })),
+    {
+      name: 'client-reaches-no-server-code',
+      comment:
+        'What the client imports of shared/ reaches no composition, configuration, storage ' +
+        'implementation or Azure SDK.',
+      severity: 'error',
+      from: { path: '^client/' },
+      to: {
+        path: [
+          '^shared/(services|config|readiness)[.]ts$',
+          '^shared/storage/(azure|local)/',
+          'node_modules/@azure/',
+          'node_modules/durable-functions/',
+        ],
+        reachable: true,
+      },
+    },
+    {
+      name: 'domains-import-no-job',
+      comment:
+        'Jobs (shared/jobs/) compose the parts the domains give them; a domain never imports a job ' +
+        '(it imports the toolkit of shared/retention/ and the contracts of the job it takes part in).',
+      severity: 'error',
+      from: { path: [DOMAINS, '^shared/(retention|storage)/'] },
+      to: { path: '^shared/jobs/' },
+    },
+    {
+      name: 'jobs-take-domain-parts',
+      comment:
+        'A job takes per-domain parts from the composition root instead of importing the domains ' +
+        '(the audit contracts it checks against excepted).',
+      severity: 'error',
+      from: { path: '^shared/jobs/' },
+      to: { path: '^shared/(archive|coordination|crypto|memory|migration|snapshots|threads|mcp)/' },
+    },
+    {
+      name: 'retention-toolkit-below-the-domains',
+      comment:
+        'shared/retention/ is the toolkit the domains and the jobs share (budgets, deletions, reports, ' +
+        'run state, policies, the parts contracts): it imports no domain.',
+      severity: 'error',
+      from: { path: '^shared/retention/' },
+      to: { path: '^shared/(archive|coordination|crypto|memory|migration|snapshots|threads|mcp|jobs)/' },
+    },
+    {
+      name: 'storage-contracts-below-the-domains',
+      comment: 'The storage contracts (shared/storage/*.ts) import no domain and no job.',
+      severity: 'error',
+      from: { path: '^shared/storage/[^/]+$' },
+      to: {
+        path: '^shared/(archive|audit|coordination|crypto|memory|migration|snapshots|threads|mcp|jobs|retention)/',
+      },
+    },
+    {
+      name: 'storage-implementations-import-no-job',
+      comment:
+        'A storage implementation implements a contract (of shared/storage/, or a store contract of a domain ' +
+        'such as memory/memoryStore.ts): it imports no job and no job toolkit.',
+      severity: 'error',
+      from: { path: '^shared/storage/(azure|local)/' },
+      to: { path: '^shared/(jobs|retention)/' },
+    },
+  ],
+  options: {
+    // Type-only imports count: the layers are about what a module knows, not what survives compilation.
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '^(dist|node_modules|coverage)/|[.]cairn/' },
+    // `#shared/*` (package.json imports) resolves to dist/; tsconfig paths map it to shared/.
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default'],
+    },
+    reporterOptions: { text: { highlightFocused: true } },
+  },
+};
