@@ -7,6 +7,7 @@ import type {
   SessionHistoryTransactionAwareSession,
 } from '@openai/agents';
 
+import { mapLimited } from '../../shared/pool';
 import { CairnClient, type CairnClientOptions } from '../cairnClient';
 import { CairnHttpError, CairnNetworkError } from '../errors';
 import type { KeyValueClient } from '../keyValueClient';
@@ -324,15 +325,8 @@ export class CairnSession implements SessionHistoryTransactionAwareSession {
     for (let needed = limit ?? Infinity; first > 0 && needed > 0;)
       needed -= head.segments[--first]?.count ?? 0;
     const chosen = head.segments.slice(first);
-    const contents: unknown[][] = new Array<unknown[]>(chosen.length);
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: Math.min(READ_CONCURRENCY, chosen.length) }, async () => {
-        for (let index = next++; index < chosen.length; index = next++) {
-          const ref = chosen[index] as SegmentRef;
-          contents[index] = (await this.segmentItems(ref)).slice(0, ref.count);
-        }
-      }),
+    const contents = await mapLimited(chosen, READ_CONCURRENCY, async (ref) =>
+      (await this.segmentItems(ref)).slice(0, ref.count),
     );
     const items = contents.flat();
     return limit === undefined ? items : items.slice(Math.max(0, items.length - limit));

@@ -2,6 +2,7 @@ import { createHash, type KeyObject, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
+import { forEachLimited } from '../../shared/pool';
 import { PART_BYTES, partCount, partSize, validateSnapshotId } from '../../shared/snapshots/identifiers';
 import {
   parseManifest,
@@ -11,7 +12,6 @@ import {
 } from '../../shared/snapshots/manifest';
 import { verifiesWith } from '../../shared/snapshots/signatures';
 import type { SnapshotsClient } from '../snapshotsClient';
-import { forEachLimited } from './pool';
 
 /**
  * Loading a snapshot into a folder, all or nothing. Before anything is written the manifest is

@@ -1,6 +1,7 @@
 import { createHash, type KeyObject, sign } from 'node:crypto';
 import { constants, promises as fs } from 'node:fs';
 
+import { forEachLimited } from '../../shared/pool';
 import { PART_BYTES, partCount, partSize, validateWorkspaceId } from '../../shared/snapshots/identifiers';
 import {
   MANIFEST_VERSION,
@@ -12,7 +13,6 @@ import {
 } from '../../shared/snapshots/manifest';
 import type { SnapshotsClient } from '../snapshotsClient';
 import { MissingPartsError } from './errors';
-import { forEachLimited } from './pool';
 import { type TreeFile, walkWorkspace } from './workspaceTree';
 
 /**

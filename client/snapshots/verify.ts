@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 
+import { forEachLimited } from '../../shared/pool';
 import { partCount, partName, partSize } from '../../shared/snapshots/identifiers';
 import type { SnapshotFile } from '../../shared/snapshots/manifest';
 import type { SnapshotsClient } from '../snapshotsClient';
 import { fetchVerifiedManifest, type ManifestCheckOptions } from './load';
-import { forEachLimited } from './pool';
 
 /**
  * Checks a stored snapshot with nothing but its id, the public key and read access: the manifest's

@@ -1,6 +1,6 @@
 import { IntegrityError } from '../errors';
+import { forEachLimited } from '../pool';
 import { countObject, type PruneBudget, type PruneCounts } from '../retention/budget';
-import { forEachLimited } from '../retention/deletion';
 import type { ImmutableObjectStore, ObjectInfo } from '../storage/immutableObjectStore';
 import type { SessionIndex, SessionRecord } from '../storage/sessionIndex';
 import { BLOCK_BYTES, blockKey, tailKey } from './identifiers';

@@ -7,7 +7,6 @@ import {
   pendingEvent,
   type TransactionalAuditLog,
 } from '../audit/pending';
-import { eachLimited } from '../crypto/rewrap';
 import { plainCodec, type ValueCodec, type ValuePlace } from '../crypto/valueCodec';
 import {
   IntegrityError,
@@ -16,6 +15,7 @@ import {
   StorageUnavailableError,
 } from '../errors';
 import { LruMap } from '../lruMap';
+import { forEachLimited } from '../pool';
 import type { WriteConditions } from '../storage/keyValueStore';
 import {
   checkFactKey,
@@ -409,7 +409,7 @@ export class MemoryFacts {
     }
     if (first === null) return { deleted: 0, more };
     const failures: unknown[] = [];
-    await eachLimited(rows.slice(next), DELETE_WIDTH, async (row) => {
+    await forEachLimited(rows.slice(next), DELETE_WIDTH, async (row) => {
       try {
         if ((await this.deleteRow(tenant, row)) && !isExpired(row, now)) deleted++;
       } catch (error) {
@@ -596,7 +596,7 @@ export class MemoryFacts {
 
   private async notAppended(tenant: string, events: PendingEvent[]): Promise<PendingEvent[]> {
     const appended = new Set<string>();
-    await eachLimited(events, 16, async (event) => {
+    await forEachLimited(events, 16, async (event) => {
       if (await this.audit.appended(tenant, event.id)) appended.add(event.id);
     });
     return events.filter((event) => !appended.has(event.id));

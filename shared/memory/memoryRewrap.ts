@@ -1,15 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import type { SealingCodec } from '../crypto/encryption';
-import {
-  addCounts,
-  eachLimited,
-  emptyCounts,
-  resealValue,
-  type RewrapCounts,
-  type RewrapTarget,
-} from '../crypto/rewrap';
+import { addCounts, emptyCounts, resealValue, type RewrapCounts, type RewrapTarget } from '../crypto/rewrap';
 import { CairnError, PreconditionFailedError } from '../errors';
+import { forEachLimited } from '../pool';
 import { placeOf } from './memory';
 import type { MemoryStore, StoredFact } from './memoryStore';
 
@@ -32,7 +26,7 @@ export function memoryRewrapTarget(store: MemoryStore, codec: SealingCodec): Rew
     async rewrapPage(tenant, cursor, limit) {
       const counts = emptyCounts();
       const page = await store.scan(tenant, '', { pageSize: limit, ...(cursor === null ? {} : { cursor }) });
-      await eachLimited(page.facts, 8, (fact) => resealFact(store, codec, tenant, fact, counts));
+      await forEachLimited(page.facts, 8, (fact) => resealFact(store, codec, tenant, fact, counts));
       return { ...counts, next: page.cursor };
     },
   };

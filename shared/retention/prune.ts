@@ -3,6 +3,7 @@ import { pruneSessions } from '../archive/sessionRetention';
 import { pruneInteractions } from '../coordination/interactionRetention';
 import type { Logger } from '../logging';
 import type { MemoryFacts } from '../memory/memory';
+import { forEachLimited } from '../pool';
 import { collectSnapshotGarbage } from '../snapshots/snapshotRetention';
 import type { SnapshotStores } from '../snapshots/workspaceSnapshots';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
@@ -10,7 +11,6 @@ import type { DirectoryEntry, TenantDirectory } from '../tenants/tenantDirectory
 import type { ThreadRecord } from '../threads/records';
 import { pruneThreads } from '../threads/threadRetention';
 import { emptyCounts, PruneBudget, type PruneCounts } from './budget';
-import { forEachLimited } from './deletion';
 import { effectivePolicy, type RetentionPolicies, type RetentionPolicy } from './policy';
 import {
   type PruneState,

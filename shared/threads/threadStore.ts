@@ -17,6 +17,7 @@ import {
   ThreadBusyError,
 } from '../errors';
 import { LruMap } from '../lruMap';
+import { forEachLimited } from '../pool';
 import type { KeyValueStore } from '../storage/keyValueStore';
 import {
   checkCheckpointId,
@@ -360,18 +361,6 @@ class ValueReader {
     }
     return value;
   }
-}
-
-async function inBatches<T, R>(
-  items: readonly T[],
-  width: number,
-  task: (item: T) => Promise<R>,
-): Promise<R[]> {
-  const results: R[] = [];
-  for (let start = 0; start < items.length; start += width) {
-    results.push(...(await Promise.all(items.slice(start, start + width).map(task))));
-  }
-  return results;
 }
 
 export class ThreadStore {
@@ -1567,7 +1556,9 @@ async function deleteAll(store: KeyValueStore, prefix: string): Promise<void> {
   let cursor: string | undefined;
   do {
     const page = await store.list({ prefix, limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
-    await inBatches(page.keys, PARALLEL_READS, (key) => store.delete(key));
+    await forEachLimited(page.keys, PARALLEL_READS, async (key) => {
+      await store.delete(key);
+    });
     cursor = page.cursor ?? undefined;
   } while (cursor !== undefined);
 }
