@@ -10,7 +10,7 @@ import {
   type SnapshotManifest,
   staysInside,
 } from '../../shared/snapshots/manifest';
-import { newKeyPair, rawBase64 } from './snapshotTestKit';
+import { newKeyPair, rawBase64 } from '../support/snapshotTestKit';
 
 /** The manifest format: canonical bytes, path rules, symlinks that leave the workspace, settings. */
 
