@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 
+import { canonicalJson } from '../../shared/canonicalJson';
 import { loadConfig, parseSnapshotKeys } from '../../shared/config';
 import { ConfigurationError, InvalidArgumentError } from '../../shared/errors';
 import {
-  canonicalJson,
   MANIFEST_VERSION,
   parseManifest,
   serializeManifest,
