@@ -1,7 +1,6 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-
 import { CairnError, IntegrityError, PreconditionFailedError } from '../errors';
 import { forEachLimited } from '../pool';
+import { casPause } from '../retry';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import type { SealingCodec } from './encryption';
 import { sealsTenant, type TenantPolicy } from './tenantPolicy';
@@ -104,7 +103,7 @@ export async function resealKey(
   transform: (stored: Buffer, counts: RewrapCounts) => Buffer | null,
 ): Promise<void> {
   for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
-    if (attempt > 0) await sleep(Math.random() * 20 * 2 ** attempt);
+    await casPause(attempt);
     const stored = await store.read(key);
     if (stored === null) return;
     const counts = emptyCounts();

@@ -1,5 +1,4 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 import {
   noTransactionalAuditLog,
@@ -16,6 +15,7 @@ import {
 } from '../errors';
 import { LruMap } from '../lruMap';
 import { forEachLimited } from '../pool';
+import { casPause } from '../retry';
 import type { WriteConditions } from '../storage/keyValueStore';
 import {
   checkFactKey,
@@ -194,7 +194,7 @@ export class MemoryFacts {
     const sealed = this.codec.seal(plain, placeOf(caller.tenant, namespace, key));
     const versionKey = versionKeyOf(caller.tenant, namespace, key);
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
-      if (attempt > 0) await sleep(Math.random() * Math.min(100, 2 * 2 ** attempt));
+      await casPause(attempt);
       // First try on the version this instance saw last, without reading: the write is conditional
       // on it, so it lands only if that is still the current version (then it is exactly what a
       // read would have given); otherwise it writes nothing and the loop reads.

@@ -18,6 +18,7 @@ import {
 } from '../errors';
 import { LruMap } from '../lruMap';
 import { forEachLimited } from '../pool';
+import { casPause } from '../retry';
 import type { KeyValueStore } from '../storage/keyValueStore';
 import {
   checkCheckpointId,
@@ -309,10 +310,6 @@ class LostCreation extends Error {}
 /** Every compare-and-swap of a put's commit lost (within the budget): it certainly did not commit. */
 class CommitExhausted extends Error {}
 
-function jitteredDelay(attempt: number): number {
-  return Math.random() * Math.min(500, 10 * 2 ** attempt);
-}
-
 function jsonEquals(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
@@ -461,7 +458,8 @@ export class ThreadStore {
         deleted = current.record;
       } catch (error) {
         if (!(error instanceof PreconditionFailedError)) throw error;
-        await sleep(jitteredDelay(attempt));
+        // The pause before the next attempt.
+        await casPause(attempt + 1);
       }
     }
     await deleteAll(store, keysOf(deleted).data);
@@ -1009,7 +1007,8 @@ export class ThreadStore {
           await this.audit.abandon(tenant, pending);
         }
         if (!(error instanceof PreconditionFailedError)) throw error;
-        await sleep(jitteredDelay(attempt));
+        // The pause before the next attempt.
+        await casPause(attempt + 1);
         continue;
       }
       if (pending.length > 0) await this.audit.commit(tenant, pending);
@@ -1147,7 +1146,7 @@ export class ThreadStore {
       const refusal = writerRefusal(current.record, runId, this.now());
       if (refusal !== null) throw refusal;
       base = current.record;
-      if (attempt > 0) await sleep(jitteredDelay(attempt));
+      await casPause(attempt);
     }
     throw new CommitExhausted();
   }
