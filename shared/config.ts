@@ -34,7 +34,8 @@ export interface SettingDoc {
 
 export const SETTINGS = {
   CAIRN_KEEP_LOCAL: {
-    description: 'true/1/yes forces the local filesystem backend, even when blob settings are present.',
+    description:
+      'true/1/yes forces the local filesystem backend, even when blob settings are present; false/0/no or unset does not; any other value is refused.',
   },
   CAIRN_BLOB_ENDPOINT: {
     description:
@@ -262,16 +263,13 @@ export const DEFAULT_PRUNE_SCHEDULE = '0 0 * * * *';
 function retentionFrom(env: Env): RetentionConfig {
   const optionalWhole = (name: SettingName, max: number) =>
     parse(name, positiveInt(max).optional(), read(env, name)) ?? null;
-  const dropBranches = read(env, 'CAIRN_RETENTION_DROP_BRANCHES');
-  if (dropBranches !== undefined && !/^(true|false|1|0|yes|no)$/i.test(dropBranches)) {
-    throw new ConfigurationError('CAIRN_RETENTION_DROP_BRANCHES', 'must be true or false');
-  }
+  const dropBranches = readBoolean(env, 'CAIRN_RETENTION_DROP_BRANCHES');
   return {
     defaults: {
       ...KEEP_EVERYTHING,
       threadTtlSeconds: optionalWhole('CAIRN_RETENTION_THREAD_TTL_SECONDS', MAX_TTL_SECONDS),
       keepCheckpoints: optionalWhole('CAIRN_RETENTION_KEEP_CHECKPOINTS', MAX_KEEP_CHECKPOINTS),
-      dropBranches: dropBranches !== undefined && TRUE_VALUES.has(dropBranches.toLowerCase()),
+      dropBranches,
       sessionTtlSeconds: optionalWhole('CAIRN_RETENTION_SESSION_TTL_SECONDS', MAX_TTL_SECONDS),
       interactionDays: optionalWhole('CAIRN_RETENTION_INTERACTION_DAYS', MAX_INTERACTION_DAYS),
     },
@@ -336,7 +334,6 @@ function sessionIndexFrom(env: Env): SessionIndexConfig {
 
 type Env = Record<string, string | undefined>;
 
-const TRUE_VALUES = new Set(['true', '1', 'yes']);
 const CONTAINER_BASE = /^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,38}$/;
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 /** Azure's queue name rule: 3-63 lowercase letters, digits and single hyphens, no hyphen at either end. */
@@ -359,6 +356,22 @@ function read(env: Env, name: SettingName): string | undefined {
     );
   }
   return value === undefined || value === '' ? undefined : value;
+}
+
+/**
+ * The one parser of boolean settings: true/1/yes or false/0/no (any case); unset (or blank) gives
+ * `unset`; any other value is refused, naming the setting, rather than read as false.
+ */
+export function readBoolean(
+  env: Record<string, string | undefined>,
+  name: SettingName,
+  unset = false,
+): boolean {
+  const value = read(env, name)?.toLowerCase();
+  if (value === undefined) return unset;
+  if (value === 'true' || value === '1' || value === 'yes') return true;
+  if (value === 'false' || value === '0' || value === 'no') return false;
+  throw new ConfigurationError(name, 'must be true or false (also 1/0, yes/no)');
 }
 
 function parse<T>(name: SettingName, schema: z.ZodType<T>, value: string | undefined): T {
@@ -408,8 +421,7 @@ function accountNameOf(endpoint: string): string {
 }
 
 function backendFrom(env: Env, dataDir: string): BackendConfig {
-  const keepLocal = read(env, 'CAIRN_KEEP_LOCAL');
-  if (keepLocal !== undefined && TRUE_VALUES.has(keepLocal.toLowerCase())) {
+  if (readBoolean(env, 'CAIRN_KEEP_LOCAL')) {
     return { kind: 'local', dataDir };
   }
   const endpoint = read(env, 'CAIRN_BLOB_ENDPOINT');
@@ -526,11 +538,7 @@ function encryptionFrom(env: Env): EncryptionConfig {
 export const DEFAULT_AUDIT_TABLE = 'cairnaudit';
 
 function auditFrom(env: Env, sessionIndex: SessionIndexConfig, backend: BackendConfig): AuditConfig {
-  const flag = read(env, 'CAIRN_AUDIT');
-  const enabled = flag !== undefined && TRUE_VALUES.has(flag.toLowerCase());
-  if (flag !== undefined && !enabled && !['false', '0', 'no'].includes(flag.toLowerCase())) {
-    throw new ConfigurationError('CAIRN_AUDIT', 'must be true or false');
-  }
+  const enabled = readBoolean(env, 'CAIRN_AUDIT');
   const tableName = read(env, 'CAIRN_AUDIT_TABLE') ?? DEFAULT_AUDIT_TABLE;
   if (!TABLE_NAME.test(tableName)) {
     throw new ConfigurationError(

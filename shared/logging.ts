@@ -87,11 +87,12 @@ export function createLogger(level: string, sink: LogSink, bindings: Record<stri
  * What of an error is logged: type, message, codes and the chain of causes. Never the whole object:
  * SDK errors carry requests, and requests carry headers.
  */
-export function errorSummary(error: unknown): Record<string, unknown> {
+export function errorSummary(error: unknown, options: { stack?: boolean } = {}): Record<string, unknown> {
   // Already a summary (a caller summarised it before the logger's serializer does): kept as it is.
   if (isSummary(error)) return error;
   if (!(error instanceof Error)) return { message: String(error) };
   const e = error as Error & { code?: unknown; statusCode?: unknown };
+  const frames = options.stack === true ? stackFrames(e) : undefined;
   return {
     type: e.name,
     // A parser's message quotes the text it failed on, which may be a stored value: never logged.
@@ -99,10 +100,23 @@ export function errorSummary(error: unknown): Record<string, unknown> {
     ...(e.code === undefined ? {} : { code: e.code }),
     ...(e.statusCode === undefined ? {} : { statusCode: e.statusCode }),
     ...(e.cause === undefined ? {} : { cause: errorSummary(e.cause) }),
+    ...(frames === undefined ? {} : { stack: frames }),
   };
 }
 
-const SUMMARY_FIELDS = new Set(['type', 'message', 'code', 'statusCode', 'cause']);
+/**
+ * The `at …` lines of an error's stack, without the first line: that repeats the message, and a
+ * parser's message may quote a stored value. Logged for system faults (a 500, a failed timer run).
+ */
+function stackFrames(error: Error): string | undefined {
+  const frames = (error.stack ?? '')
+    .split('\n')
+    .filter((line) => /^\s+at /.test(line))
+    .map((line) => line.trim());
+  return frames.length === 0 ? undefined : frames.join('\n');
+}
+
+const SUMMARY_FIELDS = new Set(['type', 'message', 'code', 'statusCode', 'cause', 'stack']);
 
 /** A plain object of the summary's fields only (anything more is logged as an unknown value). */
 function isSummary(value: unknown): value is Record<string, unknown> {

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { BLOCK_BYTES } from '../../shared/archive/identifiers';
 import type { Manifest, ManifestFile } from '../../shared/archive/manifest';
 import { validateKey } from '../../shared/keys';
+import { forEachLimited } from '../../shared/pool';
 import { failure, type HttpReply } from '../transport';
 import { BoundaryHash } from './boundaryHash';
 import { type UploadedFile, writeUploadState } from './sessionDirectory';
@@ -58,16 +59,9 @@ export async function restoreTree(
   await fs.mkdir(staging, { recursive: true });
   try {
     const uploaded: Record<string, UploadedFile> = {};
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: Math.min(concurrency, manifest.files.length) }, async () => {
-        while (next < manifest.files.length) {
-          const file = manifest.files[next++];
-          if (file === undefined) break;
-          uploaded[file.path] = await restoreFile(file, staging, fetchFile);
-        }
-      }),
-    );
+    await forEachLimited(manifest.files, concurrency, async (file) => {
+      uploaded[file.path] = await restoreFile(file, staging, fetchFile);
+    });
     // What was restored counts as uploaded: the next publish from here is incremental.
     await writeUploadState(staging, {
       version: 1,

@@ -7,6 +7,8 @@ import type {
   SessionHistoryTransactionAwareSession,
 } from '@openai/agents';
 
+import { canonicalJson } from '../../shared/canonicalJson';
+import { mapLimited } from '../../shared/pool';
 import { CairnClient, type CairnClientOptions } from '../cairnClient';
 import { CairnHttpError, CairnNetworkError } from '../errors';
 import type { KeyValueClient } from '../keyValueClient';
@@ -169,7 +171,7 @@ export class CairnSession implements SessionHistoryTransactionAwareSession {
    */
   async applyHistoryTransaction(args: SessionHistoryTransactionArgs): Promise<void> {
     const { operationId, transaction } = validTransaction(args);
-    const digest = createHash('sha256').update(stableJson(transaction)).digest('hex');
+    const digest = createHash('sha256').update(canonicalJson(transaction)).digest('hex');
     const added = transaction.type === 'append_items' ? transaction.items : transaction.replacement;
     const refs = added.length === 0 ? [] : await this.writeSegments(added);
     await this.changeWithSegments(refs, async (head) => {
@@ -190,7 +192,7 @@ export class CairnSession implements SessionHistoryTransactionAwareSession {
       const total = head.segments.reduce((sum, ref) => sum + ref.count, 0);
       const actual =
         expected.length === 0 || expected.length > total ? [] : await this.itemsOf(head, expected.length);
-      if (expected.length > total || stableJson(actual) !== stableJson(expected)) {
+      if (expected.length > total || canonicalJson(actual) !== canonicalJson(expected)) {
         throw new HistoryTransactionError('the history no longer ends with the expected suffix');
       }
       const { kept, dropped } = withoutLast(head.segments, expected.length);
@@ -324,15 +326,8 @@ export class CairnSession implements SessionHistoryTransactionAwareSession {
     for (let needed = limit ?? Infinity; first > 0 && needed > 0;)
       needed -= head.segments[--first]?.count ?? 0;
     const chosen = head.segments.slice(first);
-    const contents: unknown[][] = new Array<unknown[]>(chosen.length);
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: Math.min(READ_CONCURRENCY, chosen.length) }, async () => {
-        for (let index = next++; index < chosen.length; index = next++) {
-          const ref = chosen[index] as SegmentRef;
-          contents[index] = (await this.segmentItems(ref)).slice(0, ref.count);
-        }
-      }),
+    const contents = await mapLimited(chosen, READ_CONCURRENCY, async (ref) =>
+      (await this.segmentItems(ref)).slice(0, ref.count),
     );
     const items = contents.flat();
     return limit === undefined ? items : items.slice(Math.max(0, items.length - limit));
@@ -487,16 +482,4 @@ function assertJson(value: unknown, where: string): void {
     return;
   }
   throw new TypeError(`${where}: a ${typeof value} cannot be stored as JSON`);
-}
-
-/** JSON with object keys sorted and undefined properties left out: equal values, equal text. */
-function stableJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, inner]) => inner !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([key, inner]) => `${JSON.stringify(key)}:${stableJson(inner)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
 }

@@ -2,6 +2,7 @@ import { createHash, type KeyObject, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
+import { forEachLimited } from '../../shared/pool';
 import { PART_BYTES, partCount, partSize, validateSnapshotId } from '../../shared/snapshots/identifiers';
 import {
   parseManifest,
@@ -10,7 +11,6 @@ import {
   type SnapshotManifest,
 } from '../../shared/snapshots/manifest';
 import { verifiesWith } from '../../shared/snapshots/signatures';
-import { forEachLimited } from './pool';
 import type { SnapshotRoutes } from './routes';
 
 /**

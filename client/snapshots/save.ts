@@ -1,6 +1,7 @@
 import { createHash, type KeyObject, sign } from 'node:crypto';
 import { constants, promises as fs } from 'node:fs';
 
+import { forEachLimited } from '../../shared/pool';
 import { PART_BYTES, partCount, partSize, validateWorkspaceId } from '../../shared/snapshots/identifiers';
 import {
   MANIFEST_VERSION,
@@ -11,7 +12,6 @@ import {
   type SnapshotManifest,
 } from '../../shared/snapshots/manifest';
 import { MissingPartsError } from './errors';
-import { forEachLimited } from './pool';
 import type { SnapshotRoutes } from './routes';
 import { type TreeFile, walkWorkspace } from './workspaceTree';
 

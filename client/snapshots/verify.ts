@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 
+import { forEachLimited } from '../../shared/pool';
 import { partCount, partName, partSize } from '../../shared/snapshots/identifiers';
 import type { SnapshotFile } from '../../shared/snapshots/manifest';
 import { fetchVerifiedManifest, type ManifestCheckOptions } from './load';
-import { forEachLimited } from './pool';
 import type { SnapshotRoutes } from './routes';
 
 /**

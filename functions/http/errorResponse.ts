@@ -8,7 +8,7 @@ import {
   PreconditionFailedError,
   ThreadBusyError,
 } from '#shared/errors';
-import type { Logger } from '#shared/logging';
+import { errorSummary, type Logger } from '#shared/logging';
 
 /** The one mapping from error codes to HTTP statuses (docs/api.md). */
 export const STATUS_BY_CODE: Readonly<Record<ErrorCode, number>> = {
@@ -35,7 +35,8 @@ export function errorResponse(error: unknown, log: Logger): HttpResponseInit {
   // A part that is not configured is the deployment's choice, not a failure: the request line's
   // 501 says enough, and a client calling it in a loop must not flood the error log.
   if (known === undefined || (known.fault === 'system' && !(known instanceof NotConfiguredError))) {
-    log.error({ err: error }, 'request failed');
+    // With the stack (its frames only): a system fault is a bug or an outage to trace.
+    log.error({ err: errorSummary(error, { stack: true }) }, 'request failed');
   }
   const code: ErrorCode = known?.code ?? 'internal';
   const message = known?.message ?? 'internal error; the request id identifies it in the logs';

@@ -1,7 +1,6 @@
 import type { SealingCodec } from '../crypto/encryption';
 import {
   addCounts,
-  eachLimited,
   emptyCounts,
   NOT_SEALED,
   resealValue,
@@ -10,6 +9,7 @@ import {
 } from '../crypto/rewrap';
 import { sealsTenant, type TenantPolicy } from '../crypto/tenantPolicy';
 import { IntegrityError } from '../errors';
+import { forEachLimited } from '../pool';
 import type { RewritableObjectStore } from '../storage/immutableObjectStore';
 import type { SessionIndex } from '../storage/sessionIndex';
 import {
@@ -121,7 +121,7 @@ export function archiveRewrapTarget(
           }
           keys.push(item.key);
         }
-        await eachLimited(keys, 8, (key) => resealObject(tenant, key, counts));
+        await forEachLimited(keys, 8, (key) => resealObject(tenant, key, counts));
         left -= keys.length;
         if (more) {
           position = { ...position, after: keys.at(-1) ?? position.after };

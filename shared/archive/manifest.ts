@@ -1,5 +1,6 @@
 import { z } from 'zod';
 
+import { canonicalJson } from '../canonicalJson';
 import { InvalidArgumentError } from '../errors';
 import { validateKey } from '../keys';
 import { ID_RULE, isValidId, LATEST, MAX_DATA_BYTES, MAX_FILES_PER_CHECKPOINT } from './identifiers';
@@ -119,7 +120,7 @@ export const publishRequestSchema: z.ZodType<PublishRequest> = z
 
 /** Everything but `createdAt`, in a canonical form: equal iff two publishes are the same checkpoint. */
 export function manifestIdentity(request: PublishRequest): string {
-  return stableJson({
+  return canonicalJson({
     checkpointId: request.checkpointId,
     parent: request.parent,
     files: request.files.map(({ path: filePath, generation, size, sha256 }) => ({
@@ -130,18 +131,6 @@ export function manifestIdentity(request: PublishRequest): string {
     })),
     data: request.data,
   });
-}
-
-/** JSON with object keys sorted, so that key order never makes two equal values differ. */
-function stableJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, inner]) => inner !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([key, inner]) => `${JSON.stringify(key)}:${stableJson(inner)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
 }
 
 export function serializeManifest(manifest: Manifest): Buffer {

@@ -18,6 +18,7 @@ import {
 } from '../errors';
 import { validateKey } from '../keys';
 import { LruMap } from '../lruMap';
+import { forEachLimited } from '../pool';
 import type { ImmutableObjectStore, ObjectInfo } from '../storage/immutableObjectStore';
 import type { SessionIndex, SessionPage, SessionRecord } from '../storage/sessionIndex';
 import {
@@ -357,35 +358,27 @@ export class SessionArchive {
         return { file, from, blocks };
       })
       .filter(({ from, blocks }) => from < blocks);
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: Math.min(CHECK_CONCURRENCY, toCheck.length) }, async () => {
-        while (next < toCheck.length) {
-          const check = toCheck[next++];
-          if (check === undefined) break;
-          const { file, from, blocks } = check;
-          const prefix = `${sessionId}/blocks/${file.generation}/`;
-          let sizes: Map<string, number>;
-          if (blocks - from <= PROBE_AT_MOST) {
-            const probes = Array.from({ length: blocks - from }, (_, offset) => from + offset);
-            const found = await Promise.all(probes.map((index) => objects.head(`${prefix}${index}`)));
-            sizes = new Map(probes.map((index, position) => [String(index), found[position]?.size ?? -1]));
-          } else {
-            sizes = await sizesByName(objects.list(prefix), prefix);
-          }
-          // Bounded by what is stored plus the keys reported, whatever size the manifest claims.
-          let present = 0;
-          for (const [name, size] of sizes) {
-            const index = Number(name);
-            if (size === BLOCK_BYTES && String(index) === name && index >= from && index < blocks) present++;
-          }
-          missing.count += blocks - from - present;
-          for (let index = from; index < blocks && missing.keys.length < MissingKeys.LISTED; index++) {
-            if (sizes.get(String(index)) !== BLOCK_BYTES) missing.keys.push(blockKey(file.generation, index));
-          }
-        }
-      }),
-    );
+    await forEachLimited(toCheck, CHECK_CONCURRENCY, async ({ file, from, blocks }) => {
+      const prefix = `${sessionId}/blocks/${file.generation}/`;
+      let sizes: Map<string, number>;
+      if (blocks - from <= PROBE_AT_MOST) {
+        const probes = Array.from({ length: blocks - from }, (_, offset) => from + offset);
+        const found = await Promise.all(probes.map((index) => objects.head(`${prefix}${index}`)));
+        sizes = new Map(probes.map((index, position) => [String(index), found[position]?.size ?? -1]));
+      } else {
+        sizes = await sizesByName(objects.list(prefix), prefix);
+      }
+      // Bounded by what is stored plus the keys reported, whatever size the manifest claims.
+      let present = 0;
+      for (const [name, size] of sizes) {
+        const index = Number(name);
+        if (size === BLOCK_BYTES && String(index) === name && index >= from && index < blocks) present++;
+      }
+      missing.count += blocks - from - present;
+      for (let index = from; index < blocks && missing.keys.length < MissingKeys.LISTED; index++) {
+        if (sizes.get(String(index)) !== BLOCK_BYTES) missing.keys.push(blockKey(file.generation, index));
+      }
+    });
     const withTails = files.filter(
       (file) =>
         file.size % BLOCK_BYTES > 0 &&

@@ -1,6 +1,6 @@
 import { IntegrityError } from '../errors';
+import { forEachLimited } from '../pool';
 import { countObject, type PruneBudget, type PruneCounts } from '../retention/budget';
-import { forEachLimited } from '../retention/deletion';
 import type { PrunePart } from '../retention/parts';
 import { withoutSessionIntent, withSessionIntent } from '../retention/pruneState';
 import type { ImmutableObjectStore, ObjectInfo } from '../storage/immutableObjectStore';

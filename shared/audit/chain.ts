@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 
+import { canonicalJson } from '../canonicalJson';
+
 /**
  * The audit trail's records and their hash chain. Pure (node's crypto only), so that the CLI checks
  * a trail with the very code the service uses.
@@ -34,23 +36,6 @@ export interface AuditRecord {
 }
 
 export type UnhashedRecord = Omit<AuditRecord, 'hash'>;
-
-/** RFC 8785 canonical JSON of a JSON value (refuses what JSON cannot hold). */
-export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value === 'boolean' || typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'number') {
-    if (!Number.isFinite(value)) throw new TypeError('canonical JSON holds finite numbers only');
-    return JSON.stringify(value);
-  }
-  if (Array.isArray(value)) return `[${value.map((item) => canonicalJson(item)).join(',')}]`;
-  if (typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).filter(([, item]) => item !== undefined);
-    // Default sort: by UTF-16 code units, as RFC 8785 asks.
-    entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(',')}}`;
-  }
-  throw new TypeError(`canonical JSON cannot hold a ${typeof value}`);
-}
 
 /** The hash of a record (everything but `hash` itself). */
 export function recordHash(record: UnhashedRecord | AuditRecord): string {

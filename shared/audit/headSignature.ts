@@ -1,6 +1,6 @@
 import { createHash, createPrivateKey, createPublicKey, type KeyObject, sign, verify } from 'node:crypto';
 
-import { canonicalJson } from './chain';
+import { canonicalJson } from '../canonicalJson';
 
 /**
  * Signed heads of an audit trail: Ed25519 signatures over `{tenant, seq, hash, signedAtMs, prevSeq,

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 import type { Logger } from '../logging';
 import { errorSummary } from '../logging';
+import { casPause } from '../retry';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import {
   type EmailCursorState,
@@ -276,7 +276,7 @@ async function confirmWindows(
   let known: { etag: string; state: EmailCursorState } | null =
     claimEtag === null ? null : { etag: claimEtag, state: plan.state };
   for (let attempt = 0; attempt < CONFIRM_MAX_ATTEMPTS; attempt++) {
-    if (attempt > 0) await sleep(Math.random() * Math.min(500, 10 * 2 ** attempt));
+    await casPause(attempt);
     if (known === null) {
       const current = await readEmailCursor(store);
       if (current.outcome !== 'present') return false;

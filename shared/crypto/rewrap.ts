@@ -1,6 +1,6 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-
 import { CairnError, IntegrityError, PreconditionFailedError } from '../errors';
+import { forEachLimited } from '../pool';
+import { casPause } from '../retry';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import type { SealingCodec } from './encryption';
 import { sealsTenant, type TenantPolicy } from './tenantPolicy';
@@ -103,7 +103,7 @@ export async function resealKey(
   transform: (stored: Buffer, counts: RewrapCounts) => Buffer | null,
 ): Promise<void> {
   for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
-    if (attempt > 0) await sleep(Math.random() * 20 * 2 ** attempt);
+    await casPause(attempt);
     const stored = await store.read(key);
     if (stored === null) return;
     const counts = emptyCounts();
@@ -126,16 +126,6 @@ export async function resealKey(
   into.errors.push([key, 'the value kept changing while it was re-sealed; run the job again']);
 }
 
-/** Runs `task` over `items`, `width` at a time. */
-export async function eachLimited<T>(items: readonly T[], width: number, task: (item: T) => Promise<void>) {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(width, items.length) }, async () => {
-      while (next < items.length) await task(items[next++] as T);
-    }),
-  );
-}
-
 /** Key/value spaces of the tenants whose policy seals them (nothing for the others). */
 export function keyValueRewrapTarget(
   raw: KeyValueStoreFactory,
@@ -149,7 +139,7 @@ export function keyValueRewrapTarget(
       if (!sealsTenant(policy, tenant)) return { ...counts, next: null };
       const store = raw.forTenant(tenant);
       const page = await store.list({ limit, ...(cursor === null ? {} : { cursor }) });
-      await eachLimited(page.keys, 8, (key) =>
+      await forEachLimited(page.keys, 8, (key) =>
         resealKey(store, key, counts, (stored, attempt) =>
           resealValue(codec, stored, { tenant, kind: 'kv', key }, attempt),
         ),

@@ -1,11 +1,10 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-
 import {
   IntegrityError,
   PayloadTooLargeError,
   PreconditionFailedError,
   StorageUnavailableError,
 } from '../errors';
+import { casPause } from '../retry';
 import { checkConditions, checkConditionShape } from '../storage/conditions';
 import { KeyedMutex } from '../storage/keyedMutex';
 import type {
@@ -132,7 +131,7 @@ export class SealedKeyValueStore implements KeyValueStore {
     // other instances are handled by the compare-and-swap.
     return appendLocks.run(`${this.tenant}\n${key}`, async () => {
       for (let attempt = 0; attempt < APPEND_ATTEMPTS; attempt++) {
-        if (attempt > 0) await sleep(Math.random() * Math.min(200, 5 * 2 ** attempt));
+        await casPause(attempt);
         const start = rollbacks.start();
         const current = await this.raw.read(key);
         const plain = current === null ? Buffer.alloc(0) : this.codec.open(current.value, place);

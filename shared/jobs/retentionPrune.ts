@@ -1,6 +1,6 @@
 import type { Logger } from '../logging';
+import { forEachLimited } from '../pool';
 import { emptyCounts, PruneBudget, type PruneCounts } from '../retention/budget';
-import { forEachLimited } from '../retention/deletion';
 import type { PrunePart, TenantPrunePass } from '../retention/parts';
 import { effectivePolicy, type RetentionPolicies, type RetentionPolicy } from '../retention/policy';
 import type { PruneState, PruneStates } from '../retention/pruneState';

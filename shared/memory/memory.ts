@@ -1,5 +1,4 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 import {
   noTransactionalAuditLog,
@@ -8,7 +7,6 @@ import {
   type RepairCheck,
   type TransactionalAuditLog,
 } from '../audit/pending';
-import { eachLimited } from '../crypto/rewrap';
 import { plainCodec, type ValueCodec, type ValuePlace } from '../crypto/valueCodec';
 import {
   IntegrityError,
@@ -17,6 +15,8 @@ import {
   StorageUnavailableError,
 } from '../errors';
 import { LruMap } from '../lruMap';
+import { forEachLimited } from '../pool';
+import { casPause } from '../retry';
 import type { WriteConditions } from '../storage/keyValueStore';
 import {
   checkFactKey,
@@ -223,7 +223,7 @@ export class MemoryFacts {
     const sealed = this.codec.seal(packFact(plain, vectors), placeOf(caller.tenant, namespace, key));
     const versionKey = versionKeyOf(caller.tenant, namespace, key);
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
-      if (attempt > 0) await sleep(Math.random() * Math.min(100, 2 * 2 ** attempt));
+      await casPause(attempt);
       // First try on the version this instance saw last, without reading: the write is conditional
       // on it, so it lands only if that is still the current version (then it is exactly what a
       // read would have given); otherwise it writes nothing and the loop reads.
@@ -439,7 +439,7 @@ export class MemoryFacts {
     }
     if (first === null) return { deleted: 0, more };
     const failures: unknown[] = [];
-    await eachLimited(rows.slice(next), DELETE_WIDTH, async (row) => {
+    await forEachLimited(rows.slice(next), DELETE_WIDTH, async (row) => {
       try {
         if ((await this.deleteRow(tenant, row)) && !isExpired(row, now)) deleted++;
       } catch (error) {
@@ -683,7 +683,7 @@ export class MemoryFacts {
 
   private async notAppended(tenant: string, events: PendingEvent[]): Promise<PendingEvent[]> {
     const appended = new Set<string>();
-    await eachLimited(events, 16, async (event) => {
+    await forEachLimited(events, 16, async (event) => {
       if (await this.audit.appended(tenant, event.id)) appended.add(event.id);
     });
     return events.filter((event) => !appended.has(event.id));

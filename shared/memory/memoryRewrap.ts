@@ -1,15 +1,8 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-
 import type { SealingCodec } from '../crypto/encryption';
-import {
-  addCounts,
-  eachLimited,
-  emptyCounts,
-  resealValue,
-  type RewrapCounts,
-  type RewrapTarget,
-} from '../crypto/rewrap';
+import { addCounts, emptyCounts, resealValue, type RewrapCounts, type RewrapTarget } from '../crypto/rewrap';
 import { CairnError, PreconditionFailedError } from '../errors';
+import { forEachLimited } from '../pool';
+import { casPause } from '../retry';
 import { placeOf } from './memory';
 import type { MemoryStore, StoredFact } from './memoryStore';
 
@@ -32,7 +25,7 @@ export function memoryRewrapTarget(store: MemoryStore, codec: SealingCodec): Rew
     async rewrapPage(tenant, cursor, limit) {
       const counts = emptyCounts();
       const page = await store.scan(tenant, '', { pageSize: limit, ...(cursor === null ? {} : { cursor }) });
-      await eachLimited(page.facts, 8, (fact) => resealFact(store, codec, tenant, fact, counts));
+      await forEachLimited(page.facts, 8, (fact) => resealFact(store, codec, tenant, fact, counts));
       return { ...counts, next: page.cursor };
     },
   };
@@ -49,7 +42,7 @@ async function resealFact(
   let fact: StoredFact | null = listed;
   for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
     if (attempt > 0) {
-      await sleep(Math.random() * 20 * 2 ** attempt);
+      await casPause(attempt);
       fact = await store.get(tenant, listed.namespace, listed.key);
     }
     if (fact === null) return;

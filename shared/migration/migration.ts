@@ -9,6 +9,7 @@ import {
 } from '../errors';
 import { compareKeys, type WalkEntry, walkInKeyOrder } from '../keyOrderWalk';
 import { validateKey } from '../keys';
+import { forEachLimited } from '../pool';
 import type { KeyValueStore } from '../storage/keyValueStore';
 
 /**
@@ -261,7 +262,6 @@ export interface CopyOptions {
 export async function copyFiles(store: KeyValueStore, options: CopyOptions): Promise<MigrationReport> {
   const report = emptyReport();
   const keys = options.files.map((file) => targetKey(options.source.prefix, file));
-  let next = 0;
   const copyOne = async (index: number) => {
     const file = options.files[index] as string;
     const key = keys[index] as string;
@@ -295,11 +295,7 @@ export async function copyFiles(store: KeyValueStore, options: CopyOptions): Pro
       report.errors.push([key, message]);
     }
   };
-  await Promise.all(
-    Array.from({ length: Math.min(options.concurrency ?? 16, options.files.length) }, async () => {
-      while (next < options.files.length) await copyOne(next++);
-    }),
-  );
+  await forEachLimited(options.files, options.concurrency ?? 16, (_, index) => copyOne(index));
   // Workers finish out of order; the report lists keys in key order.
   report.keysCopied.sort(compareKeys);
   return report;

@@ -1,4 +1,5 @@
 import { PreconditionFailedError } from '../errors';
+import { forEachLimited } from '../pool';
 import type { ItemPage, KeyValueStore, ListedItem } from '../storage/keyValueStore';
 import { countObject, type PruneBudget, type PruneCounts } from './budget';
 
@@ -6,33 +7,6 @@ import { countObject, type PruneBudget, type PruneCounts } from './budget';
 export const DELETE_CONCURRENCY = 16;
 /** The largest listing page both backends serve. */
 export const LIST_PAGE = 5000;
-
-/**
- * Runs `work` on every item, at most `limit` at once, in order of start; stops starting new items
- * once `stop()` is true. The first failure rejects, after the items already started settled.
- */
-export async function forEachLimited<T>(
-  items: readonly T[],
-  limit: number,
-  work: (item: T, index: number) => Promise<void>,
-  stop: () => boolean = () => false,
-): Promise<void> {
-  let next = 0;
-  const failures: unknown[] = [];
-  await Promise.all(
-    Array.from({ length: Math.min(limit, items.length) }, async () => {
-      while (next < items.length && failures.length === 0 && !stop()) {
-        const index = next++;
-        try {
-          await work(items[index] as T, index);
-        } catch (error) {
-          failures.push(error);
-        }
-      }
-    }),
-  );
-  if (failures.length > 0) throw failures[0];
-}
 
 /**
  * Deletes listed keys of a key/value store within the budget, counting each key this call removed

@@ -1,6 +1,5 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-
 import { IntegrityError, PreconditionFailedError, StorageUnavailableError } from '../errors';
+import { LOST_RACE, retryCompareAndSwap } from '../retry';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import { SYSTEM_NAMESPACE } from '../tenants/systemNamespace';
 
@@ -74,8 +73,7 @@ export class PruneStates {
    * returns null to write nothing. Throws StorageUnavailableError when it keeps losing.
    */
   async update(tenant: string, change: (current: PruneState) => PruneState | null): Promise<PruneState> {
-    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-      if (attempt > 0) await sleep(Math.random() * Math.min(400, 10 * 2 ** attempt));
+    const outcome = await retryCompareAndSwap(ATTEMPTS, async () => {
       const { state, etag } = await this.readVersion(tenant);
       const next = change(state);
       if (next === null) return state;
@@ -88,8 +86,10 @@ export class PruneStates {
         return next;
       } catch (error) {
         if (!(error instanceof PreconditionFailedError)) throw error;
+        return LOST_RACE;
       }
-    }
+    });
+    if (outcome !== LOST_RACE) return outcome;
     throw new StorageUnavailableError(`the prune state of tenant ${tenant} is changing too fast; retry`);
   }
 

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 
 import { z } from 'zod';
 
+import { canonicalJson } from '../canonicalJson';
 import { InvalidArgumentError } from '../errors';
 import { isValidWorkspaceId, SHA256_RULE, WORKSPACE_ID_RULE } from './identifiers';
 
@@ -98,21 +99,6 @@ function targetProblem(value: string): string | null {
 /** UTF-8 byte order, the order of entries in a manifest. */
 export function compareUtf8(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
-}
-
-/** JSON with sorted keys at every level and no whitespace (RFC 8785 for the values used here). */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, inner]) => inner !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([key, inner]) => `${JSON.stringify(key)}:${canonicalJson(inner)}`).join(',')}}`;
-  }
-  if (typeof value === 'number' && !Number.isSafeInteger(value)) {
-    throw new InvalidArgumentError('manifest', 'numbers must be whole (safe integers)');
-  }
-  return JSON.stringify(value);
 }
 
 /** The canonical bytes of a manifest: its entries sorted, then {@link canonicalJson}. */

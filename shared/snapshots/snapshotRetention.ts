@@ -1,6 +1,6 @@
 import { deleteObjects } from '../archive/sessionRetention';
+import { forEachLimited } from '../pool';
 import type { PruneBudget, PruneCounts } from '../retention/budget';
-import { forEachLimited } from '../retention/deletion';
 import type { PrunePart } from '../retention/parts';
 import type { ImmutableObjectStore, ObjectInfo } from '../storage/immutableObjectStore';
 import { MANIFEST_FILE, partCount, partSize } from './identifiers';

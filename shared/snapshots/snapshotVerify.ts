@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 
-import { forEachLimited } from '../retention/deletion';
+import { forEachLimited } from '../pool';
 import type { VerifyPart } from '../retention/parts';
 import { type HashSample, sampled, type VerifyCollector } from '../retention/verifyReport';
 import type { ImmutableObjectStore } from '../storage/immutableObjectStore';

@@ -15,6 +15,7 @@ import {
   NotFoundError,
 } from '../errors';
 import { LruMap } from '../lruMap';
+import { forEachLimited } from '../pool';
 import { type ImmutableObjectStore, ObjectExistsError } from '../storage/immutableObjectStore';
 import {
   idIndexKey,
@@ -640,29 +641,6 @@ function decodeCursor(cursor: string): { storedAt: Date; id: string } {
     throw new InvalidArgumentError('cursor', 'must be the `next` of an earlier page');
   }
   return { storedAt: new Date(Number(time)), id };
-}
-
-/** Runs `work` on every item, at most `limit` at once; the first failure rejects (after the rest settle). */
-async function forEachLimited<T>(
-  items: readonly T[],
-  limit: number,
-  work: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const failures: unknown[] = [];
-  await Promise.all(
-    Array.from({ length: Math.min(limit, items.length) }, async () => {
-      while (next < items.length && failures.length === 0) {
-        const item = items[next++] as T;
-        try {
-          await work(item);
-        } catch (error) {
-          failures.push(error);
-        }
-      }
-    }),
-  );
-  if (failures.length > 0) throw failures[0];
 }
 
 /**

@@ -1,6 +1,7 @@
 import { PreconditionFailedError } from '../errors';
+import { forEachLimited } from '../pool';
 import { countObject, type PruneBudget, type PruneCounts } from '../retention/budget';
-import { deleteListed, deletePrefix, forEachLimited, LIST_PAGE, listAllItems } from '../retention/deletion';
+import { deleteListed, deletePrefix, LIST_PAGE, listAllItems } from '../retention/deletion';
 import type { PrunePart } from '../retention/parts';
 import { type ThreadIntent, withoutThreadIntents, withThreadIntents } from '../retention/pruneState';
 import type { KeyValueStore, ListedItem } from '../storage/keyValueStore';

@@ -1,13 +1,7 @@
 import type { SealingCodec } from '../crypto/encryption';
-import {
-  eachLimited,
-  emptyCounts,
-  resealKey,
-  resealValue,
-  type RewrapCounts,
-  type RewrapTarget,
-} from '../crypto/rewrap';
+import { emptyCounts, resealKey, resealValue, type RewrapCounts, type RewrapTarget } from '../crypto/rewrap';
 import type { ValuePlace } from '../crypto/valueCodec';
+import { forEachLimited } from '../pool';
 import type { KeyValueStoreFactory } from '../storage/keyValueStore';
 import { kindOfThreadKey } from './sealedThreadSpace';
 
@@ -25,7 +19,7 @@ export function threadRewrapTarget(raw: KeyValueStoreFactory, codec: SealingCode
       const store = raw.forSpace('threads', tenant);
       const counts = emptyCounts();
       const page = await store.list({ limit, ...(cursor === null ? {} : { cursor }) });
-      await eachLimited(page.keys, 8, async (key) => {
+      await forEachLimited(page.keys, 8, async (key) => {
         const kind = kindOfThreadKey(key);
         if (kind === null || kind === 'thread.mark') return;
         const place: ValuePlace = { tenant, kind, key };

@@ -16,6 +16,8 @@ import {
   ThreadBusyError,
 } from '../errors';
 import { LruMap } from '../lruMap';
+import { forEachLimited } from '../pool';
+import { casPause } from '../retry';
 import type { KeyValueStore } from '../storage/keyValueStore';
 import {
   checkCheckpointId,
@@ -284,10 +286,6 @@ class LostCreation extends Error {}
 /** Every compare-and-swap of a put's commit lost (within the budget): it certainly did not commit. */
 class CommitExhausted extends Error {}
 
-function jitteredDelay(attempt: number): number {
-  return Math.random() * Math.min(500, 10 * 2 ** attempt);
-}
-
 function jsonEquals(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
@@ -336,18 +334,6 @@ class ValueReader {
     }
     return value;
   }
-}
-
-async function inBatches<T, R>(
-  items: readonly T[],
-  width: number,
-  task: (item: T) => Promise<R>,
-): Promise<R[]> {
-  const results: R[] = [];
-  for (let start = 0; start < items.length; start += width) {
-    results.push(...(await Promise.all(items.slice(start, start + width).map(task))));
-  }
-  return results;
 }
 
 export class ThreadStore {
@@ -448,7 +434,8 @@ export class ThreadStore {
         deleted = current.record;
       } catch (error) {
         if (!(error instanceof PreconditionFailedError)) throw error;
-        await sleep(jitteredDelay(attempt));
+        // The pause before the next attempt.
+        await casPause(attempt + 1);
       }
     }
     await deleteAll(store, keysOf(deleted).data);
@@ -996,7 +983,8 @@ export class ThreadStore {
           await this.audit.abandon(tenant, pending);
         }
         if (!(error instanceof PreconditionFailedError)) throw error;
-        await sleep(jitteredDelay(attempt));
+        // The pause before the next attempt.
+        await casPause(attempt + 1);
         continue;
       }
       if (pending.length > 0) await this.audit.commit(tenant, pending);
@@ -1134,7 +1122,7 @@ export class ThreadStore {
       const refusal = writerRefusal(current.record, runId, this.now());
       if (refusal !== null) throw refusal;
       base = current.record;
-      if (attempt > 0) await sleep(jitteredDelay(attempt));
+      await casPause(attempt);
     }
     throw new CommitExhausted();
   }
@@ -1543,7 +1531,9 @@ async function deleteAll(store: KeyValueStore, prefix: string): Promise<void> {
   let cursor: string | undefined;
   do {
     const page = await store.list({ prefix, limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
-    await inBatches(page.keys, PARALLEL_READS, (key) => store.delete(key));
+    await forEachLimited(page.keys, PARALLEL_READS, async (key) => {
+      await store.delete(key);
+    });
     cursor = page.cursor ?? undefined;
   } while (cursor !== undefined);
 }

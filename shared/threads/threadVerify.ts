@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 
 import { IntegrityError } from '../errors';
-import { forEachLimited, listAllItems } from '../retention/deletion';
+import { forEachLimited } from '../pool';
+import { listAllItems } from '../retention/deletion';
 import type { VerifyPart } from '../retention/parts';
 import { type HashSample, sampled, type VerifyCollector } from '../retention/verifyReport';
 import type { KeyValueStore, ListedItem, StoredValue } from '../storage/keyValueStore';

@@ -41,12 +41,12 @@ import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyVa
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { threadRepairCheck } from '../../shared/threads/threadAudit';
 import { ThreadStore } from '../../shared/threads/threadStore';
+import { ObservedObjectStore } from '../support/archiveTestKit';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { DelegatingMemoryStore } from '../support/delegatingMemoryStore';
+import { buildSnapshot, type BuiltSnapshot, newKeyPair } from '../support/snapshotTestKit';
 import { azuriteTable } from '../support/tables';
-import { ObservedObjectStore } from '../unit/archiveTestKit';
-import { buildSnapshot, type BuiltSnapshot, newKeyPair } from '../unit/snapshotTestKit';
 
 /**
  * The audit trail on Azure Table Storage (Azurite): gapless seq under concurrent writers on two

@@ -19,7 +19,7 @@ import {
   RequestCounter,
   type RetentionWorld,
 } from '../support/retentionWorld';
-import { buildSnapshot, newKeyPair } from '../unit/snapshotTestKit';
+import { buildSnapshot, newKeyPair } from '../support/snapshotTestKit';
 
 /**
  * The retention rules (docs/retention.md), each on both backends, against the real stores: the

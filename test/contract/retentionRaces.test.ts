@@ -22,7 +22,7 @@ import {
   type RetentionWorld,
   StorageFault,
 } from '../support/retentionWorld';
-import { buildSnapshot, newKeyPair } from '../unit/snapshotTestKit';
+import { buildSnapshot, newKeyPair } from '../support/snapshotTestKit';
 
 /**
  * Retention under concurrency and failure, on both backends: overlapping runs delete each item once

@@ -7,7 +7,7 @@ import { decodeThreadRecord } from '../../shared/threads/records';
 import { azurite } from '../support/azurite';
 import { allItems, fileBytes, publishFile, put, putLine } from '../support/retentionSeed';
 import { type Backend, createRetentionWorld, type RetentionWorld } from '../support/retentionWorld';
-import { buildSnapshot, newKeyPair } from '../unit/snapshotTestKit';
+import { buildSnapshot, newKeyPair } from '../support/snapshotTestKit';
 
 /**
  * `cairn verify` on both backends: nothing on a clean store; a deleted block, a truncated object, a

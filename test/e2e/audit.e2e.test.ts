@@ -21,8 +21,8 @@ import {
 } from '../support/app';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
+import { buildSnapshot, newKeyPair } from '../support/snapshotTestKit';
 import { azuriteTable, memoryTableSettings, sessionIndexSettings } from '../support/tables';
-import { buildSnapshot, newKeyPair } from '../unit/snapshotTestKit';
 
 /**
  * The audit trail end to end (docs/audit.md): the routes over real HTTP against the app in the

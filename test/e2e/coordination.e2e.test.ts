@@ -14,7 +14,7 @@ import {
   startApp,
 } from '../support/app';
 import { azurite } from '../support/azurite';
-import { drainQueue, freshQueue } from '../unit/coordinationSupport';
+import { drainQueue, freshQueue } from '../support/coordinationSupport';
 
 /** Fleet coordination over real HTTP, against the app in the local runtime, on both backends. */
 

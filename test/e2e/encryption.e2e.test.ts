@@ -25,7 +25,7 @@ import {
 } from '../support/app';
 import { azurite } from '../support/azurite';
 import { azuriteTable, memoryTableSettings, sessionIndexSettings } from '../support/tables';
-import { splitFile } from '../unit/archiveTestKit';
+import { splitFile } from '../support/archiveTestKit';
 
 /**
  * Encryption at rest end to end (docs/encryption.md), on both backends (memory facts in local

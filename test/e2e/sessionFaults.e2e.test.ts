@@ -4,9 +4,9 @@ import { describe, expect, it } from 'vitest';
 
 import { BLOCK_BYTES } from '../../shared/archive/identifiers';
 import { type Backend, backendSettings } from '../support/app';
+import { splitFile } from '../support/archiveTestKit';
 import { appOnOwnStorage, expectStorageUnavailable } from '../support/faults';
 import { sessionIndexSettings } from '../support/tables';
-import { splitFile } from '../unit/archiveTestKit';
 
 /**
  * Storage faults on the session routes: with the app's own Azurite stopped (Blob objects and the

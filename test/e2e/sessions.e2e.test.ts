@@ -19,7 +19,7 @@ import {
 } from '../support/app';
 import { azurite } from '../support/azurite';
 import { sessionIndexSettings } from '../support/tables';
-import { sha256, splitFile } from '../unit/archiveTestKit';
+import { sha256, splitFile } from '../support/archiveTestKit';
 
 /** Session archives over real HTTP, against the app served by the local runtime, on both backends. */
 

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { PART_BYTES } from '../../shared/snapshots/identifiers';
 import { apiKeysSetting, backendSettings, client, newTenant } from '../support/app';
 import { appOnOwnStorage, expectStorageUnavailable } from '../support/faults';
-import { buildSnapshot, newKeyPair } from '../unit/snapshotTestKit';
+import { buildSnapshot, newKeyPair } from '../support/snapshotTestKit';
 
 /**
  * Storage faults on the snapshot routes: with the app's own Azurite stopped (the Blob backend holds

@@ -33,7 +33,7 @@ import {
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { runCairn } from '../support/cli';
-import { buildSnapshot, newKeyPair, rawBase64, sha256, signedRaw } from '../unit/snapshotTestKit';
+import { buildSnapshot, newKeyPair, rawBase64, sha256, signedRaw } from '../support/snapshotTestKit';
 
 /**
  * Signed workspace snapshots over real HTTP, against the app served by the local runtime, on both

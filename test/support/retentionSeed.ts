@@ -5,7 +5,7 @@ import type { SessionArchive } from '../../shared/archive/sessionArchive';
 import type { KeyValueStore, ListedItem } from '../../shared/storage/keyValueStore';
 import type { TypedBytes } from '../../shared/threads/records';
 import type { CheckpointPut, ThreadStore } from '../../shared/threads/threadStore';
-import { restoreBytes, splitFile } from '../unit/archiveTestKit';
+import { restoreBytes, splitFile } from './archiveTestKit';
 
 /** Data for retention tests: checkpoints with values and writes, session checkpoints, key listings. */
 

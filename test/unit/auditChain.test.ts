@@ -4,7 +4,6 @@ import { describe, expect, it } from 'vitest';
 
 import {
   type AuditRecord,
-  canonicalJson,
   ChainVerifier,
   GENESIS_HASH,
   recordHash,
@@ -17,6 +16,7 @@ import {
   signHead,
   verifyHeadSignature,
 } from '../../shared/audit/headSignature';
+import { canonicalJson } from '../../shared/canonicalJson';
 
 function chain(length: number): AuditRecord[] {
   const records: AuditRecord[] = [];

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { loadConfig } from '../../shared/config';
+import { loadConfig, readBoolean } from '../../shared/config';
 import { ConfigurationError } from '../../shared/errors';
 
 const KEYS = `dev:${'a'.repeat(64)}:admin`;
@@ -169,4 +169,34 @@ describe('credentials and limits', () => {
     const config = loadConfig({ CAIRN_API_KEYS: KEYS });
     expect(config).toMatchObject({ maxValueBytes: 2_097_152, storageTimeoutMs: 8000, logLevel: 'info' });
   });
+});
+
+describe('boolean settings (one parser)', () => {
+  it.each([
+    ['true', true],
+    ['1', true],
+    ['Yes', true],
+    [' FALSE ', false],
+    ['0', false],
+    ['no', false],
+  ])('reads %j as %s', (value, expected) => {
+    expect(readBoolean({ CAIRN_AUDIT: value }, 'CAIRN_AUDIT')).toBe(expected);
+  });
+
+  it('gives the default when unset or blank', () => {
+    expect(readBoolean({}, 'CAIRN_KEEP_LOCAL')).toBe(false);
+    expect(readBoolean({ CAIRN_KEEP_LOCAL: '  ' }, 'CAIRN_KEEP_LOCAL', true)).toBe(true);
+  });
+
+  it.each(['CAIRN_KEEP_LOCAL', 'CAIRN_AUDIT', 'CAIRN_RETENTION_DROP_BRANCHES'] as const)(
+    'refuses a bad value of %s at start, naming it',
+    (name) => {
+      for (const value of ['on', 'ture', '2', 'y']) {
+        const error = configError({ CAIRN_API_KEYS: KEYS, [name]: value });
+        expect(error.setting).toBe(name);
+        expect(error.message).toContain(name);
+        expect(error.message).toMatch(/must be true or false/);
+      }
+    },
+  );
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 
+import { errorResponse } from '../../functions/http/errorResponse';
 import { createLogger, errorSummary, processLogger, withLogSink } from '../../shared/logging';
 
 describe('logging', () => {
@@ -118,5 +119,32 @@ describe('logging', () => {
     }
     expect(mine).toHaveLength(2);
     expect(written.filter((line) => line.includes('"late"'))).toHaveLength(1);
+  });
+});
+
+describe('a system fault in the log', () => {
+  it('is logged with its stack frames (not its first line, which repeats the message)', () => {
+    const lines: string[] = [];
+    let fault: unknown;
+    try {
+      JSON.parse('stored-secret-value');
+    } catch (error) {
+      fault = error;
+    }
+    const response = errorResponse(
+      fault,
+      createLogger('info', (line) => lines.push(line)),
+    );
+    expect(response.status).toBe(500);
+    expect(lines).toHaveLength(1);
+    const logged = JSON.parse(lines[0] ?? '{}') as { err?: { type?: string; stack?: string } };
+    expect(logged.err?.type).toBe('SyntaxError');
+    expect(logged.err?.stack).toMatch(/^at /);
+    expect(lines[0]).not.toContain('stored-secret-value');
+  });
+
+  it('keeps the stack out of a summary unless asked for', () => {
+    expect(errorSummary(new Error('plain'))).toEqual({ type: 'Error', message: 'plain' });
+    expect(errorSummary(new Error('plain'), { stack: true })['stack']).toMatch(/^at /);
   });
 });

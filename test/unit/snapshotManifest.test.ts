@@ -1,16 +1,16 @@
 import { describe, expect, it } from 'vitest';
 
+import { canonicalJson } from '../../shared/canonicalJson';
 import { loadConfig, parseSnapshotKeys } from '../../shared/config';
 import { ConfigurationError, InvalidArgumentError } from '../../shared/errors';
 import {
-  canonicalJson,
   MANIFEST_VERSION,
   parseManifest,
   serializeManifest,
   type SnapshotManifest,
   staysInside,
 } from '../../shared/snapshots/manifest';
-import { newKeyPair, rawBase64 } from './snapshotTestKit';
+import { newKeyPair, rawBase64 } from '../support/snapshotTestKit';
 
 /** The manifest format: canonical bytes, path rules, symlinks that leave the workspace, settings. */
 

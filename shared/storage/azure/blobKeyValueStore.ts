@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 import type { BlobServiceClient, BlockBlobClient, ContainerClient } from '@azure/storage-blob';
 
 import { PayloadTooLargeError, PreconditionFailedError, StorageUnavailableError } from '../../errors';
 import { validateKey, validatePrefix } from '../../keys';
 import { LruMap } from '../../lruMap';
+import { casPause } from '../../retry';
 import { copyOf, ownedBytes, readAllBytes } from '../../streams';
 import { checkConditions, checkConditionShape, conditionsHold } from '../conditions';
 import { KeyedMutex } from '../keyedMutex';
@@ -184,11 +184,7 @@ class BlobKeyValueStore implements KeyValueStore {
         const onKept = await this.appendOnKept(blob, bytes, conditions, abortSignal);
         if (onKept !== null) return onKept;
         for (let attempt = 0; attempt < APPEND_MAX_ATTEMPTS; attempt++) {
-          if (attempt > 0) {
-            await sleep(Math.random() * Math.min(1000, 20 * 2 ** attempt), undefined, {
-              signal: abortSignal,
-            });
-          }
+          await casPause(attempt, abortSignal);
           const current = await this.current(blob, abortSignal);
           checkConditions(conditions, current && { etag: current.etag, size: current.value.length });
           const size = (current?.value.length ?? 0) + bytes.length;

@@ -1,9 +1,8 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-
 import { odata, type TableClient } from '@azure/data-tables';
 
 import { StorageUnavailableError } from '../../errors';
 import { LruMap } from '../../lruMap';
+import { casPause } from '../../retry';
 import type { SessionIndex, SessionPage, SessionRecord } from '../sessionIndex';
 import { isAzureError, isNotFound, storageCall } from './azureErrors';
 import { TableRows } from './tableRows';
@@ -106,8 +105,7 @@ export class TableSessionIndex implements SessionIndex {
   ): Promise<void> {
     const partitionKey = tenantPartition(tenant);
     for (let attempt = 0; attempt < UPDATE_ATTEMPTS; attempt++) {
-      // Jittered backoff after a lost race, so that contenders spread out instead of colliding again.
-      if (attempt > 0) await sleep(Math.random() * Math.min(250, 10 * 2 ** attempt));
+      await casPause(attempt);
       const done = await this.call(async (abortSignal) => {
         const entity = await this.rows.get(partitionKey, sessionId, abortSignal);
         const next = await decide(entity === null ? null : recordOf(entity));

@@ -19,10 +19,16 @@ import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutab
 import type { ImmutableObjectStore } from '../../shared/storage/immutableObjectStore';
 import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
+import { ObservedObjectStore } from '../support/archiveTestKit';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
-import { ObservedObjectStore } from './archiveTestKit';
-import { buildSnapshot, type BuiltSnapshot, type MemoryFile, newKeyPair, rawBase64 } from './snapshotTestKit';
+import {
+  buildSnapshot,
+  type BuiltSnapshot,
+  type MemoryFile,
+  newKeyPair,
+  rawBase64,
+} from '../support/snapshotTestKit';
 
 /**
  * The snapshot domain on real stores (local filesystem and Azurite): publish order and crash

@@ -23,8 +23,8 @@ import type {
 } from '../../shared/storage/keyValueStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { SYSTEM_NAMESPACE } from '../../shared/tenants/systemNamespace';
-import { azurite } from '../support/azurite';
-import { tempDir } from '../support/cleanup';
+import { azurite } from './azurite';
+import { tempDir } from './cleanup';
 
 /**
  * Real stores for the coordination tests (a fresh temp folder, or a fresh container base in the

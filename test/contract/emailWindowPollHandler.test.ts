@@ -8,7 +8,7 @@ import { EMAIL_CURSOR_KEY } from '../../shared/coordination/emailCursor';
 import type { ConfigurationError } from '../../shared/errors';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
-import { drainQueue, freshQueue } from './coordinationSupport';
+import { drainQueue, freshQueue } from '../support/coordinationSupport';
 
 /**
  * The exported `emailWindowPoll` timer handler, called directly as the host would call it, with the

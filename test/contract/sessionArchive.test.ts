@@ -19,8 +19,6 @@ import {
 import { TableSessionIndex } from '../../shared/storage/azure/sessionIndexTable';
 import { ObjectExistsError } from '../../shared/storage/immutableObjectStore';
 import { readAllBytes } from '../../shared/streams';
-import { azurite } from '../support/azurite';
-import { azuriteTable } from '../support/tables';
 import {
   FaultySessionIndex,
   ObservedObjectStore,
@@ -28,7 +26,9 @@ import {
   sha256,
   storeBackends,
   uploadFiles,
-} from './archiveTestKit';
+} from '../support/archiveTestKit';
+import { azurite } from '../support/azurite';
+import { azuriteTable } from '../support/tables';
 
 /**
  * The archive domain on real stores (local filesystem and Azurite) with the session index on

@@ -26,7 +26,7 @@ import type {
 } from '../../shared/storage/immutableObjectStore';
 import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
 import type { SessionIndex, SessionPage, SessionRecord } from '../../shared/storage/sessionIndex';
-import { tempDir } from '../support/cleanup';
+import { tempDir } from './cleanup';
 
 /** Test support for the archive: real stores wrapped to count calls and to fail at a chosen step. */
 

@@ -33,10 +33,10 @@ import {
   type RewritableObjectStore,
 } from '../../shared/storage/immutableObjectStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
+import { restoreBytes, sha256, storeBackends, uploadFiles } from '../support/archiveTestKit';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { azuriteTable } from '../support/tables';
-import { restoreBytes, sha256, storeBackends, uploadFiles } from './archiveTestKit';
 
 /**
  * Session archives sealed at rest for the tenants whose policy asks for it, on both object stores

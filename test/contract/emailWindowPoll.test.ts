@@ -27,7 +27,7 @@ import {
   faultyStores,
   freshQueue,
   realStores,
-} from './coordinationSupport';
+} from '../support/coordinationSupport';
 
 /**
  * The emailWindowPoll timer's work over real stores and the run's Azurite queue: each window is

@@ -26,7 +26,7 @@ import { addPromise, listPromises, PROMISES_KEY, resolvePromise } from '../../sh
 import { addWatchedChats, readWatchedChats, WATCHED_CHATS_KEY } from '../../shared/coordination/watchedChats';
 import { ConflictError, InvalidArgumentError, NotFoundError } from '../../shared/errors';
 import type { KeyValueStore } from '../../shared/storage/keyValueStore';
-import { BACKENDS, FaultyStore, realStores } from './coordinationSupport';
+import { BACKENDS, FaultyStore, realStores } from '../support/coordinationSupport';
 
 /**
  * The coordination state over real stores (a temp folder and the run's Azurite), with faults
