@@ -23,9 +23,9 @@ import {
   type RunningApp,
   startApp,
 } from '../support/app';
+import { splitFile } from '../support/archiveTestKit';
 import { azurite } from '../support/azurite';
 import { azuriteTable, memoryTableSettings, sessionIndexSettings } from '../support/tables';
-import { splitFile } from '../support/archiveTestKit';
 
 /**
  * Encryption at rest end to end (docs/encryption.md), on both backends (memory facts in local

@@ -17,9 +17,9 @@ import {
   type RunningApp,
   startApp,
 } from '../support/app';
+import { sha256, splitFile } from '../support/archiveTestKit';
 import { azurite } from '../support/azurite';
 import { sessionIndexSettings } from '../support/tables';
-import { sha256, splitFile } from '../support/archiveTestKit';
 
 /** Session archives over real HTTP, against the app served by the local runtime, on both backends. */
 
