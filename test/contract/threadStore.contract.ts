@@ -153,18 +153,20 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
     let threads: ThreadStore;
 
     /**
+     * The clock of every instance: the machine's, moved on by the tests that wait out a lease
+     * (`clock.stop`, then `clock.advance`), so that no test sleeps against one.
+     */
+    const clock = {
+      /** Stopped at this time once a test calls `stop`; the machine's clock until then. */
+      at: undefined as number | undefined,
+      now: (): number => clock.at ?? Date.now(),
+      stop: () => (clock.at = Date.now()),
+      advance: (ms: number) => (clock.at = clock.now() + ms),
+    };
+    /**
      * A thread store as another app instance has it; `calls` receives its storage requests. With a
      * codec, values are sealed at rest as the app seals them (same limits, less the overhead).
      */
-    /**
-     * The clock of every instance: the machine's, moved on by the tests that wait out a lease
-     * (`clock.advance`), so that no test sleeps against one.
-     */
-    const clock = {
-      offsetMs: 0,
-      now: () => Date.now() + clock.offsetMs,
-      advance: (ms: number) => (clock.offsetMs += ms),
-    };
     const instance = (calls?: string[], maxValueBytes = MAX_VALUE_BYTES) => {
       const stores = factory();
       return new ThreadStore({
@@ -185,7 +187,7 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
 
     beforeEach(async () => {
       ({ factory, destroy, codec } = await fixture.create());
-      clock.offsetMs = 0;
+      clock.at = undefined;
       threads = instance();
     });
     afterEach(async () => destroy());
@@ -838,6 +840,7 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
       });
 
       it('frees the thread when a lease expires: the next starter runs, the expired run is fenced', async () => {
+        clock.stop();
         const first = await threads.startRun(A, 't', { ...reject, leaseMs: 1000 });
         clock.advance(999);
         expect((await threads.getRun(A, 't', first.run.runId)).status).toBe('running');
