@@ -2,6 +2,8 @@ import path from 'node:path';
 
 import { defineConfig } from 'vitest/config';
 
+import { scaled } from './test/support/timeouts';
+
 export default defineConfig({
   // The `#shared/*` imports of functions/ (package.json `imports`) as sources, as tsconfig's paths read them.
   resolve: { alias: [{ find: /^#shared\/(.*)$/, replacement: path.resolve('shared/$1') }] },
@@ -9,8 +11,11 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/support/globalSetup.ts'],
     setupFiles: ['test/support/setup.ts', 'test/support/contractHooks.ts'],
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    // Bounds on a hang, not on speed: 60 s on a quiet machine, longer on a small or loaded one
+    // (test/support/timeouts.ts: 180 s on two cores).
+    testTimeout: scaled(60_000),
+    hookTimeout: scaled(60_000),
+    teardownTimeout: scaled(10_000),
     pool: 'forks',
     // Two cores: keep the Azurite-heavy files from starving each other.
     maxWorkers: 2,

@@ -11,6 +11,8 @@ export interface AzuriteOptions {
   readonly location?: string;
   /** Fixed ports (to restart on the same endpoints); free ports when absent. */
   readonly ports?: { readonly blob: number; readonly queue: number; readonly table: number };
+  /** How long it may take to start before it is given up on (default 30 s; tests scale it to the machine). */
+  readonly startTimeoutMs?: number;
 }
 
 export interface Azurite {
@@ -60,7 +62,7 @@ export async function startAzurite(options: AzuriteOptions = {}): Promise<Azurit
     args.push('--location', options.location);
   }
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  const ports = await waitForPorts(child);
+  const ports = await waitForPorts(child, options.startTimeoutMs ?? 30_000);
   const host = 'http://127.0.0.1';
   const blobEndpoint = `${host}:${ports.blob}/${AZURITE_ACCOUNT}`;
   const queueEndpoint = `${host}:${ports.queue}/${AZURITE_ACCOUNT}`;
@@ -78,11 +80,14 @@ export async function startAzurite(options: AzuriteOptions = {}): Promise<Azurit
   };
 }
 
-function waitForPorts(child: ChildProcess): Promise<Azurite['ports']> {
+function waitForPorts(child: ChildProcess, startTimeoutMs: number): Promise<Azurite['ports']> {
   return new Promise((resolve, reject) => {
     const found: Record<string, number> = {};
     let output = '';
-    const timer = setTimeout(() => fail(new Error(`Azurite did not start within 30 s:\n${output}`)), 30_000);
+    const timer = setTimeout(
+      () => fail(new Error(`Azurite did not start within ${startTimeoutMs} ms:\n${output}`)),
+      startTimeoutMs,
+    );
     const fail = (error: Error) => {
       clearTimeout(timer);
       child.kill('SIGKILL');

@@ -1,7 +1,10 @@
+import { randomUUID } from 'node:crypto';
+
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 import { InvalidArgumentError, PayloadTooLargeError, PreconditionFailedError } from '../../shared/errors';
 import type { KeyValueStore, KeyValueStoreFactory } from '../../shared/storage/keyValueStore';
+import { inParallelForThisTest } from '../support/parallel';
 
 /**
  * The key/value storage contract, as obligations every implementation must meet. Run against each
@@ -33,21 +36,6 @@ async function listAll(store: KeyValueStore, prefix: string, limit: number): Pro
     cursor = result.cursor;
   }
   throw new Error('listing did not end');
-}
-
-/** Runs `tasks` with at most `width` at once. */
-async function inParallel<T>(width: number, tasks: (() => Promise<T>)[]): Promise<T[]> {
-  const results: T[] = [];
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: width }, async () => {
-      while (next < tasks.length) {
-        const index = next++;
-        results[index] = await tasks[index]!();
-      }
-    }),
-  );
-  return results;
 }
 
 const byteOrder = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
@@ -391,15 +379,19 @@ export function describeKeyValueStoreContract(fixture: KeyValueStoreFixture): vo
     });
 
     it('pages through 5001 keys without losing or repeating one', async () => {
-      const keys = Array.from({ length: 5001 }, (_, i) => `many/${String(i).padStart(5, '0')}`);
-      await inParallel(
+      // This test's own store and prefix, bound now: should it time out, its writes still under way
+      // can reach neither the next test's store (`store` is reassigned before each test) nor its keys.
+      const own = store;
+      const prefix = `many-${randomUUID().slice(0, 8)}/`;
+      const keys = Array.from({ length: 5001 }, (_, i) => `${prefix}${String(i).padStart(5, '0')}`);
+      await inParallelForThisTest(
         16,
-        keys.map((key) => () => store.write(key, Buffer.alloc(0))),
+        keys.map((key) => () => own.write(key, Buffer.alloc(0))),
       );
-      const listed = await listAll(store, 'many/', 1000);
+      const listed = await listAll(own, prefix, 1000);
       expect(listed).toHaveLength(5001);
       expect(listed).toEqual(keys);
-      const full = await store.list({ prefix: 'many/', limit: 5000 });
+      const full = await own.list({ prefix, limit: 5000 });
       expect(full.keys).toHaveLength(5000);
       expect(full.cursor).not.toBeNull();
     });

@@ -102,10 +102,16 @@ describe.each<Backend>(['local', 'blob'])('retention prune on the %s backend', (
     await putLine(old, T, 'expired-2', 2);
     await putLine(world.threads, T, 'held', 2);
     await world.threads.startRun(T, 'held', { onBusy: 'reject', busyTimeoutMs: 0, leaseMs: 600_000 });
-    await sleep(1500);
-    await putLine(world.threads, T, 'fresh', 2);
-    // The policy's clock stops here: `fresh` changed just now, `held` over a second ago.
-    const now = Date.now();
+    // No wait: `fresh` is written, and the policy runs, on a clock 1.5 s ahead of the one that
+    // changed `held` last. The policy's clock stops here: `fresh` changed just now, `held` over a
+    // second ago.
+    const ahead = new ThreadStore({
+      storeOf: (tenant) => world.kvStores.forSpace('threads', tenant),
+      maxValueBytes: MAX_VALUE_BYTES,
+      now: () => Date.now() + 1500,
+    });
+    await putLine(ahead, T, 'fresh', 2);
+    const now = Date.now() + 1500;
     const items = await allItems(world.threadSpace(T));
     const ofThread = (id: string) =>
       items.filter((item) => item.key === `t/${id}` || item.key.startsWith(`d/${id}/`));

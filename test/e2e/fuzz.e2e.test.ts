@@ -21,6 +21,7 @@ import {
   type StorageSpec,
   takeSnapshot,
 } from '../support/storageSnapshot';
+import { scaled } from '../support/timeouts';
 
 /**
  * The fuzz test: every operation of the OpenAPI document the app serves (`GET /api/openapi.json`,
@@ -65,7 +66,10 @@ const BARE_CASES_PER_OPERATION = 6;
 const BATCH_SIZE = 4;
 const CONCURRENCY = 4;
 /** Generous: the machine running the tests may be loaded. A hang is anything longer. */
-const REQUEST_TIMEOUT_MS = 20_000;
+const REQUEST_TIMEOUT_MS = scaled(20_000);
+/** Test timeouts: the local fuzz, and each of the smaller ones (bare, Blob). */
+const LONG_MS = scaled(240_000);
+const SHORT_MS = scaled(120_000);
 /**
  * Operations that may wait by design, with their documented longest wait: a run start waits up to
  * `busyTimeout` seconds (at most 60, docs/threads.md) for a busy thread.
@@ -537,30 +541,42 @@ describe('fuzzing every documented route', () => {
     await Promise.all([local?.app.stop(), blob?.app.stop(), bare?.app.stop()]);
   });
 
-  it('answers every case of every route of the local backend below 500, in time, and writes nothing when it refuses', async () => {
-    const document = await fetchDocument(local.app);
-    const operations = operationsOf(document);
-    expect(operations.length).toBeGreaterThan(50);
-    const result = await fuzz(local, operations, document, CASES_PER_OPERATION);
-    expect(result.failures.length, report(result)).toBe(0);
-    expect(result.compared, result.summary).toBeGreaterThan(0);
-  }, 240_000);
+  it(
+    'answers every case of every route of the local backend below 500, in time, and writes nothing when it refuses',
+    async () => {
+      const document = await fetchDocument(local.app);
+      const operations = operationsOf(document);
+      expect(operations.length).toBeGreaterThan(50);
+      const result = await fuzz(local, operations, document, CASES_PER_OPERATION);
+      expect(result.failures.length, report(result)).toBe(0);
+      expect(result.compared, result.summary).toBeGreaterThan(0);
+    },
+    LONG_MS,
+  );
 
-  it('does the same with the optional features off (their routes answer 501 not_configured, no other 5xx)', async () => {
-    const document = await fetchDocument(bare.app);
-    const result = await fuzz(bare, operationsOf(document), document, BARE_CASES_PER_OPERATION);
-    expect(result.failures.length, report(result)).toBe(0);
-    expect(result.compared, result.summary).toBeGreaterThan(0);
-  }, 120_000);
+  it(
+    'does the same with the optional features off (their routes answer 501 not_configured, no other 5xx)',
+    async () => {
+      const document = await fetchDocument(bare.app);
+      const result = await fuzz(bare, operationsOf(document), document, BARE_CASES_PER_OPERATION);
+      expect(result.failures.length, report(result)).toBe(0);
+      expect(result.compared, result.summary).toBeGreaterThan(0);
+    },
+    SHORT_MS,
+  );
 
-  it('does the same for the key/value and listing routes on the Blob backend', async () => {
-    const document = await fetchDocument(blob.app);
-    const operations = operationsOf(document).filter(
-      (operation) => operation.path.startsWith('/api/kv/') || operation.path === '/api/keys',
-    );
-    expect(operations.length).toBeGreaterThan(5);
-    const result = await fuzz(blob, operations, document, BLOB_CASES_PER_OPERATION, true);
-    expect(result.failures.length, report(result)).toBe(0);
-    expect(result.compared, result.summary).toBeGreaterThan(0);
-  }, 120_000);
+  it(
+    'does the same for the key/value and listing routes on the Blob backend',
+    async () => {
+      const document = await fetchDocument(blob.app);
+      const operations = operationsOf(document).filter(
+        (operation) => operation.path.startsWith('/api/kv/') || operation.path === '/api/keys',
+      );
+      expect(operations.length).toBeGreaterThan(5);
+      const result = await fuzz(blob, operations, document, BLOB_CASES_PER_OPERATION, true);
+      expect(result.failures.length, report(result)).toBe(0);
+      expect(result.compared, result.summary).toBeGreaterThan(0);
+    },
+    SHORT_MS,
+  );
 });

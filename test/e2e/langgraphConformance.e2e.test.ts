@@ -14,6 +14,7 @@ import {
   startApp,
 } from '../support/app';
 import { azurite } from '../support/azurite';
+import { scaled } from '../support/timeouts';
 
 /**
  * LangGraph's own conformance suite for checkpointers (`@langchain/langgraph-checkpoint-validation`,
@@ -32,7 +33,7 @@ describe.each<Backend>(['local', 'blob'])('LangGraph conformance on the %s backe
 
   validate<CairnCheckpointSaver>({
     checkpointerName: `CairnCheckpointSaver (${backend})`,
-    beforeAllTimeout: 60_000,
+    beforeAllTimeout: scaled(60_000),
     async beforeAll() {
       app = await startApp({
         CAIRN_API_KEYS: apiKeysSetting([tenant]),

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { client, type RunningApp, startApp } from '../support/app';
 import { tempDir } from '../support/cleanup';
+import { scaled } from '../support/timeouts';
 
 /** The local runtime serves an app's own registrations: HTTP routes and methods, timers, admin invoke. */
 describe('local runtime', () => {
@@ -30,7 +31,7 @@ describe('local runtime', () => {
       : [];
 
   async function waitFor(condition: () => boolean, ms: number): Promise<void> {
-    const deadline = Date.now() + ms;
+    const deadline = Date.now() + scaled(ms);
     while (!condition()) {
       if (Date.now() > deadline) throw new Error('condition not met in time');
       await new Promise((resolve) => setTimeout(resolve, 100));

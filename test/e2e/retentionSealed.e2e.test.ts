@@ -1,6 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -15,6 +14,7 @@ import {
   startApp,
 } from '../support/app';
 import { azurite } from '../support/azurite';
+import { eventually } from '../support/eventually';
 import { sessionIndexSettings } from '../support/tables';
 
 /**
@@ -88,12 +88,24 @@ describe.each<Backend>(['local', 'blob'])(
         asAlpha(`/api/threads/${thread}/checkpoints`, { method: 'POST', body });
       expect((await asAlpha('/api/threads/old', { method: 'PUT' })).status).toBe(201);
       expect((await put('old', checkpoint('c1', null, 1))).status).toBe(201);
+      // The app stamped the last change of `old` before it answered: no later than this.
+      const oldChangedBy = Date.now();
+      // The time to live is the margin `kept` has for the prune to reach it after its last change
+      // (on a loaded machine a request can take seconds), and what `old` must be waited past.
+      const ttlSeconds = 6;
       const policy = await asOps(`/api/retention/policies/${alpha.tenant}`, {
         method: 'PUT',
-        body: JSON.stringify({ threadTtlSeconds: 3, keepCheckpoints: 2 }),
+        body: JSON.stringify({ threadTtlSeconds: ttlSeconds, keepCheckpoints: 2 }),
       });
       expect(policy.status).toBe(200);
-      await sleep(3500);
+      // Past the time to live of `old` by this machine's clock (the app's is the same).
+      await eventually(
+        'the time to live of `old` has passed',
+        () => Date.now() > oldChangedBy + ttlSeconds * 1000 + 250,
+        {
+          everyMs: 50,
+        },
+      );
       // Written after the wait: its last change is well within its time to live when prune runs.
       expect((await asAlpha('/api/threads/kept', { method: 'PUT' })).status).toBe(201);
       for (let turn = 1; turn <= 6; turn++) {

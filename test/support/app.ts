@@ -9,6 +9,7 @@ import { AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { sha256Hex } from '../../shared/auth';
 import { checkAnswer } from './answerContract';
 import { onCleanUp, tempDir } from './cleanup';
+import { scaled } from './timeouts';
 
 export const SERVE_SCRIPT = path.resolve('dist/dev/host/serve.js');
 
@@ -82,7 +83,7 @@ export async function startApp(
       // Never leave a child that did not start in time running.
       void stopProcess(child, 'SIGKILL');
       reject(new Error(`app did not start:\n${output}`));
-    }, 30_000);
+    }, scaled(30_000));
     const check = () => {
       const match = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(output);
       if (match?.[1] !== undefined) {

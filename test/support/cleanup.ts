@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { type Azurite, type AzuriteOptions, startAzurite as startAzuriteProcess } from '../../dev/azurite';
+import { scaled } from './timeouts';
 
 /**
  * What tests and benches leave behind, removed whatever happens: every temporary folder made with
@@ -38,7 +39,7 @@ export async function cleanUp(): Promise<void> {
 
 /** An Azurite of the caller's own (to stop and restart it), stopped at clean-up if not before. */
 export async function startAzurite(options: AzuriteOptions = {}): Promise<Azurite> {
-  const started = await startAzuriteProcess(options);
+  const started = await startAzuriteProcess({ startTimeoutMs: scaled(30_000), ...options });
   const forget = onCleanUp(() => started.stop());
   return {
     ...started,

@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { TestProject } from 'vitest/node';
 
 import { type Azurite, startAzurite } from '../../dev/azurite';
+import { scaled } from './timeouts';
 
 export interface AzuriteInfo {
   blobEndpoint: string;
@@ -19,7 +20,7 @@ export async function setup(project: TestProject): Promise<void> {
   if (!existsSync(path.resolve('dist/dev/host/serve.js'))) {
     throw new Error('dist/ is missing: run the tests with `npm test` (it builds first)');
   }
-  azurite = await startAzurite();
+  azurite = await startAzurite({ startTimeoutMs: scaled(30_000) });
   project.provide(
     'azurite' as never,
     {

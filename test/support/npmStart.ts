@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 
 import { stopProcess } from './app';
+import { scaled } from './timeouts';
 
 /** `npm start` as the tests run it: the compiled start script, in a folder of the test's choosing. */
 const START = path.resolve('dist/dev/start.js');
@@ -41,7 +42,11 @@ export function startNpmStart(
   child.stdout?.on('data', (data: Buffer) => (output += data.toString()));
   child.stderr?.on('data', (data: Buffer) => (output += data.toString()));
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`npm start did not answer in 90 s:\n${output}`)), 90_000);
+    const bound = scaled(90_000);
+    const timer = setTimeout(
+      () => reject(new Error(`npm start did not answer in ${bound} ms:\n${output}`)),
+      bound,
+    );
     child.stdout?.on('data', () => {
       const match = /Cairn is listening on (http:\/\/127\.0\.0\.1:\d+)\/api/.exec(output);
       if (match?.[1] !== undefined) {
