@@ -313,7 +313,7 @@ const schemas: Record<string, Schema> = {
         type: 'string',
         pattern: '^[0-9a-fA-F]{64}$',
         description:
-          'Hex SHA-256 of the whole file, checked against the uploaded bytes at publish (else 400 naming files.N.sha256, nothing published); for a file of size 0 it must be the hash of no bytes, e3b0c442…b855.',
+          'Hex SHA-256 of the whole file; for a file of size 0 it must be the hash of no bytes, e3b0c442…b855 (else 400).',
       },
     },
     description:

@@ -1,4 +1,4 @@
-import { createHash, type Hash } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 
 import {
@@ -12,7 +12,6 @@ import {
   ForbiddenError,
   IntegrityError,
   InternalError,
-  InvalidArgumentError,
   MissingObjectsError,
   NotFoundError,
 } from '../errors';
@@ -73,14 +72,6 @@ export class SessionArchive {
    * Anything else is checked in storage (listing or probes).
    */
   private readonly stored = new LruMap<string, { size: number; at: number }>(KNOWN_OBJECTS);
-
-  /**
-   * The SHA-256 state after the full blocks of files this instance checked at publish (key: tenant,
-   * session, checkpoint and its `createdAt`, generation), so that the next checkpoint's check of a
-   * grown file reads only the new blocks. Sound for the reason {@link stored} is, and keyed by the
-   * checkpoint's creation time so that a session deleted and made again never matches.
-   */
-  private readonly digests = new LruMap<string, { blocks: number; hash: Hash; at: number }>(KNOWN_DIGESTS);
 
   private readonly index: SessionIndex;
 
@@ -157,8 +148,7 @@ export class SessionArchive {
     if (manifest === null) {
       // Tell a stale publisher early, before it leaves a manifest nobody will point to.
       if (latest !== parent && latest !== checkpointId) throw staleParent(latest);
-      const parentFiles = parentManifest === null ? null : deserializeManifest(parentManifest);
-      const verified = parentFiles === null ? new Map<string, number>() : verifiedBlocks(parentFiles);
+      const verified = parentManifest === null ? new Map<string, number>() : verifiedBlocks(parentManifest);
       const missing = await this.findMissingObjects(
         objects,
         sessionId,
@@ -167,17 +157,7 @@ export class SessionArchive {
         verified,
       );
       if (missing.count > 0) throw new MissingObjectsError(missing.keys, missing.count);
-      const createdAt = new Date(this.now()).toISOString();
-      await this.checkDigests(
-        objects,
-        tenant,
-        sessionId,
-        checkpointId,
-        request.files,
-        parentFiles,
-        createdAt,
-      );
-      const fresh: Manifest = { ...request, createdAt };
+      const fresh: Manifest = { ...request, createdAt: new Date(this.now()).toISOString() };
       const { created } = await objects
         .put(manifestKey, serializeManifest(fresh))
         .catch(async (error: unknown) => {
@@ -396,107 +376,6 @@ export class SessionArchive {
     return missing;
   }
 
-  /**
-   * Refuses (400 naming `files.N.sha256` and the path) a file whose stored bytes do not have the
-   * SHA-256 the manifest gives: such a checkpoint would be published and then fail every restore.
-   * A file the parent checkpoint lists with the same generation, size and SHA-256 was checked when
-   * the parent was published (objects are immutable) and is not read again. Every other non-empty
-   * file is read (its objects were just found stored with the right sizes), from the start, or,
-   * when this instance checked the file of the same generation in the parent checkpoint, from the
-   * first block that checkpoint did not have: it keeps the hash state after a file's full blocks
-   * ({@link digests}), so a growing file costs the reading of what it grew by. Empty files are
-   * checked by the manifest's schema.
-   */
-  private async checkDigests(
-    objects: ImmutableObjectStore,
-    tenant: string,
-    sessionId: string,
-    checkpointId: string,
-    files: readonly ManifestFile[],
-    parent: Manifest | null,
-    createdAt: string,
-  ): Promise<void> {
-    const checked = new Set(parent === null ? [] : parent.files.map((file) => fileIdentity(file)));
-    const toCheck = [...files.entries()].filter(
-      ([, file]) => file.size > 0 && !checked.has(fileIdentity(file)),
-    );
-    // A file unchanged since the parent keeps its hash state for the checkpoint after this one.
-    for (const file of files) {
-      if (parent === null || !checked.has(fileIdentity(file))) continue;
-      const known = this.digests.get(digestKey(tenant, sessionId, parent, file));
-      if (known !== undefined)
-        this.digests.set(digestKey(tenant, sessionId, { checkpointId, createdAt }, file), known);
-    }
-    let next = 0;
-    // The first file (in manifest order) found wrong; the workers stop taking files once one is.
-    const wrong: { first?: { index: number; file: ManifestFile } } = {};
-    const found = (index: number, file: ManifestFile) => {
-      if (wrong.first === undefined || index < wrong.first.index) wrong.first = { index, file };
-    };
-    await Promise.all(
-      Array.from({ length: Math.min(CHECK_CONCURRENCY, toCheck.length) }, async () => {
-        while (next < toCheck.length && wrong.first === undefined) {
-          const [index, file] = toCheck[next++] ?? [];
-          if (index === undefined || file === undefined) break;
-          const digest = await this.digestOf(
-            objects,
-            tenant,
-            sessionId,
-            checkpointId,
-            file,
-            parent,
-            createdAt,
-          );
-          if (digest !== file.sha256) found(index, file);
-        }
-      }),
-    );
-    const mismatch = wrong.first;
-    if (mismatch !== undefined) {
-      throw new InvalidArgumentError(
-        `files.${mismatch.index}.sha256`,
-        `is not the SHA-256 of the ${mismatch.file.size} bytes uploaded for ${mismatch.file.path} (generation ${mismatch.file.generation}); nothing was published`,
-      );
-    }
-  }
-
-  /**
-   * The SHA-256 of a file's stored bytes, resumed from the hash state this instance kept for the
-   * parent's file of the same generation when it has one, and keeping the state after the file's
-   * full blocks for the next checkpoint.
-   */
-  private async digestOf(
-    objects: ImmutableObjectStore,
-    tenant: string,
-    sessionId: string,
-    checkpointId: string,
-    file: ManifestFile,
-    parent: Manifest | null,
-    createdAt: string,
-  ): Promise<string> {
-    const blocks = Math.floor(file.size / BLOCK_BYTES);
-    const known = parent === null ? undefined : this.digests.get(digestKey(tenant, sessionId, parent, file));
-    const resume =
-      known !== undefined && known.blocks <= blocks && performance.now() - known.at < KNOWN_OBJECT_MS
-        ? known
-        : undefined;
-    const hash = resume === undefined ? createHash('sha256') : resume.hash.copy();
-    const from = resume?.blocks ?? 0;
-    let position = from;
-    const keep = () => {
-      if (position !== blocks || blocks === 0) return;
-      const state = { blocks, hash: hash.copy(), at: resume?.at ?? performance.now() };
-      this.digests.set(digestKey(tenant, sessionId, { checkpointId, createdAt }, file), state);
-    };
-    keep();
-    for await (const bytes of this.objectBytes(objects, sessionId, checkpointId, file, from)) {
-      hash.update(bytes);
-      position++;
-      keep();
-    }
-    return hash.digest('hex');
-  }
-
   /** True when this instance stored the object `key` of `size` bytes recently enough to vouch for it. */
   private isStored(key: string, size: number): boolean {
     const known = this.stored.get(key);
@@ -534,36 +413,13 @@ export class SessionArchive {
     checkpointId: string,
     file: ManifestFile,
   ): AsyncGenerator<Buffer> {
-    const hash = createHash('sha256');
-    const count = Math.floor(file.size / BLOCK_BYTES) + (file.size % BLOCK_BYTES > 0 ? 1 : 0);
-    let position = 0;
-    for await (const bytes of this.objectBytes(objects, sessionId, checkpointId, file)) {
-      hash.update(bytes);
-      // The digest is checked before the last bytes are released.
-      if (++position === count) checkDigest(hash.digest('hex'), file);
-      yield bytes;
-    }
-    if (count === 0) checkDigest(hash.digest('hex'), file);
-  }
-
-  /**
-   * The objects of one file in order, read ahead a bounded number of them, each checked for its
-   * size (a missing or wrongly sized one is IntegrityError).
-   */
-  private async *objectBytes(
-    objects: ImmutableObjectStore,
-    sessionId: string,
-    checkpointId: string,
-    file: ManifestFile,
-    /** The first block to read (the ones before are skipped). */
-    from = 0,
-  ): AsyncGenerator<Buffer> {
     const blocks = Math.floor(file.size / BLOCK_BYTES);
     const tailBytes = file.size % BLOCK_BYTES;
-    const keys = Array.from({ length: blocks - from }, (_, index) => blockKey(file.generation, from + index));
+    const keys = Array.from({ length: blocks }, (_, index) => blockKey(file.generation, index));
     if (tailBytes > 0) keys.push(tailKey(checkpointId, file.generation));
     const pending: Promise<Buffer | null>[] = [];
     let launched = 0;
+    const hash = createHash('sha256');
     for (let position = 0; position < keys.length; position++) {
       while (launched < keys.length && pending.length < READ_AHEAD) {
         const read = objects.get(`${sessionId}/${keys[launched++] ?? ''}`);
@@ -574,12 +430,15 @@ export class SessionArchive {
       }
       const key = keys[position] ?? '';
       const bytes = await pending.shift();
-      const expected = position < blocks - from ? BLOCK_BYTES : tailBytes;
+      const expected = position < blocks ? BLOCK_BYTES : tailBytes;
       if (bytes === null || bytes === undefined || bytes.length !== expected) {
         throw new IntegrityError(`object ${key} of ${file.path} is missing or has the wrong size`);
       }
+      hash.update(bytes);
+      if (position === keys.length - 1) checkDigest(hash.digest('hex'), file);
       yield bytes;
     }
+    if (keys.length === 0) checkDigest(hash.digest('hex'), file);
   }
 }
 
@@ -624,34 +483,16 @@ const KNOWN_OBJECTS = 65_536;
  */
 const KNOWN_OBJECT_MS = 45 * 60 * 1000;
 
-/** Files whose hash state an instance keeps between publishes (a state is a few hundred bytes). */
-const KNOWN_DIGESTS = 10_000;
-
 /** New blocks up to this many are probed one by one; more are checked by listing the generation. */
 const PROBE_AT_MOST = 4;
 
 /** Generation → number of full blocks a stored (hence verified) manifest references. */
-function verifiedBlocks(manifest: Manifest): Map<string, number> {
+function verifiedBlocks(manifestBytes: Buffer): Map<string, number> {
   const verified = new Map<string, number>();
-  for (const file of manifest.files) {
+  for (const file of deserializeManifest(manifestBytes).files) {
     verified.set(file.generation, Math.floor(file.size / BLOCK_BYTES));
   }
   return verified;
-}
-
-/** The key of {@link SessionArchive} `digests` for a file of a checkpoint. */
-function digestKey(
-  tenant: string,
-  sessionId: string,
-  checkpoint: { readonly checkpointId: string; readonly createdAt: string },
-  file: ManifestFile,
-): string {
-  return JSON.stringify([tenant, sessionId, checkpoint.checkpointId, checkpoint.createdAt, file.generation]);
-}
-
-/** What makes two manifests' files the same bytes: generation, size and SHA-256. */
-function fileIdentity(file: ManifestFile): string {
-  return `${file.generation}:${file.size}:${file.sha256}`;
 }
 
 function checkDigest(actual: string, file: ManifestFile): void {

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 
 import type { TableClient } from '@azure/data-tables';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -280,64 +280,6 @@ describe.each(storeBackends(() => azurite().blobEndpoint))('SessionArchive on th
     await expect(archive.getSession(alpha, 's1')).rejects.toBeInstanceOf(NotFoundError);
   });
 
-  it('refuses a checkpoint whose SHA-256 is not that of the uploaded bytes, naming the file, and writes nothing', async () => {
-    const first = randomBytes(BLOCK_BYTES + 10);
-    const [note, events] = await uploadFiles(archive, alpha, 's1', 'c1', [
-      { path: 'native/note', bytes: randomBytes(20), generation: 'g0' },
-      { path: 'events.jsonl', bytes: first, generation: 'g1' },
-    ]);
-    const wrong: PublishRequest = {
-      checkpointId: 'c1',
-      parent: null,
-      files: [note!, { ...events!, sha256: sha256(Buffer.from('other bytes')) }],
-      data: null,
-    };
-    const error = await archive.publishCheckpoint(alpha, 's1', wrong).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(InvalidArgumentError);
-    expect((error as InvalidArgumentError).field).toBe('files.1.sha256');
-    expect((error as Error).message).toContain('events.jsonl');
-    await expect(archive.readManifest(alpha, 's1', 'c1')).rejects.toBeInstanceOf(NotFoundError);
-    await expect(archive.readManifest(alpha, 's1', 'latest')).rejects.toBeInstanceOf(NotFoundError);
-    await expect(archive.getSession(alpha, 's1')).rejects.toBeInstanceOf(NotFoundError);
-
-    // The right hash publishes; the file grown on top of it with a wrong hash is refused too
-    // (its new bytes and its old ones are checked), and the latest stays c1.
-    await archive.publishCheckpoint(alpha, 's1', { ...wrong, files: [note!, events!] });
-    const grown = Buffer.concat([first, randomBytes(2 * BLOCK_BYTES)]);
-    const [grownFile] = await uploadFiles(archive, alpha, 's1', 'c2', [
-      { path: 'events.jsonl', bytes: grown, generation: 'g1' },
-    ]);
-    const refused = await archive
-      .publishCheckpoint(alpha, 's1', {
-        checkpointId: 'c2',
-        parent: 'c1',
-        files: [{ ...grownFile!, sha256: events!.sha256 }],
-        data: null,
-      })
-      .catch((e: unknown) => e);
-    expect((refused as InvalidArgumentError).field).toBe('files.0.sha256');
-    expect((await archive.readManifest(alpha, 's1', 'latest')).checkpointId).toBe('c1');
-    await expect(archive.readManifest(alpha, 's1', 'c2')).rejects.toBeInstanceOf(NotFoundError);
-    // (The note is left out of c2: its tail would be c2's.) Another instance (no hash state kept) refuses it as well, reading the whole file.
-    const other = new SessionArchive(plainArchiveStorage(store, index));
-    const again = await other
-      .publishCheckpoint(alpha, 's1', {
-        checkpointId: 'c2',
-        parent: 'c1',
-        files: [{ ...grownFile!, sha256: sha256(first) }],
-        data: null,
-      })
-      .catch((e: unknown) => e);
-    expect((again as InvalidArgumentError).field).toBe('files.0.sha256');
-    await archive.publishCheckpoint(alpha, 's1', {
-      checkpointId: 'c2',
-      parent: 'c1',
-      files: [grownFile!],
-      data: null,
-    });
-    expect((await restoreBytes(archive, alpha, 's1', 'c2', 'events.jsonl')).equals(grown)).toBe(true);
-  });
-
   it('refuses a first checkpoint that references objects before claiming the session', async () => {
     const huge = 2 ** 50;
     const error = await archive
@@ -461,81 +403,59 @@ describe.each(storeBackends(() => azurite().blobEndpoint))('SessionArchive on th
     );
   });
 
-  it(
-    'checks a manifest of 2,000 blocks with fewer than 10 storage requests besides reading them once',
-    async () => {
-      const block = randomBytes(BLOCK_BYTES);
-      const keys = Array.from({ length: 2000 }, (_, i) => `blocks/g1/${i}`);
-      // Uploaded through another instance: this one has to ask the storage about every block.
-      const uploader = new SessionArchive(plainArchiveStorage(store, index));
-      for (let start = 0; start < keys.length; start += 32) {
-        await Promise.all(
-          keys.slice(start, start + 32).map((key) => uploader.putObject(alpha, 's1', key, block)),
-        );
-      }
-      /** The SHA-256 of `count` copies of the block. */
-      const digestOf = (count: number) => {
-        const hash = createHash('sha256');
-        for (let i = 0; i < count; i++) hash.update(block);
-        return hash.digest('hex');
-      };
-      const request: PublishRequest = {
-        checkpointId: 'c1',
-        parent: null,
-        files: [{ path: 'events.jsonl', generation: 'g1', size: 2000 * BLOCK_BYTES, sha256: digestOf(2000) }],
-        data: null,
-      };
-      store.resetCounts();
-      const before = httpRequests();
-      await archive.publishCheckpoint(alpha, 's1', request);
-      const calls = Object.values(store.calls).reduce((sum, count) => sum + count, 0);
-      // The check of the objects (manifest lookup, latest, listing, manifest, swap, index check)
-      // stays small; the SHA-256 check reads each block once.
-      expect(store.calls.list).toBe(1);
-      expect(store.calls.head).toBe(0);
-      expect(store.calls.get).toBeGreaterThanOrEqual(2000);
-      expect(calls - store.calls.get).toBeLessThan(10);
-      if (backend.name === 'blob') {
-        // Counted by a pipeline policy on the real HTTP requests (so the listing pages count too).
-        expect(httpRequests() - before - store.calls.get).toBeGreaterThan(2);
-        expect(httpRequests() - before - store.calls.get).toBeLessThan(10);
-      }
+  it('checks a manifest of 2,000 blocks with fewer than 10 storage requests', async () => {
+    const block = randomBytes(BLOCK_BYTES);
+    const keys = Array.from({ length: 2000 }, (_, i) => `blocks/g1/${i}`);
+    // Uploaded through another instance: this one has to ask the storage about every block.
+    const uploader = new SessionArchive(plainArchiveStorage(store, index));
+    for (let start = 0; start < keys.length; start += 32) {
+      await Promise.all(
+        keys.slice(start, start + 32).map((key) => uploader.putObject(alpha, 's1', key, block)),
+      );
+    }
+    const request: PublishRequest = {
+      checkpointId: 'c1',
+      parent: null,
+      files: [{ path: 'events.jsonl', generation: 'g1', size: 2000 * BLOCK_BYTES, sha256: sha256(block) }],
+      data: null,
+    };
+    store.resetCounts();
+    const before = httpRequests();
+    await archive.publishCheckpoint(alpha, 's1', request);
+    const calls = Object.values(store.calls).reduce((sum, count) => sum + count, 0);
+    // The whole publish (manifest lookup, latest, listing, manifest, swap, index check) stays small.
+    expect(store.calls.list).toBe(1);
+    expect(store.calls.head).toBe(0);
+    expect(calls).toBeLessThan(10);
+    if (backend.name === 'blob') {
+      // Counted by a pipeline policy on the real HTTP requests (so the listing pages count too).
+      expect(httpRequests() - before).toBeGreaterThan(3);
+      expect(httpRequests() - before).toBeLessThan(10);
+    }
 
-      // The next checkpoint checks only what its parent did not: one new block, probed, and read
-      // once for its hash (resumed from the state kept after block 1,999).
-      await uploader.putObject(alpha, 's1', 'blocks/g1/2000', block);
-      store.resetCounts();
-      await archive.publishCheckpoint(alpha, 's1', {
-        checkpointId: 'c2',
-        parent: 'c1',
-        files: [{ path: 'events.jsonl', generation: 'g1', size: 2001 * BLOCK_BYTES, sha256: digestOf(2001) }],
+    // The next checkpoint checks only what its parent did not: one new block, probed.
+    await uploader.putObject(alpha, 's1', 'blocks/g1/2000', block);
+    store.resetCounts();
+    await archive.publishCheckpoint(alpha, 's1', {
+      checkpointId: 'c2',
+      parent: 'c1',
+      files: [{ path: 'events.jsonl', generation: 'g1', size: 2001 * BLOCK_BYTES, sha256: sha256(block) }],
+      data: null,
+    });
+    expect(store.calls.list).toBe(0);
+    expect(store.calls.head).toBe(1);
+    // A missing new block is still found.
+    store.resetCounts();
+    const missing = await archive
+      .publishCheckpoint(alpha, 's1', {
+        checkpointId: 'c3',
+        parent: 'c2',
+        files: [{ path: 'events.jsonl', generation: 'g1', size: 2003 * BLOCK_BYTES, sha256: sha256(block) }],
         data: null,
-      });
-      expect(store.calls.list).toBe(0);
-      expect(store.calls.head).toBe(1);
-      // The manifest lookup, the parent's manifest and the new block.
-      expect(store.calls.get).toBeLessThanOrEqual(3);
-      // A missing new block is still found.
-      store.resetCounts();
-      const missing = await archive
-        .publishCheckpoint(alpha, 's1', {
-          checkpointId: 'c3',
-          parent: 'c2',
-          files: [
-            { path: 'events.jsonl', generation: 'g1', size: 2003 * BLOCK_BYTES, sha256: sha256(block) },
-          ],
-          data: null,
-        })
-        .catch((e: unknown) => e);
-      expect((missing as MissingObjectsError).details['missing']).toEqual([
-        'blocks/g1/2001',
-        'blocks/g1/2002',
-      ]);
-    },
-    // 128 MiB uploaded and read back for the hash through the emulator: slow on a loaded machine.
-    240_000,
-  );
-
+      })
+      .catch((e: unknown) => e);
+    expect((missing as MissingObjectsError).details['missing']).toEqual(['blocks/g1/2001', 'blocks/g1/2002']);
+  });
   it('asks the storage only about the objects this instance did not store itself', async () => {
     const block = randomBytes(BLOCK_BYTES);
     const tail = randomBytes(100);
