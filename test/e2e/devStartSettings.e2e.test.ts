@@ -58,7 +58,9 @@ describe('npm start and another emulator', { timeout: SLOW }, () => {
     withSample(cwd);
     const started = await startNpmStart(cwd);
     const embedded = embeddedBlobEndpoint(started.output());
-    expect(embedded).not.toContain(':10000/');
+    // Ports held by someone else at the test's start may be free again by the time this start
+    // looks (another test's start stopped): only a held port is known to be taken.
+    if (other !== undefined) expect(embedded).not.toContain(':10000/');
     expect(await (await fetch(`${started.url}/api/health`)).json()).toMatchObject({ backend: 'blob' });
 
     const key = readFileSync(path.join(cwd, '.cairn', 'dev-api-key'), 'utf8').trim();
