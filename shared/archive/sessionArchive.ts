@@ -17,7 +17,7 @@ import {
   NotFoundError,
 } from '../errors';
 import { validateKey } from '../keys';
-import { LruMap } from '../lruMap';
+import { lru } from '../lru';
 import { forEachLimited } from '../pool';
 import type { ImmutableObjectStore, ObjectInfo } from '../storage/immutableObjectStore';
 import type { SessionIndex, SessionPage, SessionRecord } from '../storage/sessionIndex';
@@ -72,7 +72,7 @@ export class SessionArchive {
    * this instance stored less than {@link KNOWN_OBJECT_MS} ago is still stored with those bytes.
    * Anything else is checked in storage (listing or probes).
    */
-  private readonly stored = new LruMap<string, { size: number; at: number }>(KNOWN_OBJECTS);
+  private readonly stored = lru<string, { size: number; at: number }>(KNOWN_OBJECTS);
 
   /**
    * The SHA-256 state after the full blocks of files this instance checked at publish (key: tenant,
@@ -80,7 +80,7 @@ export class SessionArchive {
    * grown file reads only the new blocks. Sound for the reason {@link stored} is, and keyed by the
    * checkpoint's creation time so that a session deleted and made again never matches.
    */
-  private readonly digests = new LruMap<string, { blocks: number; hash: Hash; at: number }>(KNOWN_DIGESTS);
+  private readonly digests = lru<string, { blocks: number; hash: Hash; at: number }>(KNOWN_DIGESTS);
 
   private readonly index: SessionIndex;
 

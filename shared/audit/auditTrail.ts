@@ -2,7 +2,7 @@ import { createPublicKey, type KeyObject, randomBytes } from 'node:crypto';
 
 import { InternalError, StorageUnavailableError } from '../errors';
 import type { Logger } from '../logging';
-import { LruMap } from '../lruMap';
+import { lru } from '../lru';
 import { KeyedMutex } from '../storage/keyedMutex';
 import type { AuditEvent } from './auditLog';
 import type { AuditStore, RecordQuery, StoredMarker } from './auditStore';
@@ -110,7 +110,7 @@ export class AuditTrail implements TransactionalAuditLog {
   private readonly instanceId = randomBytes(9).toString('base64url');
   private readonly states = new Map<string, TenantState>();
   private readonly queues = new KeyedMutex();
-  private readonly known = new LruMap<string, true>(100_000);
+  private readonly known = lru<string, true>(100_000);
   private readonly checks = new Map<string, RepairCheck>();
   private readonly publicKey: KeyObject | undefined;
   private readonly keyId: string | undefined;
