@@ -3,7 +3,7 @@ import * as df from 'durable-functions';
 import { z } from 'zod';
 
 import { actorOf } from '#shared/auth';
-import { ForbiddenError, InvalidArgumentError, NotConfiguredError } from '#shared/errors';
+import { InvalidArgumentError, NotConfiguredError } from '#shared/errors';
 import { validateKey } from '#shared/keys';
 import {
   checkJobAudit,
@@ -30,7 +30,8 @@ import { tenantIdSchema } from '#shared/tenants/tenantIds';
 
 import { type JobAudit, jobEvent } from './auditJobs';
 import { chunk, jobRetryOptions, jobState, jobStatus, startJob } from './durableJobs';
-import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
+import { requireAdmin } from './http/admin';
+import { httpHandler, registerHttp } from './http/pipeline';
 import { json } from './http/request';
 import { readJsonBody } from './jsonBody';
 
@@ -267,13 +268,9 @@ const startRequest = z
   })
   .strict();
 
-function requireAdmin(call: AuthenticatedCall): void {
-  if (!call.principal.admin) throw new ForbiddenError('migrations are for admins');
-}
-
 export const startMigration = httpHandler('startMigration', {
   POST: async (request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'migrations');
     // A part that is off answers so whatever the body, as every such route does.
     if (call.services.kvStores.kind !== 'blob') {
       throw new NotConfiguredError(
@@ -308,7 +305,7 @@ export const startMigration = httpHandler('startMigration', {
 
 export const migrationStatus = httpHandler('migrationStatus', {
   GET: async (request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'migrations');
     const id = request.params['id'] ?? '';
     const status = await jobStatus(call.context, MIGRATION_ORCHESTRATION, id, 'no such migration');
     const state = jobState(status.runtimeStatus);

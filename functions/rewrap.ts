@@ -4,13 +4,14 @@ import { z } from 'zod';
 
 import { actorOf } from '#shared/auth';
 import { addCounts, emptyCounts, type RewrapCounts, type RewrapPage } from '#shared/crypto/rewrap';
-import { ForbiddenError, InternalError, InvalidArgumentError, NotConfiguredError } from '#shared/errors';
+import { InternalError, InvalidArgumentError, NotConfiguredError } from '#shared/errors';
 import { checkJobAudit, checkTenant } from '#shared/migration/jobInput';
 import { getServices } from '#shared/services';
 
 import { type JobAudit, jobEvent } from './auditJobs';
 import { chunk, jobRetryOptions, jobState, jobStatus, startJob } from './durableJobs';
-import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
+import { requireAdmin } from './http/admin';
+import { httpHandler, registerHttp } from './http/pipeline';
 import { json } from './http/request';
 import { readJsonBody } from './jsonBody';
 
@@ -226,13 +227,9 @@ df.app.activity(REWRAP_PAGE, { handler: rewrapPageActivity });
 
 const startRequest = z.object({}).strict();
 
-function requireAdmin(call: AuthenticatedCall): void {
-  if (!call.principal.admin) throw new ForbiddenError('rewrap jobs are for admins');
-}
-
 export const startRewrap = httpHandler('startRewrap', {
   POST: async (request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'rewrap jobs');
     await readJsonBody(request, 1024, startRequest, { emptyIsObject: true });
     const { codec } = call.services;
     if (codec.firstKeyId === undefined) {
@@ -258,7 +255,7 @@ export const startRewrap = httpHandler('startRewrap', {
 
 export const rewrapStatus = httpHandler('rewrapStatus', {
   GET: async (request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'rewrap jobs');
     const id = request.params['id'] ?? '';
     const status = await jobStatus(call.context, REWRAP_ORCHESTRATION, id, 'no such rewrap job');
     const state = jobState(status.runtimeStatus);
