@@ -1,11 +1,10 @@
-import { app, type InvocationContext, type Timer } from '@azure/functions';
+import { app } from '@azure/functions';
 import { z } from 'zod';
 
 import { pruneScheduleFrom } from '#shared/config';
 import { InvalidArgumentError } from '#shared/errors';
 import type { PruneReport } from '#shared/jobs/retentionPrune';
 import { checkJsonDepth } from '#shared/json';
-import { createLogger } from '#shared/logging';
 import { effectivePolicy, MAX_POLICY_BODY_BYTES, parsePolicyOverride } from '#shared/retention/policy';
 import { getServices } from '#shared/services';
 import { isValidTenantId, TENANT_ID_RULE, tenantIdSchema } from '#shared/tenants/tenantIds';
@@ -14,6 +13,7 @@ import { requireAdmin } from './http/admin';
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, readBody } from './http/request';
 import { readJsonBody } from './jsonBody';
+import { timerHandler } from './timer';
 
 /**
  * Retention (docs/retention.md): the `retentionPrune` timer, and the admin routes that read and set
@@ -126,33 +126,31 @@ registerHttp('tenants', 'tenants', tenants);
  * when it fires twice or on several instances at once). Each tenant's counts are logged with the
  * tenant; the invocation fails (throws) when a tenant's pass failed, after every tenant was pruned.
  */
-export async function retentionPruneTimer(_timer: Timer, context: InvocationContext): Promise<PruneReport> {
-  const services = getServices();
-  const log = createLogger(
-    services.config.logLevel,
-    (line, level) => (level >= 40 ? context.warn(line) : context.info(line)),
-    { invocationId: context.invocationId, function: 'retentionPrune' },
-  );
-  const report = await services.pruner.run(log);
-  const failed = report.tenants.filter((tenant) => tenant.error !== undefined);
-  log.info(
-    {
-      tenants: report.tenants.length,
-      complete: report.complete,
-      objectsDeleted: report.tenants.reduce((sum, tenant) => sum + tenant.objectsDeleted, 0),
-      bytesFreed: report.tenants.reduce((sum, tenant) => sum + tenant.bytesFreed, 0),
-      failed: failed.length,
-    },
-    'retention prune finished',
-  );
-  if (failed.length > 0) {
-    throw new Error(
-      `retention prune: ${failed.length} of ${report.tenants.length} tenants failed: ` +
-        failed.map((tenant) => `${tenant.tenant} (${tenant.error ?? ''})`).join(', '),
+export const retentionPruneTimer = timerHandler(
+  'retentionPrune',
+  async (_timer, _context, log): Promise<PruneReport> => {
+    const services = getServices();
+    const report = await services.pruner.run(log);
+    const failed = report.tenants.filter((tenant) => tenant.error !== undefined);
+    log.info(
+      {
+        tenants: report.tenants.length,
+        complete: report.complete,
+        objectsDeleted: report.tenants.reduce((sum, tenant) => sum + tenant.objectsDeleted, 0),
+        bytesFreed: report.tenants.reduce((sum, tenant) => sum + tenant.bytesFreed, 0),
+        failed: failed.length,
+      },
+      'retention prune finished',
     );
-  }
-  return report;
-}
+    if (failed.length > 0) {
+      throw new Error(
+        `retention prune: ${failed.length} of ${report.tenants.length} tenants failed: ` +
+          failed.map((tenant) => `${tenant.tenant} (${tenant.error ?? ''})`).join(', '),
+      );
+    }
+    return report;
+  },
+);
 
 // The schedule is passed as a value (default hourly), as for emailWindowPoll: the host has no
 // default for a %SETTING% reference, and an invalid setting stops the app here, naming it.
