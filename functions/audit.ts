@@ -1,15 +1,15 @@
-import { app, type InvocationContext, type Timer } from '@azure/functions';
+import { app } from '@azure/functions';
 import { z } from 'zod';
 
 import type { AuditTrail } from '#shared/audit/auditTrail';
 import { auditSignScheduleFrom } from '#shared/config';
 import { InvalidArgumentError, NotConfiguredError } from '#shared/errors';
-import { createLogger } from '#shared/logging';
 import { getServices } from '#shared/services';
 import { isName, NAME_RULE } from '#shared/threads/identifiers';
 
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery } from './http/request';
+import { timerHandler } from './timer';
 
 /**
  * The audit trail's routes (docs/audit.md): the caller's tenant's records, oldest first, with
@@ -118,15 +118,10 @@ registerHttp('auditHeads', 'audit/heads', auditHeads);
  * when a tenant could not be served or its head was not signed because its trail does not verify,
  * with a warning whose `alert` is `audit_head_not_signed` naming the tenants.
  */
-export async function auditHeadSign(_timer: Timer, context: InvocationContext): Promise<void> {
+export const auditHeadSign = timerHandler('auditHeadSign', async (_timer, _context, log): Promise<void> => {
   const services = getServices();
   const trail = services.auditTrail;
   if (trail === undefined) return;
-  const log = createLogger(
-    services.config.logLevel,
-    (line, level) => (level >= 40 ? context.warn(line) : context.info(line)),
-    { invocationId: context.invocationId, function: 'auditHeadSign' },
-  );
   const result = await trail.signHeads();
   if (result.refused.length > 0) {
     log.warn(
@@ -142,6 +137,6 @@ export async function auditHeadSign(_timer: Timer, context: InvocationContext): 
       `audit heads: ${attention} of ${result.tenants} tenants need attention (${result.refused.length} whose trail does not verify, not signed)`,
     );
   }
-}
+});
 
 app.timer('auditHeadSign', { schedule: auditSignScheduleFrom(), handler: auditHeadSign });

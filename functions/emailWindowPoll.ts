@@ -1,10 +1,11 @@
-import { app, type InvocationContext, type Timer } from '@azure/functions';
+import { app } from '@azure/functions';
 
 import { emailPollScheduleFrom } from '#shared/config';
 import { isPollFailure, pollEmailWindows } from '#shared/coordination/emailWindowPoll';
 import { ConfigurationError } from '#shared/errors';
-import { createLogger } from '#shared/logging';
 import { getServices } from '#shared/services';
+
+import { timerHandler } from './timer';
 
 /**
  * The `emailWindowPoll` timer (docs/coordination.md): for every tenant that initialised its email cursor,
@@ -13,42 +14,40 @@ import { getServices } from '#shared/services';
  * outcome is logged with the tenant; the invocation fails (throws) when any tenant needs attention,
  * after every tenant was polled.
  */
-export async function emailWindowPoll(_timer: Timer, context: InvocationContext): Promise<void> {
-  const services = getServices();
-  const log = createLogger(
-    services.config.logLevel,
-    (line, level) => (level >= 40 ? context.warn(line) : context.info(line)),
-    { invocationId: context.invocationId, function: 'emailWindowPoll' },
-  );
-  const queue = services.emailWindowQueue;
-  if (queue === undefined) {
-    // Nobody to poll: nothing is lost, and an app without a queue (tests, a kv-only setup) stays quiet.
-    const first = await services.emailPollRegistry.tenants(1).next();
-    if (first.done === true) return;
-    // Claiming a window that cannot be enqueued would only park it: claim nothing and say why.
-    throw new ConfigurationError(
-      'CAIRN_QUEUE_ENDPOINT',
-      'is not set: the emailWindowPoll timer cannot enqueue email windows, so it claimed nothing',
+export const emailWindowPoll = timerHandler(
+  'emailWindowPoll',
+  async (_timer, _context, log): Promise<void> => {
+    const services = getServices();
+    const queue = services.emailWindowQueue;
+    if (queue === undefined) {
+      // Nobody to poll: nothing is lost, and an app without a queue (tests, a kv-only setup) stays quiet.
+      const first = await services.emailPollRegistry.tenants(1).next();
+      if (first.done === true) return;
+      // Claiming a window that cannot be enqueued would only park it: claim nothing and say why.
+      throw new ConfigurationError(
+        'CAIRN_QUEUE_ENDPOINT',
+        'is not set: the emailWindowPoll timer cannot enqueue email windows, so it claimed nothing',
+      );
+    }
+    const reports = await pollEmailWindows({
+      kvStores: services.kvStores,
+      registry: services.emailPollRegistry,
+      queue,
+      log,
+    });
+    const failed = reports.filter((report) => isPollFailure(report.outcome));
+    log.info(
+      { tenants: reports.length, failed: failed.length, enqueued: reports.flatMap((r) => r.enqueued).length },
+      'email window poll finished',
     );
-  }
-  const reports = await pollEmailWindows({
-    kvStores: services.kvStores,
-    registry: services.emailPollRegistry,
-    queue,
-    log,
-  });
-  const failed = reports.filter((report) => isPollFailure(report.outcome));
-  log.info(
-    { tenants: reports.length, failed: failed.length, enqueued: reports.flatMap((r) => r.enqueued).length },
-    'email window poll finished',
-  );
-  if (failed.length > 0) {
-    throw new Error(
-      `email window poll: ${failed.length} of ${reports.length} tenants need attention: ` +
-        failed.map((report) => `${report.tenant} (${report.outcome})`).join(', '),
-    );
-  }
-}
+    if (failed.length > 0) {
+      throw new Error(
+        `email window poll: ${failed.length} of ${reports.length} tenants need attention: ` +
+          failed.map((report) => `${report.tenant} (${report.outcome})`).join(', '),
+      );
+    }
+  },
+);
 
 // The schedule is passed as a value (default every minute), not as %CAIRN_EMAIL_POLL_SCHEDULE%:
 // the host has no default for a %SETTING% reference, and an invalid setting stops the app here.

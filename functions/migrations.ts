@@ -3,7 +3,7 @@ import * as df from 'durable-functions';
 import { z } from 'zod';
 
 import { actorOf } from '#shared/auth';
-import { ForbiddenError, InvalidArgumentError, NotConfiguredError, NotFoundError } from '#shared/errors';
+import { InvalidArgumentError, NotConfiguredError } from '#shared/errors';
 import { validateKey } from '#shared/keys';
 import {
   checkJobAudit,
@@ -29,9 +29,10 @@ import { getServices } from '#shared/services';
 import { tenantIdSchema } from '#shared/tenants/tenantIds';
 
 import { type JobAudit, jobEvent } from './auditJobs';
-import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
+import { chunk, jobRetryOptions, jobState, jobStatus, startJob } from './durableJobs';
+import { requireAdmin } from './http/admin';
+import { httpHandler, registerHttp } from './http/pipeline';
 import { json } from './http/request';
-import { isJobId } from './jobIds';
 import { readJsonBody } from './jsonBody';
 
 /**
@@ -79,30 +80,13 @@ interface CopyInput {
   readonly dryRun: boolean;
 }
 
-function chunk<T>(items: readonly T[], size: number): T[][] {
-  const chunks: T[][] = [];
-  for (let index = 0; index < items.length; index += size) chunks.push(items.slice(index, index + size));
-  return chunks;
-}
-
-/**
- * Transient failures (a storage outage, an overloaded account) are retried: 5 attempts, 1, 2, 4
- * and 8 s apart, so that a long migration rides out a minute of trouble instead of failing.
- */
-function retryOptions(): df.RetryOptions {
-  const options = new df.RetryOptions(1000, 5);
-  options.backoffCoefficient = 2;
-  options.maxRetryIntervalInMilliseconds = 10_000;
-  return options;
-}
-
 /**
  * Deterministic: no I/O, no clock, no randomness; everything comes from its input and the results
  * of activities. Progress is its custom status.
  */
 export const migrationOrchestrator: OrchestrationHandler = function* (context: OrchestrationContext) {
   const input = checkMigrationInput(context.df.getInput<unknown>());
-  const retry = retryOptions();
+  const retry = jobRetryOptions();
   const report = emptyReport();
   let total = 0;
   let done = 0;
@@ -284,29 +268,9 @@ const startRequest = z
   })
   .strict();
 
-function requireAdmin(call: AuthenticatedCall): void {
-  if (!call.principal.admin) throw new ForbiddenError('migrations are for admins');
-}
-
-/** The migration statuses of the API from the durable runtime status. */
-function statusOf(runtimeStatus: string): 'pending' | 'running' | 'completed' | 'failed' {
-  switch (runtimeStatus) {
-    case 'Pending':
-      return 'pending';
-    case 'Completed':
-      return 'completed';
-    case 'Failed':
-    case 'Terminated':
-    case 'Canceled':
-      return 'failed';
-    default:
-      return 'running';
-  }
-}
-
 export const startMigration = httpHandler('startMigration', {
   POST: async (request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'migrations');
     // A part that is off answers so whatever the body, as every such route does.
     if (call.services.kvStores.kind !== 'blob') {
       throw new NotConfiguredError(
@@ -324,7 +288,6 @@ export const startMigration = httpHandler('startMigration', {
     for (const [index, source] of sources.entries()) {
       await checkSourceFolder(`sources.${index}.root`, source.root);
     }
-    const client = df.getClient(call.context);
     const input: MigrationInput = {
       tenant: body.tenant,
       sources,
@@ -333,7 +296,7 @@ export const startMigration = httpHandler('startMigration', {
         ? { audit: { tenant: body.tenant, actor: actorOf(call.principal) } }
         : {}),
     };
-    const id = await client.startNew(MIGRATION_ORCHESTRATION, { input });
+    const id = await startJob(call.context, MIGRATION_ORCHESTRATION, input);
     const statusUri = `${new URL(request.url).origin}/api/migrations/${id}`;
     call.log.info({ migration: id, sources: body.sources.length, dryRun: body.dryRun }, 'migration started');
     return json(202, { id, statusUri }, { location: statusUri });
@@ -342,21 +305,10 @@ export const startMigration = httpHandler('startMigration', {
 
 export const migrationStatus = httpHandler('migrationStatus', {
   GET: async (request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'migrations');
     const id = request.params['id'] ?? '';
-    if (!isJobId(id)) throw new NotFoundError('no such migration');
-    const client = df.getClient(call.context);
-    let status;
-    try {
-      // The client puts the id into the status URL as it is: encoded, an id is only ever an id.
-      status = await client.getStatus(encodeURIComponent(id));
-    } catch (error) {
-      // The durable client signals an unknown instance only by this message.
-      if (error instanceof Error && /HTTP 404/.test(error.message))
-        throw new NotFoundError('no such migration');
-      throw error;
-    }
-    const state = statusOf(status.runtimeStatus);
+    const status = await jobStatus(call.context, MIGRATION_ORCHESTRATION, id, 'no such migration');
+    const state = jobState(status.runtimeStatus);
     const progress = (status.customStatus as MigrationProgress | null) ?? { total: 0, done: 0 };
     return json(200, {
       id,

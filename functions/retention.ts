@@ -1,18 +1,19 @@
-import { app, type InvocationContext, type Timer } from '@azure/functions';
+import { app } from '@azure/functions';
 import { z } from 'zod';
 
 import { pruneScheduleFrom } from '#shared/config';
-import { ForbiddenError, InvalidArgumentError } from '#shared/errors';
+import { InvalidArgumentError } from '#shared/errors';
 import type { PruneReport } from '#shared/jobs/retentionPrune';
 import { checkJsonDepth } from '#shared/json';
-import { createLogger } from '#shared/logging';
 import { effectivePolicy, MAX_POLICY_BODY_BYTES, parsePolicyOverride } from '#shared/retention/policy';
 import { getServices } from '#shared/services';
 import { isValidTenantId, TENANT_ID_RULE, tenantIdSchema } from '#shared/tenants/tenantIds';
 
+import { requireAdmin } from './http/admin';
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, readBody } from './http/request';
 import { readJsonBody } from './jsonBody';
+import { timerHandler } from './timer';
 
 /**
  * Retention (docs/retention.md): the `retentionPrune` timer, and the admin routes that read and set
@@ -23,10 +24,6 @@ import { readJsonBody } from './jsonBody';
  */
 
 const MAX_PRUNE_BODY_BYTES = 1024;
-
-function requireAdmin(call: AuthenticatedCall): void {
-  if (!call.principal.admin) throw new ForbiddenError('retention and verify are for admins');
-}
 
 function tenantParam(value: string | undefined): string {
   if (value === undefined || !isValidTenantId(value)) {
@@ -48,11 +45,11 @@ async function policyView(call: AuthenticatedCall, tenant: string) {
 
 export const retentionPolicy = httpHandler('retentionPolicy', {
   GET: async (request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'retention and verify');
     return json(200, await policyView(call, tenantParam(request.params['tenant'])));
   },
   PUT: async (request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'retention and verify');
     const bytes = await readBody(request, MAX_POLICY_BODY_BYTES);
     const tenant = tenantParam(request.params['tenant']);
     let body: unknown;
@@ -66,7 +63,7 @@ export const retentionPolicy = httpHandler('retentionPolicy', {
     return json(200, await policyView(call, tenant));
   },
   DELETE: async (request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'retention and verify');
     await call.services.retentionPolicies.remove(tenantParam(request.params['tenant']));
     return { status: 204 };
   },
@@ -78,7 +75,7 @@ const pruneBody = z.strictObject({
 
 export const retentionPrune = httpHandler('retentionPruneNow', {
   POST: async (request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'retention and verify');
     const body = await readJsonBody(request, MAX_PRUNE_BODY_BYTES, pruneBody, { emptyIsObject: true });
     const report = await call.services.pruner.run(
       call.log,
@@ -95,7 +92,7 @@ const verifyQuery = z.object({
 
 export const verify = httpHandler('verify', {
   GET: async (request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'retention and verify');
     const query = parseQuery(request, verifyQuery);
     const options = { readData: query.readData === 'true' };
     const verifier = call.services.verifier;
@@ -110,7 +107,7 @@ export const verify = httpHandler('verify', {
 
 export const tenants = httpHandler('tenants', {
   GET: async (_request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'retention and verify');
     const found: { tenant: string; domains: string[] }[] = [];
     for await (const entry of call.services.tenants.entries()) {
       found.push({ tenant: entry.tenant, domains: [...entry.domains].sort() });
@@ -129,33 +126,31 @@ registerHttp('tenants', 'tenants', tenants);
  * when it fires twice or on several instances at once). Each tenant's counts are logged with the
  * tenant; the invocation fails (throws) when a tenant's pass failed, after every tenant was pruned.
  */
-export async function retentionPruneTimer(_timer: Timer, context: InvocationContext): Promise<PruneReport> {
-  const services = getServices();
-  const log = createLogger(
-    services.config.logLevel,
-    (line, level) => (level >= 40 ? context.warn(line) : context.info(line)),
-    { invocationId: context.invocationId, function: 'retentionPrune' },
-  );
-  const report = await services.pruner.run(log);
-  const failed = report.tenants.filter((tenant) => tenant.error !== undefined);
-  log.info(
-    {
-      tenants: report.tenants.length,
-      complete: report.complete,
-      objectsDeleted: report.tenants.reduce((sum, tenant) => sum + tenant.objectsDeleted, 0),
-      bytesFreed: report.tenants.reduce((sum, tenant) => sum + tenant.bytesFreed, 0),
-      failed: failed.length,
-    },
-    'retention prune finished',
-  );
-  if (failed.length > 0) {
-    throw new Error(
-      `retention prune: ${failed.length} of ${report.tenants.length} tenants failed: ` +
-        failed.map((tenant) => `${tenant.tenant} (${tenant.error ?? ''})`).join(', '),
+export const retentionPruneTimer = timerHandler(
+  'retentionPrune',
+  async (_timer, _context, log): Promise<PruneReport> => {
+    const services = getServices();
+    const report = await services.pruner.run(log);
+    const failed = report.tenants.filter((tenant) => tenant.error !== undefined);
+    log.info(
+      {
+        tenants: report.tenants.length,
+        complete: report.complete,
+        objectsDeleted: report.tenants.reduce((sum, tenant) => sum + tenant.objectsDeleted, 0),
+        bytesFreed: report.tenants.reduce((sum, tenant) => sum + tenant.bytesFreed, 0),
+        failed: failed.length,
+      },
+      'retention prune finished',
     );
-  }
-  return report;
-}
+    if (failed.length > 0) {
+      throw new Error(
+        `retention prune: ${failed.length} of ${report.tenants.length} tenants failed: ` +
+          failed.map((tenant) => `${tenant.tenant} (${tenant.error ?? ''})`).join(', '),
+      );
+    }
+    return report;
+  },
+);
 
 // The schedule is passed as a value (default hourly), as for emailWindowPoll: the host has no
 // default for a %SETTING% reference, and an invalid setting stops the app here, naming it.

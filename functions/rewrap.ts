@@ -4,20 +4,15 @@ import { z } from 'zod';
 
 import { actorOf } from '#shared/auth';
 import { addCounts, emptyCounts, type RewrapCounts, type RewrapPage } from '#shared/crypto/rewrap';
-import {
-  ForbiddenError,
-  InternalError,
-  InvalidArgumentError,
-  NotConfiguredError,
-  NotFoundError,
-} from '#shared/errors';
+import { InternalError, InvalidArgumentError, NotConfiguredError } from '#shared/errors';
 import { checkJobAudit, checkTenant } from '#shared/migration/jobInput';
 import { getServices } from '#shared/services';
 
 import { type JobAudit, jobEvent } from './auditJobs';
-import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
+import { chunk, jobRetryOptions, jobState, jobStatus, startJob } from './durableJobs';
+import { requireAdmin } from './http/admin';
+import { httpHandler, registerHttp } from './http/pipeline';
 import { json } from './http/request';
-import { isJobId } from './jobIds';
 import { readJsonBody } from './jsonBody';
 
 /**
@@ -79,20 +74,6 @@ interface PageInput {
   readonly cursor: string | null;
 }
 
-/** Transient failures are retried: 5 attempts, 1, 2, 4 and 8 s apart (as the migration's). */
-function retryOptions(): df.RetryOptions {
-  const options = new df.RetryOptions(1000, 5);
-  options.backoffCoefficient = 2;
-  options.maxRetryIntervalInMilliseconds = 10_000;
-  return options;
-}
-
-function chunk<T>(items: readonly T[], size: number): T[][] {
-  const chunks: T[][] = [];
-  for (let index = 0; index < items.length; index += size) chunks.push(items.slice(index, index + size));
-  return chunks;
-}
-
 /**
  * Deterministic: no I/O, no clock, no randomness. Tenants are taken in groups; within a group, each
  * round re-seals the next page of every (tenant, target) not yet done, in parallel. Progress is the
@@ -101,7 +82,7 @@ function chunk<T>(items: readonly T[], size: number): T[][] {
  */
 export const rewrapOrchestrator: OrchestrationHandler = function* (context: OrchestrationContext) {
   const input = checkRewrapInput(context.df.getInput<unknown>());
-  const retry = retryOptions();
+  const retry = jobRetryOptions();
   const counts = emptyCounts();
   for (const id of input.keyIds) if (id !== input.firstKeyId) counts.remaining[id] = 0;
   let tenants = 0;
@@ -244,30 +225,11 @@ df.app.orchestration(REWRAP_ORCHESTRATION, rewrapOrchestrator);
 df.app.activity(REWRAP_LIST_TENANTS, { handler: listTenantsActivity });
 df.app.activity(REWRAP_PAGE, { handler: rewrapPageActivity });
 
-function requireAdmin(call: AuthenticatedCall): void {
-  if (!call.principal.admin) throw new ForbiddenError('rewrap jobs are for admins');
-}
-
-function statusOf(runtimeStatus: string): 'pending' | 'running' | 'completed' | 'failed' {
-  switch (runtimeStatus) {
-    case 'Pending':
-      return 'pending';
-    case 'Completed':
-      return 'completed';
-    case 'Failed':
-    case 'Terminated':
-    case 'Canceled':
-      return 'failed';
-    default:
-      return 'running';
-  }
-}
-
 const startRequest = z.object({}).strict();
 
 export const startRewrap = httpHandler('startRewrap', {
   POST: async (request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'rewrap jobs');
     await readJsonBody(request, 1024, startRequest, { emptyIsObject: true });
     const { codec } = call.services;
     if (codec.firstKeyId === undefined) {
@@ -284,7 +246,7 @@ export const startRewrap = httpHandler('startRewrap', {
         ? { audit: { tenant: call.principal.tenant, actor: actorOf(call.principal) } }
         : {}),
     };
-    const id = await df.getClient(call.context).startNew(REWRAP_ORCHESTRATION, { input });
+    const id = await startJob(call.context, REWRAP_ORCHESTRATION, input);
     const statusUri = `${new URL(request.url).origin}/api/encryption/rewraps/${id}`;
     call.log.info({ rewrap: id, firstKeyId: input.firstKeyId }, 'rewrap started');
     return json(202, { id, statusUri }, { location: statusUri });
@@ -293,21 +255,10 @@ export const startRewrap = httpHandler('startRewrap', {
 
 export const rewrapStatus = httpHandler('rewrapStatus', {
   GET: async (request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'rewrap jobs');
     const id = request.params['id'] ?? '';
-    if (!isJobId(id)) throw new NotFoundError('no such rewrap job');
-    let status;
-    try {
-      // The client puts the id into the status URL as it is: encoded, an id is only ever an id.
-      status = await df.getClient(call.context).getStatus(encodeURIComponent(id));
-    } catch (error) {
-      // The durable client signals an unknown instance only by this message.
-      if (error instanceof Error && /HTTP 404/.test(error.message))
-        throw new NotFoundError('no such rewrap job');
-      throw error;
-    }
-    if (status.name !== REWRAP_ORCHESTRATION) throw new NotFoundError('no such rewrap job');
-    const state = statusOf(status.runtimeStatus);
+    const status = await jobStatus(call.context, REWRAP_ORCHESTRATION, id, 'no such rewrap job');
+    const state = jobState(status.runtimeStatus);
     const progress = (status.customStatus as RewrapProgress | null) ?? {
       tenants: 0,
       examined: 0,

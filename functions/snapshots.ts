@@ -2,13 +2,14 @@ import type { HttpRequest } from '@azure/functions';
 import { z } from 'zod';
 
 import { actorOf } from '#shared/auth';
-import { ForbiddenError, NotFoundError } from '#shared/errors';
+import { NotFoundError } from '#shared/errors';
 import { MAX_PUBLISH_BODY_BYTES } from '#shared/snapshots/manifest';
 import { MAX_KEYS_BODY_BYTES } from '#shared/snapshots/trustedKeys';
 import type { StoredSnapshot } from '#shared/snapshots/workspaceSnapshots';
 import { MAX_OBJECT_BYTES } from '#shared/storage/immutableObjectStore';
 
-import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
+import { requireAdmin } from './http/admin';
+import { httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, readBody } from './http/request';
 import { readJsonBody } from './jsonBody';
 
@@ -161,24 +162,20 @@ export const snapshotById = httpHandler('snapshotById', {
     ),
 });
 
-function requireAdmin(call: AuthenticatedCall): void {
-  if (!call.principal.admin) throw new ForbiddenError('trusted snapshot keys are for admins');
-}
-
 export const snapshotKeys = httpHandler('snapshotKeys', {
   GET: async (request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'trusted snapshot keys');
     const tenant = param(request, 'tenant');
     return json(200, { tenant, ...(await call.services.trustedSnapshotKeys.describe(tenant)) });
   },
   PUT: async (request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'trusted snapshot keys');
     const tenant = param(request, 'tenant');
     const { keys } = await readJsonBody(request, MAX_KEYS_BODY_BYTES, keysBody);
     return json(200, { tenant, ...(await call.services.trustedSnapshotKeys.setRuntime(tenant, keys)) });
   },
   DELETE: async (request, call) => {
-    requireAdmin(call);
+    requireAdmin(call, 'trusted snapshot keys');
     await call.services.trustedSnapshotKeys.clearRuntime(param(request, 'tenant'));
     return { status: 204 };
   },

@@ -1,10 +1,9 @@
+import { hasControlCharacter } from './controlCharacters';
 import { InvalidArgumentError } from './errors';
 
 /** Longest key in UTF-8 bytes (also Azure's blob name limit). */
 export const MAX_KEY_BYTES = 1024;
 
-// eslint-disable-next-line no-control-regex
-const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
 /** U+FDD0-U+FDEF and the last two code points of every plane (U+FFFE, U+FFFF, U+1FFFE, ...). */
 const NONCHARACTER = /\p{Noncharacter_Code_Point}/u;
 
@@ -20,7 +19,7 @@ export const NONCHARACTER_RULE =
  */
 export function characterProblem(text: string): string | null {
   if (!text.isWellFormed()) return 'must be valid Unicode';
-  if (CONTROL_CHARACTER.test(text)) return 'must not contain control characters';
+  if (hasControlCharacter(text)) return 'must not contain control characters';
   if (NONCHARACTER.test(text)) return NONCHARACTER_RULE;
   return null;
 }

@@ -21,7 +21,7 @@ export const BODY_LIMITS = {
   interaction: 64 * 1024,
 } as const;
 
-export { chatId, CONTROL, text, timestamp } from '#shared/coordination/wire';
+export { chatId, text, timestamp } from '#shared/coordination/wire';
 
 export function storeOf(call: AuthenticatedCall): KeyValueStore {
   return call.services.kvStores.forTenant(call.principal.tenant);

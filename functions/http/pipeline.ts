@@ -48,7 +48,8 @@ type RouteHandlers<C> = Partial<
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-function logSinkOf(context: InvocationContext) {
+/** Routes an invocation's log lines to the host's logger of that invocation, by level. */
+export function logSinkOf(context: InvocationContext) {
   return (line: string, level: number) => {
     if (level >= 50) context.error(line);
     else if (level >= 40) context.warn(line);

@@ -3,7 +3,7 @@ import { SealedObjectStore } from '../crypto/sealedObjectStore';
 import { sealsTenant, type TenantPolicy } from '../crypto/tenantPolicy';
 import type { ValuePlace } from '../crypto/valueCodec';
 import { IntegrityError, PreconditionFailedError } from '../errors';
-import { LruMap } from '../lruMap';
+import { lru } from '../lru';
 import { checkObject, type ImmutableObjectStore } from '../storage/immutableObjectStore';
 import type { KeyValueStore, KeyValueStoreFactory, ListPage } from '../storage/keyValueStore';
 import type { SessionIndex, SessionPage, SessionRecord } from '../storage/sessionIndex';
@@ -84,7 +84,7 @@ class SealedArchiveObjects extends SealedObjectStore {
 /** The sessions of sealed tenants, in the system namespace: the `rewrap` job's list. */
 export class SealedSessions {
   /** Sessions this process recorded: each is written once per process at most. */
-  private readonly known = new LruMap<string, true>(10_000);
+  private readonly known = lru<string, true>(10_000);
   private readonly system: KeyValueStore;
 
   /** `kvStores`: the key/value backend as stored; its system namespace holds the registry. */

@@ -16,7 +16,7 @@ import {
   NotFoundError,
 } from '../errors';
 import { validateKey } from '../keys';
-import { LruMap } from '../lruMap';
+import { lru } from '../lru';
 import { forEachLimited } from '../pool';
 import type { ImmutableObjectStore, ObjectInfo } from '../storage/immutableObjectStore';
 import type { SessionIndex, SessionPage, SessionRecord } from '../storage/sessionIndex';
@@ -71,7 +71,7 @@ export class SessionArchive {
    * this instance stored less than {@link KNOWN_OBJECT_MS} ago is still stored with those bytes.
    * Anything else is checked in storage (listing or probes).
    */
-  private readonly stored = new LruMap<string, { size: number; at: number }>(KNOWN_OBJECTS);
+  private readonly stored = lru<string, { size: number; at: number }>(KNOWN_OBJECTS);
 
   private readonly index: SessionIndex;
 

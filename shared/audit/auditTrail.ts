@@ -1,8 +1,9 @@
 import { createPublicKey, type KeyObject, randomBytes } from 'node:crypto';
 
+import { hasControlCharacter } from '../controlCharacters';
 import { InternalError, StorageUnavailableError } from '../errors';
 import type { Logger } from '../logging';
-import { LruMap } from '../lruMap';
+import { lru } from '../lru';
 import { KeyedMutex } from '../storage/keyedMutex';
 import type { AuditEvent } from './auditLog';
 import type { AuditStore, RecordQuery, StoredMarker } from './auditStore';
@@ -95,8 +96,6 @@ const VERIFY_PAGE = 1000;
 const EVENT_ID = /^[A-Za-z0-9._:~-]{1,512}$/;
 const MAX_SUBJECT_CHARS = 4096;
 const ACTION = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/;
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f]/;
 
 /** The append window of an event ran out: its marker is left to a repair. */
 class AppendWindowPassed extends Error {}
@@ -110,7 +109,7 @@ export class AuditTrail implements TransactionalAuditLog {
   private readonly instanceId = randomBytes(9).toString('base64url');
   private readonly states = new Map<string, TenantState>();
   private readonly queues = new KeyedMutex();
-  private readonly known = new LruMap<string, true>(100_000);
+  private readonly known = lru<string, true>(100_000);
   private readonly checks = new Map<string, RepairCheck>();
   private readonly publicKey: KeyObject | undefined;
   private readonly keyId: string | undefined;
@@ -546,7 +545,7 @@ function eventProblem(event: PendingEvent): string | null {
     // A subject may name two names of up to 512 bytes each (a memory fact's namespace and key,
     // as a JSON pair); every other field is an id.
     const max = name === 'subject' ? MAX_SUBJECT_CHARS : 1024;
-    if (value.length === 0 || value.length > max || CONTROL.test(value))
+    if (value.length === 0 || value.length > max || hasControlCharacter(value))
       return `${name} must be 1-${max} characters`;
   }
   const details = Object.entries(event.details ?? {});

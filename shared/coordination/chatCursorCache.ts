@@ -1,4 +1,4 @@
-import { LruMap } from '../lruMap';
+import { type Lru, lru } from '../lru';
 import type { CachedChatCursor, TenantChatCursorCache } from './chatCursors';
 
 /**
@@ -14,10 +14,10 @@ import type { CachedChatCursor, TenantChatCursorCache } from './chatCursors';
  * write of the cursor is uncertain. Bounded: the least recently used entries go first.
  */
 export class ChatCursorCache {
-  private readonly entries: LruMap<string, CachedChatCursor>;
+  private readonly entries: Lru<string, CachedChatCursor>;
 
   constructor(capacity = 4096) {
-    this.entries = new LruMap(capacity);
+    this.entries = lru(capacity);
   }
 
   forTenant(tenant: string): TenantChatCursorCache {

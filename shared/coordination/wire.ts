@@ -1,5 +1,6 @@
 import { z } from 'zod';
 
+import { hasControlCharacter } from '../controlCharacters';
 import { chatIdProblem } from './chatIds';
 import { isRfc3339 } from './timestamps';
 
@@ -7,9 +8,6 @@ import { isRfc3339 } from './timestamps';
  * The field rules of the fleet-coordination routes (shape only; shared/coordination checks the
  * rest). The HTTP routes and the MCP tools validate with these same schemas.
  */
-
-// eslint-disable-next-line no-control-regex
-export const CONTROL = /[\u0000-\u001f\u007f]/;
 
 export const timestamp = z
   .string({ error: 'must be an RFC 3339 timestamp' })
@@ -28,7 +26,7 @@ export const chatClaimsBody = z.strictObject({
     .array(
       text(256)
         .min(1, 'must not be empty')
-        .refine((candidate) => !CONTROL.test(candidate), 'must not contain control characters'),
+        .refine((candidate) => !hasControlCharacter(candidate), 'must not contain control characters'),
       { error: 'must be an array of message ids' },
     )
     .max(MAX_CLAIM_CANDIDATES, `must have at most ${MAX_CLAIM_CANDIDATES} ids`),

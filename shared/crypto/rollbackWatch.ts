@@ -1,5 +1,5 @@
 import { IntegrityError } from '../errors';
-import { LruMap } from '../lruMap';
+import { lru } from '../lru';
 import { sealIdentity } from './sealedFormat';
 
 /**
@@ -37,7 +37,7 @@ interface Version {
 }
 
 export class RollbackWatch {
-  private readonly keys = new LruMap<string, Map<string, Version>>(KEYS);
+  private readonly keys = lru<string, Map<string, Version>>(KEYS);
   private ticket = 0;
 
   /** A ticket for an operation's start; pass it to {@link observed} when it completes. */

@@ -14,7 +14,7 @@ import {
   PreconditionFailedError,
   StorageUnavailableError,
 } from '../errors';
-import { LruMap } from '../lruMap';
+import { lru } from '../lru';
 import { forEachLimited } from '../pool';
 import { casPause } from '../retry';
 import type { WriteConditions } from '../storage/keyValueStore';
@@ -188,9 +188,9 @@ export class MemoryFacts {
    * The last version of each fact this instance wrote or read (bounded): a hint that lets
    * `remember` skip its read, never trusted for an answer (see `remember`).
    */
-  private readonly versions = new LruMap<string, FactHeader>(KNOWN_VERSIONS);
+  private readonly versions = lru<string, FactHeader>(KNOWN_VERSIONS);
   /** Tenants' vector indexes seen (an index never changes once made, so this never goes stale). */
-  private readonly indexes = new LruMap<string, number>(KNOWN_VERSIONS);
+  private readonly indexes = lru<string, number>(KNOWN_VERSIONS);
 
   constructor(options: MemoryFactsOptions) {
     this.store = options.store;

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 
 import { canonicalJson } from '../canonicalJson';
+import { hasControlCharacter } from '../controlCharacters';
 import { InvalidArgumentError } from '../errors';
 import { isValidWorkspaceId, SHA256_RULE, WORKSPACE_ID_RULE } from './identifiers';
 
@@ -66,15 +67,12 @@ export interface ManifestRules {
   readonly allowExternalSymlinks?: boolean;
 }
 
-// eslint-disable-next-line no-control-regex
-const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
-
 /** Why `value` is not a valid workspace path, or null when it is. */
 export function pathProblem(value: string): string | null {
   if (value.length === 0) return 'must not be empty';
   if (!value.isWellFormed()) return 'must be valid Unicode';
   if (Buffer.byteLength(value, 'utf8') > MAX_PATH_BYTES) return `must be at most ${MAX_PATH_BYTES} bytes`;
-  if (CONTROL_CHARACTER.test(value)) return 'must not contain control characters';
+  if (hasControlCharacter(value)) return 'must not contain control characters';
   if (value.includes('\\')) return 'must not contain a backslash (paths are POSIX)';
   if (value.startsWith('/')) return 'must be relative (no leading "/")';
   for (const segment of value.split('/')) {
@@ -91,7 +89,7 @@ function targetProblem(value: string): string | null {
   if (value.length === 0) return 'must not be empty';
   if (!value.isWellFormed()) return 'must be valid Unicode';
   if (Buffer.byteLength(value, 'utf8') > MAX_PATH_BYTES) return `must be at most ${MAX_PATH_BYTES} bytes`;
-  if (CONTROL_CHARACTER.test(value)) return 'must not contain control characters';
+  if (hasControlCharacter(value)) return 'must not contain control characters';
   if (value.includes('\\')) return 'must not contain a backslash (paths are POSIX)';
   return null;
 }

@@ -1,7 +1,7 @@
 import type { KeyObject } from 'node:crypto';
 
 import { InternalError, InvalidArgumentError } from '../errors';
-import { LruMap } from '../lruMap';
+import { lru } from '../lru';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import { SYSTEM_NAMESPACE } from '../tenants/systemNamespace';
 import { checkTenantId } from '../tenants/tenantIds';
@@ -34,7 +34,7 @@ const PREFIX = 'snapshot-keys/';
 export class TrustedSnapshotKeys {
   private readonly store: KeyValueStore;
   /** Parsed keys by their base64 (parsing costs more than a read). */
-  private readonly parsed = new LruMap<string, KeyObject>(1024);
+  private readonly parsed = lru<string, KeyObject>(1024);
 
   constructor(
     private readonly configured: ReadonlyMap<string, readonly string[]>,

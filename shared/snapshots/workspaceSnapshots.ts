@@ -14,7 +14,7 @@ import {
   MissingObjectsError,
   NotFoundError,
 } from '../errors';
-import { LruMap } from '../lruMap';
+import { lru } from '../lru';
 import { forEachLimited } from '../pool';
 import { type ImmutableObjectStore, ObjectExistsError } from '../storage/immutableObjectStore';
 import {
@@ -153,7 +153,7 @@ export function snapshotPublishedEventId(workspaceId: string, snapshotId: string
 }
 
 export class WorkspaceSnapshots {
-  private readonly known = new LruMap<string, { size: number; at: number }>(KNOWN_PARTS);
+  private readonly known = lru<string, { size: number; at: number }>(KNOWN_PARTS);
   private readonly now: () => Date;
   private readonly audit: TransactionalAuditLog;
 

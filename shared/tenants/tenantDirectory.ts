@@ -1,5 +1,5 @@
 import { PreconditionFailedError } from '../errors';
-import { LruMap } from '../lruMap';
+import { lru } from '../lru';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import { SYSTEM_NAMESPACE } from './systemNamespace';
 import { checkTenantId, isValidTenantId } from './tenantIds';
@@ -35,7 +35,7 @@ function isDomain(value: string): value is TenantDomain {
 
 export class TenantDirectory {
   private readonly store: KeyValueStore;
-  private readonly recorded = new LruMap<string, true>(REMEMBERED);
+  private readonly recorded = lru<string, true>(REMEMBERED);
   private readonly recording = new Map<string, Promise<void>>();
 
   constructor(kvStores: KeyValueStoreFactory) {

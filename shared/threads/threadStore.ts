@@ -15,7 +15,7 @@ import {
   StorageUnavailableError,
   ThreadBusyError,
 } from '../errors';
-import { LruMap } from '../lruMap';
+import { lru } from '../lru';
 import { forEachLimited } from '../pool';
 import { casPause } from '../retry';
 import type { KeyValueStore } from '../storage/keyValueStore';
@@ -347,7 +347,7 @@ export class ThreadStore {
    * The thread record this instance last read or wrote, per thread: a put names its ETag in the
    * compare-and-swap without reading first. A hint only: a stale one costs a re-read and a retry.
    */
-  private readonly known = new LruMap<string, Snapshot>(THREADS_KEPT, {
+  private readonly known = lru<string, Snapshot>(THREADS_KEPT, {
     limit: THREADS_KEPT_BYTES,
     of: (snapshot) => snapshot.size,
   });

@@ -50,4 +50,20 @@ describe('job status routes with ids no job can have', () => {
       }
     },
   );
+
+  it("answers 404 for another kind of job's id: a rewrap job is no migration", async () => {
+    const auth = { authorization: `Bearer ${ops.key}` };
+    const started = await rawRequest(app.url, '/api/encryption/rewraps', {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(started.status, started.body).toBe(202);
+    const { id } = JSON.parse(started.body) as { id: string };
+    const asRewrap = await rawRequest(app.url, `/api/encryption/rewraps/${id}`, { headers: auth });
+    expect(asRewrap.status, asRewrap.body).toBe(200);
+    const asMigration = await rawRequest(app.url, `/api/migrations/${id}`, { headers: auth });
+    expect(asMigration.status, asMigration.body).toBe(404);
+    expect((JSON.parse(asMigration.body) as { error: { code: string } }).error.code).toBe('not_found');
+  });
 });

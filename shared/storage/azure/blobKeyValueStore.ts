@@ -4,7 +4,7 @@ import type { BlobServiceClient, BlockBlobClient, ContainerClient } from '@azure
 
 import { PayloadTooLargeError, PreconditionFailedError, StorageUnavailableError } from '../../errors';
 import { validateKey, validatePrefix } from '../../keys';
-import { LruMap } from '../../lruMap';
+import { getOrCreate, type Lru, lru } from '../../lru';
 import { casPause } from '../../retry';
 import { copyOf, ownedBytes, readAllBytes } from '../../streams';
 import { checkConditions, checkConditionShape, conditionsHold } from '../conditions';
@@ -49,7 +49,7 @@ import { isAzureError, isConditionFailure, isNotFound, storageCall } from './azu
  */
 export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
   readonly kind = 'blob';
-  private readonly known: KnownVersions = new LruMap(10_000, {
+  private readonly known: KnownVersions = lru(10_000, {
     limit: KEPT_VALUE_BYTES,
     of: (version) => version.value?.length ?? 0,
   });
@@ -57,8 +57,8 @@ export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
    * Clients are stateless and cheap to keep; building one per request is not (each parses its URL
    * and builds its own service client): one per tenant, and one per recently used blob.
    */
-  private readonly stores = new LruMap<string, KeyValueStore>(1000);
-  private readonly blobClients: BlobClients = new LruMap(4096);
+  private readonly stores = lru<string, KeyValueStore>(1000);
+  private readonly blobClients: BlobClients = lru(4096);
 
   constructor(
     private readonly service: BlobServiceClient,
@@ -76,7 +76,8 @@ export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
   }
 
   private storeIn(container: string, metadata: Record<string, string>): KeyValueStore {
-    return this.stores.getOrCreate(
+    return getOrCreate(
+      this.stores,
       container,
       () =>
         new BlobKeyValueStore(
@@ -125,7 +126,7 @@ interface KnownVersion {
   readonly etag: string;
   readonly value: Buffer | undefined;
 }
-type KnownVersions = LruMap<string, KnownVersion>;
+type KnownVersions = Lru<string, KnownVersion>;
 
 /** Bytes of values kept for revalidated reads, all tenants together (per process). */
 const KEPT_VALUE_BYTES = 32 * 1024 * 1024;
@@ -133,7 +134,7 @@ const KEPT_VALUE_BYTES = 32 * 1024 * 1024;
 const KEPT_VALUE_MAX_BYTES = KEPT_VALUE_BYTES / 8;
 
 /** Blob clients by container and blob name. */
-type BlobClients = LruMap<string, BlockBlobClient>;
+type BlobClients = Lru<string, BlockBlobClient>;
 
 const APPEND_MAX_ATTEMPTS = 12;
 const appendLocks = new KeyedMutex();
@@ -301,7 +302,7 @@ class BlobKeyValueStore implements KeyValueStore {
   private blob(key: string): BlockBlobClient {
     validateKey(key);
     // Container names cannot contain "/", so the pair is unambiguous.
-    return this.clients.getOrCreate(`${this.container.containerName}/${key}`, () =>
+    return getOrCreate(this.clients, `${this.container.containerName}/${key}`, () =>
       this.container.getBlockBlobClient(key),
     );
   }

@@ -1,7 +1,7 @@
 import { odata, type TableClient } from '@azure/data-tables';
 
 import { StorageUnavailableError } from '../../errors';
-import { LruMap } from '../../lruMap';
+import { lru } from '../../lru';
 import { casPause } from '../../retry';
 import type { SessionIndex, SessionPage, SessionRecord } from '../sessionIndex';
 import { isAzureError, isNotFound, storageCall } from './azureErrors';
@@ -22,7 +22,7 @@ import { TableRows } from './tableRows';
  * created on first use. Owners never change, so owners seen are remembered (bounded).
  */
 export class TableSessionIndex implements SessionIndex {
-  private readonly owners = new LruMap<string, string>(10_000);
+  private readonly owners = lru<string, string>(10_000);
   private readonly rows: TableRows;
 
   constructor(

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 
-import { LruMap } from '../../shared/lruMap';
+import { getOrCreate, lru } from '../../shared/lru';
 
-describe('LruMap', () => {
+describe('lru', () => {
   it('keeps at most its capacity and drops the least recently used first', () => {
-    const map = new LruMap<string, number>(3);
+    const map = lru<string, number>(3);
     map.set('a', 1);
     map.set('b', 2);
     map.set('c', 3);
@@ -16,7 +16,7 @@ describe('LruMap', () => {
   });
 
   it('replaces a value in place and makes it the most recent', () => {
-    const map = new LruMap<string, number>(2);
+    const map = lru<string, number>(2);
     map.set('a', 1);
     map.set('b', 2);
     map.set('a', 10);
@@ -26,38 +26,45 @@ describe('LruMap', () => {
   });
 
   it('creates a missing entry once with getOrCreate', () => {
-    const map = new LruMap<string, object>(2);
+    const map = lru<string, object>(2);
     let made = 0;
     const create = () => ({ made: ++made });
-    const first = map.getOrCreate('k', create);
-    expect(map.getOrCreate('k', create)).toBe(first);
+    const first = getOrCreate(map, 'k', create);
+    expect(getOrCreate(map, 'k', create)).toBe(first);
     expect(made).toBe(1);
     map.delete('k');
-    expect(map.getOrCreate('k', create)).not.toBe(first);
+    expect(getOrCreate(map, 'k', create)).not.toBe(first);
     expect(made).toBe(2);
   });
 
   it('with a weight limit, drops the least recently used until the summed weight fits', () => {
-    const map = new LruMap<string, Buffer>(100, { limit: 10, of: (value) => value.length });
+    const map = lru<string, Buffer>(100, { limit: 10, of: (value) => value.length });
     map.set('a', Buffer.alloc(4));
     map.set('b', Buffer.alloc(4));
     expect(map.get('a')?.length).toBe(4); // b is now the oldest
     map.set('c', Buffer.alloc(4));
     expect(map.get('b')).toBeUndefined();
-    expect(map.totalWeight).toBe(8);
+    expect(map.calculatedSize).toBe(8);
     map.set('a', Buffer.alloc(1)); // replacing an entry replaces its weight
-    expect(map.totalWeight).toBe(5);
+    expect(map.calculatedSize).toBe(5);
     map.delete('c');
-    expect(map.totalWeight).toBe(1);
+    expect(map.calculatedSize).toBe(1);
   });
 
   it('does not keep a value heavier than the whole limit, and drops the entry it replaced', () => {
-    const map = new LruMap<string, Buffer>(100, { limit: 10, of: (value) => value.length });
+    const map = lru<string, Buffer>(100, { limit: 10, of: (value) => value.length });
     map.set('a', Buffer.alloc(3));
     map.set('b', Buffer.alloc(2));
     map.set('a', Buffer.alloc(11));
     expect(map.get('a')).toBeUndefined();
     expect(map.get('b')?.length).toBe(2);
-    expect(map.totalWeight).toBe(2);
+    expect(map.calculatedSize).toBe(2);
+  });
+
+  it('counts a weightless value as 1 instead of refusing it', () => {
+    const map = lru<string, Buffer>(100, { limit: 10, of: (value) => value.length });
+    map.set('empty', Buffer.alloc(0));
+    expect(map.get('empty')?.length).toBe(0);
+    expect(map.calculatedSize).toBe(1);
   });
 });
