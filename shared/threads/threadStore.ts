@@ -286,6 +286,11 @@ class LostCreation extends Error {}
 /** Every compare-and-swap of a put's commit lost (within the budget): it certainly did not commit. */
 class CommitExhausted extends Error {}
 
+/**
+ * Equality of JSON values as JSON sees them. Not `node:util`'s `isDeepStrictEqual`: it tells -0 from
+ * 0 (Object.is), while JSON writes both as `0`, so a filter holding -0 (JSON.parse('-0')) would stop
+ * matching the stored metadata it was written from.
+ */
 function jsonEquals(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
