@@ -177,38 +177,68 @@ function parseUrl(value: string): URL | undefined {
 
 /**
  * Checks every setting as the app will, before Azurite starts: with what `npm start` hands the app
- * filled in (its data folder, a development key, its own Azurite's endpoints as placeholders).
+ * filled in ({@link fillEmbeddedSettings} with placeholders for its own Azurite's endpoints, any
+ * emulator endpoint taken as that Azurite: one naming another is refused once it runs, naming the
+ * setting) and a placeholder development key.
  */
 export function checkSettings(env: NodeJS.ProcessEnv, cwd: string): void {
-  const filled: Record<string, string | undefined> = { ...env };
-  const set = (name: string) => (filled[name]?.trim() ?? '') !== '';
-  if (!set('CAIRN_DATA_DIR')) filled['CAIRN_DATA_DIR'] = path.join(cwd, '.cairn', 'data');
-  if (!set('CAIRN_API_KEYS') && !set('CAIRN_AUTH_ISSUER')) {
-    filled['CAIRN_API_KEYS'] = `dev:${'0'.repeat(64)}:admin`;
-  }
   const placeholder = (service: keyof typeof PLACEHOLDER_PORTS) =>
     `http://127.0.0.1:${PLACEHOLDER_PORTS[service]}/${AZURITE_ACCOUNT}`;
+  const own = {
+    blobEndpoint: placeholder('blob'),
+    queueEndpoint: placeholder('queue'),
+    tableEndpoint: placeholder('table'),
+  };
+  const filled = fillEmbeddedSettings(env, cwd, own, emulatorLike);
+  if (!isSet(filled, 'CAIRN_API_KEYS') && !isSet(filled, 'CAIRN_AUTH_ISSUER')) {
+    filled['CAIRN_API_KEYS'] = `dev:${'0'.repeat(64)}:admin`;
+  }
+  loadConfig(filled, cwd);
+}
+
+function isSet(env: Record<string, string | undefined>, name: string): boolean {
+  return (env[name]?.trim() ?? '') !== '';
+}
+
+/**
+ * The settings `npm start` fills in around the Azurite it runs (`own`), as a copy of `env`: the
+ * data folder; the Blob endpoint (and Azurite's account key) when only CAIRN_BLOB_CONTAINER is set;
+ * and, when no storage credential other than this Azurite's is in play (no key but Azurite's, no
+ * Blob endpoint but its own), the email-window queue and, in the Blob profile, the tables on it,
+ * with Azurite's key, which they share with the Blob backend. `isOwnBlob` says whether a Blob
+ * endpoint is this Azurite's (by default: the same endpoint as `own`'s).
+ */
+export function fillEmbeddedSettings(
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+  own: EmbeddedEndpoints,
+  isOwnBlob: (url: URL) => boolean = (url) => sameEndpoint(url, own.blobEndpoint),
+): Record<string, string | undefined> {
+  const filled: Record<string, string | undefined> = { ...env };
+  const set = (name: string) => isSet(filled, name);
+  if (!set('CAIRN_DATA_DIR')) filled['CAIRN_DATA_DIR'] = path.join(cwd, '.cairn', 'data');
   if (set('CAIRN_BLOB_CONTAINER') && !set('CAIRN_BLOB_ENDPOINT')) {
-    filled['CAIRN_BLOB_ENDPOINT'] = placeholder('blob');
+    filled['CAIRN_BLOB_ENDPOINT'] = own.blobEndpoint;
     if (!set('CAIRN_STORAGE_ACCOUNT_KEY')) filled['CAIRN_STORAGE_ACCOUNT_KEY'] = AZURITE_ACCOUNT_KEY;
   }
   const key = filled['CAIRN_STORAGE_ACCOUNT_KEY']?.trim();
-  const blob = filled['CAIRN_BLOB_ENDPOINT'];
-  const blobUrl = blob === undefined || blob.trim() === '' ? undefined : parseUrl(blob);
-  const onlyAzurite =
-    (!key || key === AZURITE_ACCOUNT_KEY) && (blobUrl === undefined || emulatorLike(blobUrl));
-  if (onlyAzurite) {
-    if (!set('CAIRN_QUEUE_ENDPOINT')) filled['CAIRN_QUEUE_ENDPOINT'] = placeholder('queue');
-    // As dev/start.ts: the app's tables on this Azurite only in the Blob profile (the local
-    // profile keeps its data on local files).
-    if (!set('CAIRN_TABLE_ENDPOINT') && blobUrl !== undefined) {
-      filled['CAIRN_TABLE_ENDPOINT'] = placeholder('table');
-    }
-    if (!key && (set('CAIRN_QUEUE_ENDPOINT') || set('CAIRN_TABLE_ENDPOINT'))) {
-      filled['CAIRN_STORAGE_ACCOUNT_KEY'] = AZURITE_ACCOUNT_KEY;
-    }
+  const blob = filled['CAIRN_BLOB_ENDPOINT']?.trim();
+  const blobUrl = blob === undefined || blob === '' ? undefined : parseUrl(blob);
+  const onOwnBlob = blobUrl !== undefined && isOwnBlob(blobUrl);
+  const onlyThisAzurite =
+    (!key || key === AZURITE_ACCOUNT_KEY) && (blob === undefined || blob === '' || onOwnBlob);
+  if (!onlyThisAzurite) return filled;
+  if (!set('CAIRN_QUEUE_ENDPOINT')) {
+    filled['CAIRN_QUEUE_ENDPOINT'] = own.queueEndpoint;
+    filled['CAIRN_STORAGE_ACCOUNT_KEY'] = AZURITE_ACCOUNT_KEY;
   }
-  loadConfig(filled, cwd);
+  // The Blob profile keeps its session index, memory facts and audit trail in this Azurite's
+  // tables; the local profile keeps its data on local files.
+  if (onOwnBlob && set('CAIRN_BLOB_CONTAINER') && !set('CAIRN_TABLE_ENDPOINT')) {
+    filled['CAIRN_TABLE_ENDPOINT'] = own.tableEndpoint;
+    filled['CAIRN_STORAGE_ACCOUNT_KEY'] = AZURITE_ACCOUNT_KEY;
+  }
+  return filled;
 }
 
 export interface EmbeddedEndpoints {

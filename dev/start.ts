@@ -24,12 +24,13 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { sha256Hex } from '../shared/auth';
-import { AZURITE_ACCOUNT_KEY, startAzurite } from './azurite';
+import { startAzurite } from './azurite';
 import { HOST_KEY_FILE, loadOrCreateHostKey } from './host/hostAccess';
 import { serve, stopOnSignals } from './host/serve';
 import {
   assertPortFree,
   checkSettings,
+  fillEmbeddedSettings,
   foreignEmulatorSetting,
   parsePort,
   refuseStart,
@@ -81,28 +82,6 @@ async function startEmbeddedAzurite() {
   }
 }
 
-/**
- * True when no storage credential other than this Azurite's is in play (the Blob backend is local
- * or on this very Azurite): only then may CAIRN_STORAGE_ACCOUNT_KEY, which the queue and the table
- * share with the Blob backend, be set to Azurite's key.
- */
-function onlyThisAzurite(azurite: { blobEndpoint: string }): boolean {
-  const key = process.env['CAIRN_STORAGE_ACCOUNT_KEY'];
-  const blobEndpoint = process.env['CAIRN_BLOB_ENDPOINT']?.replace(/\/+$/, '');
-  return (!key || key === AZURITE_ACCOUNT_KEY) && (!blobEndpoint || blobEndpoint === azurite.blobEndpoint);
-}
-
-/** The email-window queue (CAIRN_QUEUE_ENDPOINT) on this Azurite, unless one is configured. */
-function handEmailWindowQueue(azurite: { blobEndpoint: string; queueEndpoint: string }): void {
-  if (process.env['CAIRN_QUEUE_ENDPOINT']) return;
-  if (onlyThisAzurite(azurite)) {
-    process.env['CAIRN_QUEUE_ENDPOINT'] = azurite.queueEndpoint;
-    process.env['CAIRN_STORAGE_ACCOUNT_KEY'] = AZURITE_ACCOUNT_KEY;
-  } else {
-    console.log('CAIRN_QUEUE_ENDPOINT is not set: the emailWindowPoll timer will not enqueue email windows.');
-  }
-}
-
 function funcAvailable(): boolean {
   return spawnSync('func', ['--version'], { stdio: 'ignore' }).status === 0;
 }
@@ -124,8 +103,6 @@ export async function prepare(): Promise<Prepared> {
 }
 
 export async function main({ port, lock }: Prepared): Promise<void> {
-  process.env['CAIRN_DATA_DIR'] ??= path.join(stateDir, 'data');
-
   let azurite;
   try {
     azurite = await startEmbeddedAzurite();
@@ -141,21 +118,11 @@ export async function main({ port, lock }: Prepared): Promise<void> {
   }
   process.env['AzureWebJobsStorage'] = azurite.connectionString;
   process.env['FUNCTIONS_WORKER_RUNTIME'] ??= 'node';
-  if (process.env['CAIRN_BLOB_CONTAINER'] && !process.env['CAIRN_BLOB_ENDPOINT']) {
-    process.env['CAIRN_BLOB_ENDPOINT'] = azurite.blobEndpoint;
-    process.env['CAIRN_STORAGE_ACCOUNT_KEY'] ??= AZURITE_ACCOUNT_KEY;
+  for (const [name, value] of Object.entries(fillEmbeddedSettings(process.env, projectRoot, azurite))) {
+    if (value !== undefined) process.env[name] = value;
   }
-  handEmailWindowQueue(azurite);
-  // The Blob profile (the Blob backend on this Azurite) keeps its session index, memory facts and
-  // audit trail in this Azurite's tables too, under the same credential rule. The local profile
-  // does not: its data stays in CAIRN_DATA_DIR, synced to disk before each answer, and survives a
-  // crash of this Azurite (which keeps its own state in memory and saves it only now and then).
-  const blobProfile =
-    process.env['CAIRN_BLOB_CONTAINER'] &&
-    process.env['CAIRN_BLOB_ENDPOINT']?.replace(/\/+$/, '') === azurite.blobEndpoint;
-  if (blobProfile && !process.env['CAIRN_TABLE_ENDPOINT'] && onlyThisAzurite(azurite)) {
-    process.env['CAIRN_TABLE_ENDPOINT'] = azurite.tableEndpoint;
-    process.env['CAIRN_STORAGE_ACCOUNT_KEY'] = AZURITE_ACCOUNT_KEY;
+  if (!process.env['CAIRN_QUEUE_ENDPOINT']) {
+    console.log('CAIRN_QUEUE_ENDPOINT is not set: the emailWindowPoll timer will not enqueue email windows.');
   }
 
   let keyText: string | undefined;
