@@ -11,6 +11,7 @@ import { LocalAuditStore } from '../../shared/storage/local/localAuditStore';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { azuriteTable } from '../support/tables';
+import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 
 /** One implementation of the audit store, fresh for each test, and another instance on it. */
 interface StoreFixture {
@@ -23,8 +24,8 @@ function onTable(): StoreFixture {
   const name = `auditstore${randomUUID().replaceAll('-', '').slice(0, 20)}`;
   const table = azuriteTable(azurite().tableEndpoint, name);
   return {
-    store: new TableAuditStore(table, 10_000),
-    another: () => new TableAuditStore(azuriteTable(azurite().tableEndpoint, name), 10_000),
+    store: new TableAuditStore(table, STORAGE_TIMEOUT_MS),
+    another: () => new TableAuditStore(azuriteTable(azurite().tableEndpoint, name), STORAGE_TIMEOUT_MS),
     destroy: () => table.deleteTable().catch(() => {}),
   };
 }

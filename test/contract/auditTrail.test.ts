@@ -47,6 +47,7 @@ import { tempDir } from '../support/cleanup';
 import { DelegatingMemoryStore } from '../support/delegatingMemoryStore';
 import { buildSnapshot, type BuiltSnapshot, newKeyPair } from '../support/snapshotTestKit';
 import { azuriteTable } from '../support/tables';
+import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 
 /**
  * The audit trail on Azure Table Storage (Azurite): gapless seq under concurrent writers on two
@@ -191,7 +192,7 @@ function instance(
   return new AuditTrail({
     log,
     now,
-    store: store ?? new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000),
+    store: store ?? new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), STORAGE_TIMEOUT_MS),
     repairGraceMs: GRACE_MS,
     repairIntervalMs: 0,
     repairChecks,
@@ -396,7 +397,7 @@ describe('signed heads on Table Storage (Azurite)', () => {
   const signer = (): AuditTrail =>
     new AuditTrail({
       log,
-      store: new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000),
+      store: new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), STORAGE_TIMEOUT_MS),
       repairGraceMs: GRACE_MS,
       repairIntervalMs: 0,
       signingKey: keys.privateKey,
@@ -579,7 +580,7 @@ function kvBackends(): [string, () => KeyValueStoreFactory][] {
           service,
           `c${randomUUID().replaceAll('-', '').slice(0, 20)}`,
           2 * 1024 * 1024,
-          10_000,
+          STORAGE_TIMEOUT_MS,
         ),
     ],
   ];
@@ -615,11 +616,12 @@ describe.each(kvBackends())(
       threads.startRun(T, threadId, { onBusy: 'reject', busyTimeoutMs: 0, leaseMs: 600_000 }, 'ops');
     const actions = async (trail: AuditTrail) =>
       (await allRecords(trail)).map((record) => `${record.seq} ${record.action} ${record.threadId ?? ''}`);
-    const markers = async () => (await new TableAuditStore(table, 10_000).listMarkers(T, 100)).length;
+    const markers = async () =>
+      (await new TableAuditStore(table, STORAGE_TIMEOUT_MS).listMarkers(T, 100)).length;
 
     it('after the commit point, before the record: the next append (another instance) repairs it, no number skipped', async () => {
       const faulty = new FaultyAuditStore(
-        new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000),
+        new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), STORAGE_TIMEOUT_MS),
       );
       const crashed = app(faulty);
       faulty.failOnce('createRecord');
@@ -653,7 +655,7 @@ describe.each(kvBackends())(
       ['deleteMarker', 'after the receipt, before the marker is removed'],
     ])('%s fails (%s): the repair finds the record and appends nothing twice', async (step) => {
       const faulty = new FaultyAuditStore(
-        new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000),
+        new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), STORAGE_TIMEOUT_MS),
       );
       const crashed = app(faulty);
       faulty.failOnce(step);
@@ -668,7 +670,7 @@ describe.each(kvBackends())(
 
     it('a deletion after its commit point, before its record, with a run start still pending in the deleted record', async () => {
       const faulty = new FaultyAuditStore(
-        new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000),
+        new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), STORAGE_TIMEOUT_MS),
       );
       const crashed = app(faulty);
       faulty.failOnce('createRecord');
@@ -698,7 +700,7 @@ describe.each(kvBackends())(
 
     it('two instances repairing at once append a pending event once', async () => {
       const faulty = new FaultyAuditStore(
-        new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000),
+        new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), STORAGE_TIMEOUT_MS),
       );
       const crashed = app(faulty);
       faulty.failOnce('createRecord');
@@ -741,7 +743,7 @@ describe('crash between a checkpoint publish and its audit record (session archi
   beforeEach(() => {
     clock = Date.now();
     root = tempDir('audit-archive');
-    index = new TableSessionIndex(azuriteTable(azurite().tableEndpoint), 10_000);
+    index = new TableSessionIndex(azuriteTable(azurite().tableEndpoint), STORAGE_TIMEOUT_MS);
   });
 
   /** An archive and its trail as one app instance has them; `objects` may fail at a chosen step. */
@@ -781,7 +783,7 @@ describe('crash between a checkpoint publish and its audit record (session archi
 
   it('after latest moved, before the record: the next append repairs it', async () => {
     const faulty = new FaultyAuditStore(
-      new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000),
+      new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), STORAGE_TIMEOUT_MS),
     );
     const crashed = app(faulty);
     faulty.failOnce('createRecord');
@@ -803,7 +805,7 @@ describe('crash between a checkpoint publish and its audit record (session archi
     const next = app();
     await next.trail.repair(T);
     expect(await actions(next.trail)).toEqual([]);
-    expect(await new TableAuditStore(table, 10_000).listMarkers(T, 10)).toEqual([]);
+    expect(await new TableAuditStore(table, STORAGE_TIMEOUT_MS).listMarkers(T, 10)).toEqual([]);
     // A retry of the same publish then records it once.
     await publish(next.archive, 'c1', null);
     await publish(next.archive, 'c1', null);
@@ -834,15 +836,18 @@ function memoryBackends(): [string, () => MemoryStore][] {
     ['local filesystem', () => new LocalMemoryStore(tempDir('audit-memory'))],
     [
       'Azure Table Storage (Azurite)',
-      () => new TableMemoryStore(azuriteTable(azurite().tableEndpoint), 10_000),
+      () => new TableMemoryStore(azuriteTable(azurite().tableEndpoint), STORAGE_TIMEOUT_MS),
     ],
   ];
 }
 
 /** The trail's table with a fault injected where a test chooses. */
 const faultyTrailStore = () =>
-  new FaultyAuditStore(new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), 10_000));
-const pendingMarkers = async () => (await new TableAuditStore(table, 10_000).listMarkers(T, 100)).length;
+  new FaultyAuditStore(
+    new TableAuditStore(azuriteTable(azurite().tableEndpoint, tableName), STORAGE_TIMEOUT_MS),
+  );
+const pendingMarkers = async () =>
+  (await new TableAuditStore(table, STORAGE_TIMEOUT_MS).listMarkers(T, 100)).length;
 const subjects = async (trail: AuditTrail) =>
   (await allRecords(trail)).map((record) => `${record.seq} ${record.action} ${record.subject ?? ''}`);
 /** Each line without its seq, sorted; and the seqs, which must be 1…n. */

@@ -16,6 +16,7 @@ import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmut
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
+import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 import {
   describeImmutableObjectStoreContract,
   describeRewritableObjectStoreContract,
@@ -47,7 +48,7 @@ const backends = [
       );
       const container = service.getContainerClient(`o${randomUUID().replaceAll('-', '').slice(0, 20)}`);
       return {
-        store: new BlobImmutableObjectStore(container, 'sessions/', 10_000, 3, maxBytes),
+        store: new BlobImmutableObjectStore(container, 'sessions/', STORAGE_TIMEOUT_MS, 3, maxBytes),
         destroy: async () => {
           await container.deleteIfExists();
         },

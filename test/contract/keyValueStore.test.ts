@@ -23,6 +23,7 @@ import type { KeyValueStoreFactory } from '../../shared/storage/keyValueStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
+import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 import { describeKeyValueStoreContract, MAX_VALUE_BYTES } from './keyValueStore.contract';
 
 describeKeyValueStoreContract({
@@ -46,8 +47,8 @@ describeKeyValueStoreContract({
     );
     const base = `c${randomUUID().replaceAll('-', '').slice(0, 20)}`;
     return {
-      factory: new BlobKeyValueStoreFactory(service, base, MAX_VALUE_BYTES, 10_000),
-      another: () => new BlobKeyValueStoreFactory(service, base, MAX_VALUE_BYTES, 10_000),
+      factory: new BlobKeyValueStoreFactory(service, base, MAX_VALUE_BYTES, STORAGE_TIMEOUT_MS),
+      another: () => new BlobKeyValueStoreFactory(service, base, MAX_VALUE_BYTES, STORAGE_TIMEOUT_MS),
       async destroy() {
         for (const tenant of ['tenant-a', 'tenant-b']) {
           await service.getContainerClient(tenantContainerName(base, tenant)).deleteIfExists();
@@ -106,7 +107,7 @@ describeKeyValueStoreContract({
     const base = `c${randomUUID().replaceAll('-', '').slice(0, 20)}`;
     return sealed(
       'blob',
-      (max) => new BlobKeyValueStoreFactory(service, base, max, 10_000),
+      (max) => new BlobKeyValueStoreFactory(service, base, max, STORAGE_TIMEOUT_MS),
       async () => {
         for (const tenant of ['tenant-a', 'tenant-b', '@cairn']) {
           await service.getContainerClient(tenantContainerName(base, tenant)).deleteIfExists();
@@ -146,9 +147,12 @@ describe('Azure Blob key/value store: values read again', () => {
       return { result, requests: [...sentLog] };
     };
     try {
-      const store = new BlobKeyValueStoreFactory(service, base, MAX_VALUE_BYTES, 10_000).forTenant(
-        'tenant-a',
-      );
+      const store = new BlobKeyValueStoreFactory(
+        service,
+        base,
+        MAX_VALUE_BYTES,
+        STORAGE_TIMEOUT_MS,
+      ).forTenant('tenant-a');
       const buffer = Buffer.from('v1');
       const written = await store.write('state', buffer);
       buffer.write('XX'); // the writer's buffer is its own again: what is kept is a copy
@@ -201,9 +205,12 @@ describe('Azure Blob key/value store: values read again', () => {
 
       // A value this instance has never seen is a plain download.
       await container.getBlockBlobClient('state').upload('v3', 2);
-      const fresh = new BlobKeyValueStoreFactory(service, base, MAX_VALUE_BYTES, 10_000).forTenant(
-        'tenant-a',
-      );
+      const fresh = new BlobKeyValueStoreFactory(
+        service,
+        base,
+        MAX_VALUE_BYTES,
+        STORAGE_TIMEOUT_MS,
+      ).forTenant('tenant-a');
       const first = await sent(() => fresh.read('state'));
       expect(first.result?.value.toString()).toBe('v3');
       expect(first.requests).toEqual(['GET 200']);

@@ -12,6 +12,7 @@ import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { azuriteTable } from '../support/tables';
+import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 import {
   describeMemoryRewrap,
   describeMemoryStoreContract,
@@ -66,8 +67,9 @@ function table(sealed: boolean): MemoryStoreFixture {
     async create() {
       const client = azuriteTable(azurite().tableEndpoint);
       return {
-        store: new TableMemoryStore(client, 10_000),
-        another: () => new TableMemoryStore(azuriteTable(azurite().tableEndpoint, client.tableName), 10_000),
+        store: new TableMemoryStore(client, STORAGE_TIMEOUT_MS),
+        another: () =>
+          new TableMemoryStore(azuriteTable(azurite().tableEndpoint, client.tableName), STORAGE_TIMEOUT_MS),
         async destroy() {
           await client.deleteTable();
         },

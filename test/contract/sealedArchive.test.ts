@@ -37,6 +37,7 @@ import { restoreBytes, sha256, storeBackends, uploadFiles } from '../support/arc
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { azuriteTable } from '../support/tables';
+import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 
 /**
  * Session archives sealed at rest for the tenants whose policy asks for it, on both object stores
@@ -77,7 +78,7 @@ describe.each(storeBackends(() => azurite().blobEndpoint))(
       kvDir = tempDir('sealed-archive');
       kvStores = new LocalKeyValueStoreFactory(kvDir, 1024 * 1024);
       table = azuriteTable(azurite().tableEndpoint);
-      index = new TableSessionIndex(table, 10_000);
+      index = new TableSessionIndex(table, STORAGE_TIMEOUT_MS);
       sessions = new SealedSessions(kvStores);
       marker = `MARKER${randomUUID().replaceAll('-', '')}`;
     });

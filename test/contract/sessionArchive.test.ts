@@ -29,6 +29,7 @@ import {
 } from '../support/archiveTestKit';
 import { azurite } from '../support/azurite';
 import { azuriteTable } from '../support/tables';
+import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 
 /**
  * The archive domain on real stores (local filesystem and Azurite) with the session index on
@@ -51,7 +52,7 @@ describe.each(storeBackends(() => azurite().blobEndpoint))('SessionArchive on th
     store = new ObservedObjectStore(created.store);
     ({ tamper, httpRequests, destroy } = created);
     table = azuriteTable(azurite().tableEndpoint);
-    index = new FaultySessionIndex(new TableSessionIndex(table, 10_000));
+    index = new FaultySessionIndex(new TableSessionIndex(table, STORAGE_TIMEOUT_MS));
     archive = new SessionArchive(plainArchiveStorage(store, index));
   });
   afterEach(async () => {

@@ -8,6 +8,7 @@ import type { SessionIndex, SessionRecord } from '../../shared/storage/sessionIn
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { azuriteTable } from '../support/tables';
+import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 
 /** One implementation of the session index, fresh for each test. */
 interface IndexFixture {
@@ -20,8 +21,9 @@ interface IndexFixture {
 function onTable(): IndexFixture {
   const table: TableClient = azuriteTable(azurite().tableEndpoint);
   return {
-    index: new TableSessionIndex(table, 10_000),
-    instance: () => new TableSessionIndex(azuriteTable(azurite().tableEndpoint, table.tableName), 10_000),
+    index: new TableSessionIndex(table, STORAGE_TIMEOUT_MS),
+    instance: () =>
+      new TableSessionIndex(azuriteTable(azurite().tableEndpoint, table.tableName), STORAGE_TIMEOUT_MS),
     destroy: () => table.deleteTable(),
   };
 }

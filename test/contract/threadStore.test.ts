@@ -14,6 +14,7 @@ import type { KeyValueStoreFactory } from '../../shared/storage/keyValueStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
+import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 import { describeThreadStoreContract, MAX_VALUE_BYTES } from './threadStore.contract';
 
 /** Two keys, the first sealing: the contract runs again with every value sealed at rest. */
@@ -53,7 +54,7 @@ function blob(sealed: boolean) {
         new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
       );
       const base = `c${randomUUID().replaceAll('-', '').slice(0, 20)}`;
-      const factory = () => new BlobKeyValueStoreFactory(service, base, MAX_VALUE_BYTES, 10_000);
+      const factory = () => new BlobKeyValueStoreFactory(service, base, MAX_VALUE_BYTES, STORAGE_TIMEOUT_MS);
       return {
         factory,
         async destroy() {

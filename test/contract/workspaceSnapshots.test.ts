@@ -29,6 +29,7 @@ import {
   newKeyPair,
   rawBase64,
 } from '../support/snapshotTestKit';
+import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 
 /**
  * The snapshot domain on real stores (local filesystem and Azurite): publish order and crash
@@ -66,7 +67,8 @@ const backends: Backend[] = [
       );
       const container = service.getContainerClient(`s${randomUUID().replaceAll('-', '').slice(0, 20)}`);
       return {
-        stores: (tenant) => new BlobImmutableObjectStore(container, `snapshots/${tenant}/`, 10_000, 3),
+        stores: (tenant) =>
+          new BlobImmutableObjectStore(container, `snapshots/${tenant}/`, STORAGE_TIMEOUT_MS, 3),
         destroy: async () => {
           await container.deleteIfExists();
         },

@@ -19,6 +19,7 @@ import {
 } from '../support/app';
 import { azurite } from '../support/azurite';
 import { azuriteTable, memoryTableSettings, sessionIndexSettings } from '../support/tables';
+import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 
 /**
  * What no input may do, over real HTTP on both backends: JSON nested deeper than MAX_JSON_DEPTH is
@@ -78,7 +79,10 @@ describe.each<Backend>(['local', 'blob'])('input grammar on the %s backend', (ba
     facts =
       backend === 'local'
         ? new LocalMemoryStore(settings['CAIRN_DATA_DIR'] ?? '')
-        : new TableMemoryStore(azuriteTable(tableEndpoint, settings['CAIRN_MEMORY_TABLE']), 10_000);
+        : new TableMemoryStore(
+            azuriteTable(tableEndpoint, settings['CAIRN_MEMORY_TABLE']),
+            STORAGE_TIMEOUT_MS,
+          );
   });
   afterAll(async () => {
     await app.stop();

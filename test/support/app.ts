@@ -9,7 +9,7 @@ import { AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { sha256Hex } from '../../shared/auth';
 import { checkAnswer } from './answerContract';
 import { onCleanUp, tempDir } from './cleanup';
-import { scaled } from './timeouts';
+import { scaled, STORAGE_TIMEOUT_MS } from './timeouts';
 
 export const SERVE_SCRIPT = path.resolve('dist/dev/host/serve.js');
 
@@ -57,7 +57,8 @@ export interface RunningApp {
 
 /**
  * Starts the app in the local runtime as a child process, on a free port, with exactly `env`
- * (plus PATH/HOME): no ambient CAIRN_* setting of the machine leaks in. It runs in a temp folder
+ * (plus PATH/HOME, and the tests' storage deadline unless `env` sets one): no ambient CAIRN_*
+ * setting of the machine leaks in. It runs in a temp folder
  * of its own (`cwd`, unless given), where the runtime keeps its host key (`.cairn/host-key`).
  */
 export async function startApp(
@@ -68,7 +69,13 @@ export async function startApp(
   const cwd = options.cwd ?? tempDir('app');
   const child = spawn(process.execPath, [script, ...(options.args ?? [])], {
     cwd,
-    env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', PORT: '0', ...env },
+    env: {
+      PATH: process.env['PATH'] ?? '',
+      HOME: process.env['HOME'] ?? '',
+      PORT: '0',
+      CAIRN_STORAGE_TIMEOUT_MS: String(STORAGE_TIMEOUT_MS),
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

@@ -27,6 +27,7 @@ import type {
 import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
 import type { SessionIndex, SessionPage, SessionRecord } from '../../shared/storage/sessionIndex';
 import { tempDir } from './cleanup';
+import { STORAGE_TIMEOUT_MS } from './timeouts';
 
 /** Test support for the archive: real stores wrapped to count calls and to fail at a chosen step. */
 
@@ -167,7 +168,13 @@ export function storeBackends(blobEndpoint: () => string): StoreBackend[] {
         const service = new BlobServiceClient(blobEndpoint(), pipeline);
         const container = service.getContainerClient(`a${randomUUID().replaceAll('-', '').slice(0, 20)}`);
         return {
-          store: new BlobImmutableObjectStore(container, 'sessions/', 10_000, undefined, maxObjectBytes),
+          store: new BlobImmutableObjectStore(
+            container,
+            'sessions/',
+            STORAGE_TIMEOUT_MS,
+            undefined,
+            maxObjectBytes,
+          ),
           tamper: async (key, bytes) => {
             await container.getBlockBlobClient(`sessions/${key}`).upload(bytes, bytes.length);
           },

@@ -51,7 +51,12 @@ export function appOnOwnStorage(settings: (storage: Azurite) => Record<string, s
   };
   beforeAll(async () => {
     storage = await startAzurite();
-    app = await startApp({ CAIRN_API_KEYS: apiKeysSetting([tenant]), ...settings(storage) });
+    // The app's own storage deadline (8 s by default), which these tests measure.
+    app = await startApp({
+      CAIRN_API_KEYS: apiKeysSetting([tenant]),
+      CAIRN_STORAGE_TIMEOUT_MS: '8000',
+      ...settings(storage),
+    });
     call = client(app.url, tenant.key);
   });
   afterEach(() => {

@@ -38,6 +38,7 @@ import { TenantDirectory } from '../../shared/tenants/tenantDirectory';
 import { ThreadStore } from '../../shared/threads/threadStore';
 import { tempDir } from './cleanup';
 import { azuriteTable } from './tables';
+import { STORAGE_TIMEOUT_MS } from './timeouts';
 
 /**
  * Every store retention covers, wired as the composition root wires them, on one backend: the
@@ -179,17 +180,17 @@ export async function createRetentionWorld(
       new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
     );
     const container = `r${randomUUID().replaceAll('-', '').slice(0, 20)}`;
-    base = new BlobKeyValueStoreFactory(service, container, MAX_VALUE_BYTES, 10_000);
+    base = new BlobKeyValueStoreFactory(service, container, MAX_VALUE_BYTES, STORAGE_TIMEOUT_MS);
     const shared = service.getContainerClient(container);
-    sessionObjects = new BlobImmutableObjectStore(shared, 'sessions/', 10_000);
+    sessionObjects = new BlobImmutableObjectStore(shared, 'sessions/', STORAGE_TIMEOUT_MS);
     snapshotObjects = (tenant) =>
       new BlobImmutableObjectStore(
         shared,
         `snapshots/${createHash('sha256').update(tenant).digest('hex').slice(0, 32)}/`,
-        10_000,
+        STORAGE_TIMEOUT_MS,
       );
     const memoryTable = azuriteTable(endpoints.tableEndpoint);
-    memoryStore = new TableMemoryStore(memoryTable, 10_000);
+    memoryStore = new TableMemoryStore(memoryTable, STORAGE_TIMEOUT_MS);
     cleanups.push(() => memoryTable.deleteTable().catch(() => undefined));
     cleanups.push(async () => {
       for await (const item of service.listContainers({ prefix: container })) {
@@ -199,7 +200,10 @@ export async function createRetentionWorld(
   }
   const directory = new TenantDirectory(base);
   const kvStores = recordingKeyValueStores(base, directory);
-  const sessionIndex = recordingSessionIndex(new TableSessionIndex(sessionTable, 10_000), directory);
+  const sessionIndex = recordingSessionIndex(
+    new TableSessionIndex(sessionTable, STORAGE_TIMEOUT_MS),
+    directory,
+  );
   const snapshotStores = recordingSnapshotStores({ forTenant: snapshotObjects }, directory);
   const recordedMemory = recordingMemoryStore(memoryStore, directory);
   const memory = new MemoryFacts({ store: recordedMemory });

@@ -28,3 +28,11 @@ export function timeoutScale(
 export function scaled(ms: number): number {
   return Math.ceil(ms * timeoutScale());
 }
+
+/**
+ * The storage deadline of the stores and apps the tests make on the run's Azurite (the app's own
+ * default is 8 s): a bound on a hang of the emulator, which does its work on one thread and can
+ * stall for seconds on a loaded machine, not a measure of speed. Tests of the deadline itself (on
+ * an Azurite of their own) set theirs.
+ */
+export const STORAGE_TIMEOUT_MS = scaled(20_000);
