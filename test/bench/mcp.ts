@@ -261,6 +261,8 @@ export async function runMcpBench(progress: (line: string) => void): Promise<str
     'an agent host pays that in its own process, not Cairn; against the route through fetch (its',
     "HTTP stack) what is left is the MCP work of client and server. The app's CPU per call (from",
     "/proc, in 10 ms ticks, in alternating blocks of one way each) is the server's share alone.",
+    'At concurrency 8 a call mostly waits behind the seven others in flight, of both ways, so the',
+    'two latencies come close by construction: there the CPU column tells the ways apart.',
     '',
     ...figures.flatMap((entry) => entry.verdicts),
   ].join('\n');
