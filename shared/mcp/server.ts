@@ -153,21 +153,23 @@ function serverFor(call: McpCall): Server {
 }
 
 /**
- * A plain `tools/call` (valid params, no task augmentation, no `_meta`) answered without the SDK
- * server: the same tool run and the same JSON-RPC answer, key for key, that the SDK's `Server`
- * gives (its tools/call handler validates the request and Cairn's result, which `runTool` always
- * makes valid, and answers `{result, jsonrpc, id}`), without what the SDK does per request around
- * it: a `Server` with its handlers, an abort controller, the request's closures, and the zod
- * parses of each message against every message type (two of which fail, the costly way). Any
- * other request, or a `tools/call` whose params do not parse, goes to the SDK server, which
- * answers it or its error as before.
+ * A plain `tools/call` (valid params, no task augmentation) answered without the SDK server: the
+ * same tool run and the same JSON-RPC answer, key for key, that the SDK's `Server` gives (its
+ * tools/call handler validates the request and Cairn's result, which `runTool` always makes
+ * valid, and answers `{result, jsonrpc, id}`), without what the SDK does per request around it: a
+ * `Server` with its handlers, an abort controller, the request's closures, and the zod parses of
+ * each message against every message type (two of which fail, the costly way). `_meta` (a
+ * progress token, as agent hosts send) changes nothing there: Cairn sends no progress and has no
+ * task store. A task-augmented call (which the server refuses: no task capability), any other
+ * request, or a `tools/call` whose params do not parse goes to the SDK server, which answers it
+ * or its error as before.
  */
 function directToolCall(request: JSONRPCRequest, call: McpCall): Promise<JSONRPCResponse> | undefined {
   if (request.method !== 'tools/call') return undefined;
   const parsed = CallToolRequestSchema.safeParse(request);
   if (!parsed.success) return undefined;
   const { params } = parsed.data;
-  if (params.task !== undefined || params._meta !== undefined) return undefined;
+  if (params.task !== undefined) return undefined;
   return runTool(params.name, params.arguments, call).then((result) => ({
     result,
     jsonrpc: '2.0' as const,

@@ -66,6 +66,10 @@ describe('MCP exchange', () => {
       toolCall(6, 'no_such_tool', {}),
       toolCall(7, 'list_tenants', {}),
       toolCall(8, 'kv_list'),
+      {
+        ...toolCall(11, 'kv_list'),
+        params: { name: 'kv_list', arguments: {}, _meta: { progressToken: 11 } },
+      },
       [toolCall(9, 'recall', { namespace: 'users/1', key: 'lang' }), toolCall(10, 'kv_list', {})],
     ];
     for (const body of bodies) {
@@ -89,7 +93,7 @@ describe('MCP exchange', () => {
       { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { arguments: {} } },
       {
         ...toolCall(4, 'kv_list', {}),
-        params: { name: 'kv_list', arguments: {}, _meta: { progressToken: 1 } },
+        params: { name: 'kv_list', arguments: {}, task: { ttl: 1000 } },
       },
       { jsonrpc: '2.0', id: 5, method: 'no/such/method' },
       [toolCall(6, 'kv_list', {}), { jsonrpc: '2.0', id: 7, method: 'ping' }],
