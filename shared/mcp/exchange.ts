@@ -14,7 +14,9 @@ import { InvalidArgumentError } from '../errors';
  * One POST of the Streamable HTTP transport in its stateless, JSON-answering form, as an SDK
  * `Transport` of its own: the SDK's server (its `Protocol`) still does the protocol work, from
  * JSON-RPC dispatch and the initialize handshake to `ping`, request and result validation and
- * error answers; this only hands it the messages of one body and collects its answers. The SDK's
+ * error answers; this only hands it the messages of one body and collects its answers. The one
+ * exception is the hot path, a plain `tools/call`, which the endpoint may answer directly with
+ * the same JSON (./server.ts says when, and why). The SDK's
  * web-standard transport does the same through a fetch `Request`, a `Response` and a web stream
  * per POST, an abort signal each, which cost the MCP route several times what the protocol does
  * (docs/mcp.md, "Cost").
@@ -45,6 +47,16 @@ export type McpAnswer = { readonly status: 200; readonly json: unknown } | { rea
 /** What `exchange` connects: the SDK's `Server` (any `Protocol`). */
 export interface McpProtocol {
   connect(transport: Transport): Promise<void>;
+}
+
+/**
+ * Who answers a POST's messages: `direct` answers the requests it knows how to answer alone (a
+ * plain `tools/call`, the hot path, ./server.ts) and returns undefined for any other; `server()`
+ * makes the SDK server for the rest, only when the body has such a message.
+ */
+export interface McpEndpoint {
+  direct?(request: JSONRPCRequest): Promise<JSONRPCResponse> | undefined;
+  server(): McpProtocol;
 }
 
 const isRequest = (message: JSONRPCMessage): message is JSONRPCRequest =>
@@ -128,23 +140,33 @@ function messagesOf(body: unknown, protocolVersion: string | null): JSONRPCMessa
 }
 
 /**
- * Answers one POST's `body` (parsed JSON) with a fresh `server`, connected here to a transport of
- * this POST alone: nothing is shared between requests, so any instance answers any request and no
- * caller's request can reach another's. `protocolVersion` is the `MCP-Protocol-Version` header.
+ * Answers one POST's `body` (parsed JSON): each request `endpoint.direct` takes is answered by
+ * it, every other message goes to a fresh SDK server, connected here to a transport of this POST
+ * alone. Nothing is shared between requests, so any instance answers any request and no caller's
+ * request can reach another's. `protocolVersion` is the `MCP-Protocol-Version` header.
  */
 export async function exchange(
-  server: McpProtocol,
+  endpoint: McpEndpoint,
   body: unknown,
   protocolVersion: string | null,
 ): Promise<McpAnswer> {
   const messages = messagesOf(body, protocolVersion);
-  const transport = new PostTransport();
-  await server.connect(transport);
+  let transport: PostTransport | undefined;
+  const connected = async (): Promise<PostTransport> => {
+    if (transport === undefined) {
+      transport = new PostTransport();
+      await endpoint.server().connect(transport);
+    }
+    return transport;
+  };
   const answers: Promise<JSONRPCResponse>[] = [];
   for (const message of messages) {
-    if (isRequest(message)) answers.push(transport.ask(message));
-    else if (!('method' in message && message.method === 'notifications/cancelled'))
-      transport.deliver(message);
+    if (isRequest(message)) {
+      const direct = endpoint.direct?.(message);
+      answers.push(direct ?? (await connected()).ask(message));
+    } else if (!('method' in message && message.method === 'notifications/cancelled')) {
+      (await connected()).deliver(message);
+    }
   }
   if (answers.length === 0) return { status: 202 };
   const answered = await Promise.all(answers);

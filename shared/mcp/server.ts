@@ -3,6 +3,8 @@ import {
   CallToolRequestSchema,
   type CallToolResult,
   ErrorCode,
+  type JSONRPCRequest,
+  type JSONRPCResponse,
   ListResourcesRequestSchema,
   ListResourceTemplatesRequestSchema,
   ListToolsRequestSchema,
@@ -16,13 +18,13 @@ import { z } from 'zod';
 import { CairnError, type ErrorCode as CairnCode } from '../errors';
 import { stringifyJson } from '../json';
 import type { Logger } from '../logging';
-import { exchange, type McpAnswer } from './exchange';
+import { exchange, type McpAnswer, type McpEndpoint } from './exchange';
 import { listResources, readResource, RESOURCE_TEMPLATES } from './resources';
 import { callTool, type ToolCall, TOOLS } from './tools';
 
 /**
  * Cairn as an MCP server (docs/mcp.md) on the Streamable HTTP transport, stateless: every POST
- * gets a fresh server and transport (./exchange.ts), answers JSON (no event stream is held open)
+ * gets a fresh server and transport (./exchange.ts; a plain tool call is answered without one), answers JSON (no event stream is held open)
  * and keeps nothing, so any instance answers any request. The caller is already authenticated: tools and
  * resources see its tenant only, admin tools are listed for admins only.
  *
@@ -151,18 +153,51 @@ function serverFor(call: McpCall): Server {
 }
 
 /**
+ * A plain `tools/call` (valid params, no task augmentation) answered without the SDK server: the
+ * same tool run and the same JSON-RPC answer, key for key, that the SDK's `Server` gives (its
+ * tools/call handler validates the request and Cairn's result, which `runTool` always makes
+ * valid, and answers `{result, jsonrpc, id}`), without what the SDK does per request around it: a
+ * `Server` with its handlers, an abort controller, the request's closures, and the zod parses of
+ * each message against every message type (two of which fail, the costly way). `_meta` (a
+ * progress token, as agent hosts send) changes nothing there: Cairn sends no progress and has no
+ * task store. A task-augmented call (which the server refuses: no task capability), any other
+ * request, or a `tools/call` whose params do not parse goes to the SDK server, which answers it
+ * or its error as before.
+ */
+function directToolCall(request: JSONRPCRequest, call: McpCall): Promise<JSONRPCResponse> | undefined {
+  if (request.method !== 'tools/call') return undefined;
+  const parsed = CallToolRequestSchema.safeParse(request);
+  if (!parsed.success) return undefined;
+  const { params } = parsed.data;
+  if (params.task !== undefined) return undefined;
+  return runTool(params.name, params.arguments, call).then((result) => ({
+    result,
+    jsonrpc: '2.0' as const,
+    id: request.id,
+  }));
+}
+
+/** Who answers the caller's POST: plain tool calls directly, the rest a fresh SDK server. */
+export function mcpEndpoint(call: McpCall): McpEndpoint {
+  return {
+    direct: (request) => directToolCall(request, call),
+    server: () => serverFor(call),
+  };
+}
+
+/**
  * Answers one MCP POST for the authenticated caller: `body` is the JSON already read within the
  * route's limit and parsed, `protocolVersion` the `MCP-Protocol-Version` header. The answer is the
  * JSON-RPC answer (200), or 202 for a body without requests; a body the transport refuses throws
  * InvalidArgumentError (./exchange.ts).
  *
- * The server is not closed afterwards: with JSON answers nothing of it outlives the request (no
- * stream, no timer). It is garbage once the answer is returned.
+ * The server, when one is made, is not closed afterwards: with JSON answers nothing of it outlives
+ * the request (no stream, no timer). It is garbage once the answer is returned.
  */
 export function handleMcpPost(
   call: McpCall,
   body: unknown,
   protocolVersion: string | null,
 ): Promise<McpAnswer> {
-  return exchange(serverFor(call), body, protocolVersion);
+  return exchange(mcpEndpoint(call), body, protocolVersion);
 }

@@ -152,6 +152,47 @@ export async function alternate(
   return [summary(0, runsA), summary(1, runsB)];
 }
 
+/**
+ * Runs `a` and `b` interleaved, call by call: each of `concurrency` workers takes the next index
+ * and calls both with it, `a` first on even indexes and `b` first on odd ones, so that the two see
+ * the same inputs (an operation derives what it does from the index), the same moments of a noisy
+ * machine and, in turn, the first and the second place of a pair (a cache the first warms
+ * serves the second). `warmUp` pairs run first and are not counted. Returns the summary of each;
+ * their `opsPerSecond` is the pairs' rate (the two share the time).
+ */
+export async function interleave(
+  a: (worker: number, index: number) => Promise<unknown>,
+  b: (worker: number, index: number) => Promise<unknown>,
+  options: { count: number; concurrency: number; warmUp: number },
+): Promise<readonly [Summary, Summary]> {
+  const { count, concurrency, warmUp } = options;
+  const run = async (pairs: number, offset: number, latencies: [number[], number[]]) => {
+    let next = 0;
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: concurrency }, async (_, worker) => {
+        while (next < pairs) {
+          const index = offset + next++;
+          const order: readonly (0 | 1)[] = index % 2 === 0 ? [0, 1] : [1, 0];
+          for (const side of order) {
+            const begin = performance.now();
+            await (side === 0 ? a : b)(worker, index);
+            latencies[side].push(performance.now() - begin);
+          }
+        }
+      }),
+    );
+    return (performance.now() - started) / 1000;
+  };
+  await run(warmUp, 0, [[], []]);
+  const latencies: [number[], number[]] = [[], []];
+  const seconds = await run(count, warmUp, latencies);
+  return [
+    summarise({ ops: count, seconds, latenciesMs: latencies[0] }),
+    summarise({ ops: count, seconds, latenciesMs: latencies[1] }),
+  ];
+}
+
 /** Table cells of a raw-against-API comparison: ops/s and p50 / p99 of each, then the ratio. */
 export function ratioCells(raw: Summary, api: Summary): string[] {
   return [
