@@ -24,11 +24,13 @@ export interface MemoryFact {
   readonly updatedAt: number;
   /** Unix milliseconds; absent when the fact never expires. */
   readonly expiresAt?: number;
+  /** The field paths the fact has vectors for; absent when it has none. */
+  readonly vectorFields?: string[];
   readonly etag: string;
 }
 
 export interface MemorySearchHit extends MemoryFact {
-  /** Relevance in [0, 1]; only for a search with text. */
+  /** Relevance in [0, 1]; for a search with text or a vector (absent for a fact without vectors then). */
   readonly score?: number;
 }
 
@@ -39,11 +41,20 @@ export interface RememberOptions {
   readonly ifMatch?: string;
   /** `*`: only if no live fact is there. */
   readonly ifNoneMatch?: '*';
+  /**
+   * Field path (`$`, `text`, `a.b[*]`) → its embedding (at most 8, 1-4096 numbers each, all of the
+   * tenant's dimension count). A write without vectors leaves the fact without any.
+   */
+  readonly vectors?: Readonly<Record<string, readonly number[]>>;
 }
 
 export interface MemorySearchOptions {
   /** Words to look for: results best first with `score`. Absent: newest first. */
   readonly text?: string;
+  /** A query embedding: facts with vectors closest first (with `text` too: rank fusion of both). */
+  readonly vector?: readonly number[];
+  /** How closeness is measured; default `cosine`. */
+  readonly distance?: 'cosine' | 'dot' | 'l2';
   /** 1-1000 (default 10). */
   readonly limit?: number;
   /** 0-10000 (default 0). */
@@ -84,7 +95,11 @@ export class MemoryClient {
   ): Promise<MemoryFact & { readonly created: boolean }> {
     const reply = await this.transport.call('PUT', '/memory/facts', {
       query: factQuery(namespace, key),
-      json: { value, ...(options.ttl === undefined ? {} : { ttl: options.ttl }) },
+      json: {
+        value,
+        ...(options.ttl === undefined ? {} : { ttl: options.ttl }),
+        ...(options.vectors === undefined ? {} : { vectors: options.vectors }),
+      },
       headers: {
         ...(options.ifMatch === undefined ? {} : { 'if-match': options.ifMatch }),
         ...(options.ifNoneMatch === undefined ? {} : { 'if-none-match': options.ifNoneMatch }),

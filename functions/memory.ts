@@ -2,7 +2,15 @@ import { actorOf } from '#shared/auth';
 import { NotFoundError } from '#shared/errors';
 import type { Caller, MemoryFacts } from '#shared/memory/memory';
 import { checkFilter } from '#shared/memory/valueFilter';
-import { factQuery, forgetAllQuery, namespacesQuery, rememberBody, searchBody } from '#shared/memory/wire';
+import {
+  factQuery,
+  forgetAllQuery,
+  MAX_FACT_BODY_BYTES,
+  MAX_SEARCH_BODY_BYTES,
+  namespacesQuery,
+  rememberBody,
+  searchBody,
+} from '#shared/memory/wire';
 import { configuredMemory } from '#shared/services';
 
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
@@ -18,11 +26,6 @@ import { readJsonBody } from './jsonBody';
  * one function of the memory facts, and shapes the answer.
  */
 
-/** A fact's value is at most 32 KiB of JSON; the body around it gets room for whitespace and ttl. */
-export const MAX_FACT_BODY_BYTES = 64 * 1024;
-/** A search body: namespace, text and a filter of up to 32 fields. */
-export const MAX_SEARCH_BODY_BYTES = 64 * 1024;
-
 const memoryOf = (call: AuthenticatedCall): MemoryFacts => configuredMemory(call.services);
 
 const callerOf = (call: AuthenticatedCall): Caller => ({
@@ -37,6 +40,7 @@ export const memoryFact = httpHandler('memoryFact', {
     const { item, created } = await memoryOf(call).remember(callerOf(call), namespace, key, body.value, {
       conditions: writeConditions(request),
       ...(body.ttl === undefined ? {} : { ttl: body.ttl }),
+      ...(body.vectors === undefined ? {} : { vectors: body.vectors }),
     });
     return json(created ? 201 : 200, item, { etag: item.etag });
   },
@@ -59,6 +63,8 @@ export const memorySearch = httpHandler('memorySearch', {
     const result = await memoryOf(call).search(callerOf(call), {
       namespace: body.namespace,
       ...(body.text === undefined ? {} : { text: body.text }),
+      ...(body.vector === undefined ? {} : { vector: body.vector }),
+      ...(body.distance === undefined ? {} : { distance: body.distance }),
       ...(body.limit === undefined ? {} : { limit: body.limit }),
       ...(body.offset === undefined ? {} : { offset: body.offset }),
       ...(body.filter === undefined ? {} : { filter: checkFilter(body.filter) }),

@@ -1,6 +1,8 @@
 import {
   BaseStore,
   type GetOperation,
+  getTextAtPath,
+  type IndexConfig,
   type Item,
   type ListNamespacesOperation,
   type MatchCondition,
@@ -31,9 +33,18 @@ import type { MemoryClient, MemoryFact, MemorySearchHit } from '../memoryClient'
  *   may hold). The encoded namespace must fit Cairn's limits (at most 16 segments with the
  *   scope, 512 bytes); longer ones are refused by the service (400).
  * - `put` replaces the item (keeping `createdAt`); `put(..., { ttl })` takes minutes, as
- *   LangGraph's Postgres store does, and a put without one clears any earlier ttl; `index` is
- *   ignored (no vectors: `query` is Cairn's keyword search, with its `score` in [0, 1]). Reads
- *   never extend a ttl.
+ *   LangGraph's Postgres store does, and a put without one clears any earlier ttl. Reads never
+ *   extend a ttl.
+ * - `index: { dims, embeddings, fields }` (LangGraph's `IndexConfig`): a put embeds the texts at
+ *   the fields (default `["$"]`, the whole value; `put(..., index)` overrides them per item, `false`
+ *   embeds nothing) and stores the vectors with the fact, as LangGraph's stores name them (`path`,
+ *   or `path.i` for the i-th of several texts; at most 8 per item). A search with `query` then ranks
+ *   by cosine similarity to the query's embedding, its `score` the similarity in [-1, 1] as
+ *   LangGraph's stores give it, items without vectors after the others (without score). Without an
+ *   index `query` is Cairn's keyword search (`score` in [0, 1]).
+ * - When the embedder fails (or answers vectors of another dimension count), a put stores the item
+ *   without vectors and a search falls back to the keyword search; neither fails, and each calls
+ *   `onWarning` (default `console.warn`) saying so.
  * - `search`: the namespace prefix and below; `filter` on top-level value fields
  *   (`$eq $ne $gt $gte $lt $lte $in $nin $exists`) is applied by the service before `offset` and
  *   `limit`, so pages are exact. Without `query`, newest first.
@@ -49,7 +60,16 @@ export interface CairnStoreScope {
   readonly scope?: string | readonly string[];
 }
 
-export type CairnStoreOptions = (CairnClientOptions | { readonly client: CairnClient }) & CairnStoreScope;
+export interface CairnStoreIndex {
+  /** LangGraph's index config: `dims`, `embeddings` (a LangChain `Embeddings`) and `fields`. */
+  readonly index?: IndexConfig;
+  /** Told when the embedder failed and a put or search went on without it; default console.warn. */
+  readonly onWarning?: (message: string, error: unknown) => void;
+}
+
+export type CairnStoreOptions = (CairnClientOptions | { readonly client: CairnClient }) &
+  CairnStoreScope &
+  CairnStoreIndex;
 
 /** The most namespaces the service answers in one page. */
 const NAMESPACE_PAGE = 1000;
@@ -58,9 +78,13 @@ const DEFAULT_SCOPE = ['langgraph'];
 export class CairnStore extends BaseStore {
   private readonly memory: MemoryClient;
   private readonly scope: readonly string[];
+  private readonly index: IndexConfig | undefined;
+  private readonly onWarning: (message: string, error: unknown) => void;
 
   constructor(options: CairnStoreOptions) {
     super();
+    this.index = options.index;
+    this.onWarning = options.onWarning ?? ((message, error) => console.warn(`CairnStore: ${message}`, error));
     this.memory = ('client' in options ? options.client : new CairnClient(options)).memory;
     const scope =
       options.scope === undefined
@@ -123,12 +147,61 @@ export class CairnStore extends BaseStore {
       return;
     }
     const ttl = operation.ttl === undefined ? undefined : Math.max(1, Math.ceil(operation.ttl * 60));
-    await this.memory.remember(namespace, key, operation.value, ttl === undefined ? {} : { ttl });
+    const vectors = await this.vectorsOf(operation);
+    await this.memory.remember(namespace, key, operation.value, {
+      ...(ttl === undefined ? {} : { ttl }),
+      ...(vectors === null ? {} : { vectors }),
+    });
+  }
+
+  /** The item's vectors by field, as LangGraph's stores name them; null without any. */
+  private async vectorsOf(operation: PutOperation): Promise<Record<string, number[]> | null> {
+    if (this.index === undefined || operation.index === false || operation.value === null) return null;
+    const paths = operation.index ?? this.index.fields ?? ['$'];
+    const named: [string, string][] = [];
+    for (const path of paths) {
+      const texts = getTextAtPath(operation.value, path);
+      if (texts.length === 1) named.push([path, texts[0] as string]);
+      else texts.forEach((text, i) => named.push([`${path}.${i}`, text]));
+    }
+    if (named.length === 0) return null;
+    try {
+      const embedded = await this.index.embeddings.embedDocuments(named.map(([, text]) => text));
+      this.checkDims(embedded);
+      return Object.fromEntries(named.map(([path], i) => [path, embedded[i] as number[]]));
+    } catch (error) {
+      this.onWarning('the embedder failed; the item is stored without vectors (found by keywords)', error);
+      return null;
+    }
+  }
+
+  private checkDims(vectors: readonly (readonly number[] | undefined)[]): void {
+    const dims = this.index?.dims;
+    if (vectors.some((vector) => !Array.isArray(vector) || (dims !== undefined && vector.length !== dims))) {
+      throw new TypeError(
+        `the embedder answered vectors that are not of ${dims ?? 'the configured'} dimensions`,
+      );
+    }
+  }
+
+  /** The query's embedding, or null (after a warning) when the embedder fails. */
+  private async queryVector(query: string): Promise<number[] | null> {
+    if (this.index === undefined) return null;
+    try {
+      const vector = await this.index.embeddings.embedQuery(query);
+      this.checkDims([vector]);
+      return vector;
+    } catch (error) {
+      this.onWarning('the embedder failed; this search ranks by keywords instead', error);
+      return null;
+    }
   }
 
   private async runSearch(operation: SearchOperation): Promise<SearchItem[]> {
+    const query = operation.query === undefined || operation.query === '' ? null : operation.query;
+    const vector = query === null ? null : await this.queryVector(query);
     const { items } = await this.memory.search(this.cairnNamespace(operation.namespacePrefix), {
-      ...(operation.query === undefined || operation.query === '' ? {} : { text: operation.query }),
+      ...(vector !== null ? { vector } : query === null ? {} : { text: query }),
       limit: operation.limit ?? 10,
       offset: operation.offset ?? 0,
       ...(operation.filter === undefined || Object.keys(operation.filter).length === 0
@@ -137,7 +210,8 @@ export class CairnStore extends BaseStore {
     });
     return items.map((hit: MemorySearchHit) => ({
       ...this.itemOf(hit),
-      ...(hit.score === undefined ? {} : { score: hit.score }),
+      // A vector search's score (1 + cos) / 2 back to the cosine similarity LangGraph's stores give.
+      ...(hit.score === undefined ? {} : { score: vector === null ? hit.score : 2 * hit.score - 1 }),
     }));
   }
 

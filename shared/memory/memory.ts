@@ -43,6 +43,19 @@ import {
   type StoredFact,
 } from './memoryStore';
 import { matchesFilter, type ValueFilter } from './valueFilter';
+import {
+  checkVector,
+  checkVectors,
+  closeness,
+  commonDims,
+  type Distance,
+  DISTANCES,
+  type FactVectors,
+  packFact,
+  RRF_K,
+  unpackFact,
+  vectorScore,
+} from './vectors';
 
 /**
  * Long-term memory: facts per tenant, in namespaces, on any {@link MemoryStore}.
@@ -102,7 +115,7 @@ const DELETE_WIDTH = 8;
 /** Rows a search reads at most; past this the answer says `truncated`. */
 export const MAX_SEARCH_SCAN_ROWS = 10_000;
 /** Bytes of stored values a search reads at most. */
-export const MAX_SEARCH_SCAN_BYTES = 16 * 1024 * 1024;
+export const MAX_SEARCH_SCAN_BYTES = 48 * 1024 * 1024;
 /** Rows one `forgetAll` call deletes at most; `more` then says to call again. */
 export const FORGET_ALL_BUDGET = 1000;
 /** Distinct namespaces a listing finds at most. */
@@ -131,6 +144,11 @@ export interface Caller {
 export interface RememberOptions {
   /** Seconds until the fact expires; absent: never (and a previous time to live is cleared). */
   readonly ttl?: number;
+  /**
+   * Field path → vector (unchecked input, checked here: `vectors.<path>` names a fault). A
+   * remember replaces the whole fact, so vectors not given again are gone.
+   */
+  readonly vectors?: unknown;
   readonly conditions?: WriteConditions;
 }
 
@@ -138,6 +156,10 @@ export interface SearchRequest {
   /** `""` searches the whole tenant. */
   readonly namespace: string;
   readonly text?: string;
+  /** A query vector (unchecked input): ranks the facts with vectors by closeness to it. */
+  readonly vector?: unknown;
+  /** How closeness is measured; default cosine. */
+  readonly distance?: string;
   readonly limit?: number;
   readonly offset?: number;
   readonly filter?: ValueFilter;
@@ -167,6 +189,8 @@ export class MemoryFacts {
    * `remember` skip its read, never trusted for an answer (see `remember`).
    */
   private readonly versions = lru<string, FactHeader>(KNOWN_VERSIONS);
+  /** Tenants' vector indexes seen (an index never changes once made, so this never goes stale). */
+  private readonly indexes = lru<string, number>(KNOWN_VERSIONS);
 
   constructor(options: MemoryFactsOptions) {
     this.store = options.store;
@@ -183,16 +207,20 @@ export class MemoryFacts {
     value: unknown,
     options: RememberOptions = {},
   ): Promise<{ item: MemoryItem; created: boolean }> {
+    // The value's size first: a value over 32 KiB is 413 whatever else is wrong with the request.
+    const plain = serialiseValue(value);
     checkNamespace(namespace);
     checkFactKey(key);
-    const plain = serialiseValue(value);
     if (options.ttl !== undefined) checkTtl(options.ttl);
+    const vectors = options.vectors === undefined ? new Map() : checkVectors(options.vectors);
+    const dims = commonDims(vectors);
     const conditions = options.conditions ?? {};
     if (conditions.ifMatch !== undefined && conditions.ifAbsent === true) {
       throw new InvalidArgumentError('If-Match', 'cannot be combined with If-None-Match');
     }
+    if (dims !== null) await this.checkIndex(caller.tenant, dims, vectors);
     await this.codec.prepare?.(caller.tenant);
-    const sealed = this.codec.seal(plain, placeOf(caller.tenant, namespace, key));
+    const sealed = this.codec.seal(packFact(plain, vectors), placeOf(caller.tenant, namespace, key));
     const versionKey = versionKeyOf(caller.tenant, namespace, key);
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
       await casPause(attempt);
@@ -246,7 +274,7 @@ export class MemoryFacts {
       }
       this.versions.set(versionKey, headerOf(stored));
       if (event !== null) await this.audit.commit(caller.tenant, [event]);
-      return { item: itemOf(stored, JSON.parse(plain.toString('utf8'))), created };
+      return { item: itemOf(stored, JSON.parse(plain.toString('utf8')), vectors), created };
     }
     throw new StorageUnavailableError('the fact is changing too fast to write; retry');
   }
@@ -264,7 +292,8 @@ export class MemoryFacts {
     }
     this.versions.set(versionKey, headerOf(stored));
     if (isExpired(stored, this.now())) return null;
-    return itemOf(stored, this.open(caller.tenant, stored));
+    const { value, vectors } = this.open(caller.tenant, stored);
+    return itemOf(stored, value, vectors);
   }
 
   /**
@@ -431,7 +460,11 @@ export class MemoryFacts {
   /**
    * Facts in `namespace` and below. With text: those whose key or value's strings contain a word of
    * it, best first, each with `score` in [0, 1]; without: every fact, newest `updatedAt` first.
-   * Ties keep a stable order: newer first, then by namespace and key.
+   * With a vector: the facts with vectors, closest first (a fact is as close as its closest
+   * field's vector), each with `score` in [0, 1], then the facts without vectors, newest first and
+   * without `score`. With both: the facts found by either, ranked by reciprocal rank fusion of the
+   * two rankings. Ties keep a stable order: newer first, then by namespace and key. The search is
+   * exact: every fact read is compared.
    */
   async search(caller: Caller, request: SearchRequest): Promise<SearchResult> {
     checkNamespace(request.namespace, 'namespace', true);
@@ -446,9 +479,17 @@ export class MemoryFacts {
         `must be valid Unicode of at most ${MAX_SEARCH_TEXT_BYTES} bytes`,
       );
     }
+    const distance = checkDistance(request.distance);
+    const queryVector = request.vector === undefined ? null : checkVector(request.vector, 'vector');
+    if (queryVector !== null) {
+      const dims = await this.indexDims(caller.tenant);
+      if (dims !== null && dims !== queryVector.length) {
+        throw new InvalidArgumentError('vector', `must have ${dims} dimensions (the tenant's vector index)`);
+      }
+    }
     const query = text === '' ? null : queryWords(text);
     const now = this.now();
-    const candidates: { item: MemoryItem; terms?: DocumentTerms }[] = [];
+    const candidates: Candidate[] = [];
     let considered = 0;
     let totalLength = 0;
     let rows = 0;
@@ -469,35 +510,82 @@ export class MemoryFacts {
         rows++;
         bytes += fact.value.length;
         if (isExpired(fact, now) || !isWithin(fact.namespace, request.namespace)) continue;
-        const value = this.open(caller.tenant, fact);
+        const { value, vectors } = this.open(caller.tenant, fact);
         if (request.filter !== undefined && !matchesFilter(value, request.filter)) continue;
         considered++;
+        const item = itemOf(fact, value, vectors);
+        const close = queryVector === null ? null : closest(queryVector, vectors, distance);
         if (query === null) {
-          candidates.push({ item: itemOf(fact, value) });
+          candidates.push({ item, close });
           continue;
         }
         const terms = documentTerms(fact.key, value, query);
         totalLength += terms.length;
-        if (matchesAny(terms)) candidates.push({ item: itemOf(fact, value), terms });
+        const matched = matchesAny(terms);
+        if (matched || close !== null) candidates.push({ item, close, ...(matched ? { terms } : {}) });
       }
       cursor = page.cursor ?? undefined;
     } while (cursor !== undefined);
 
-    let ranked: ScoredItem[];
-    if (query === null) {
-      ranked = candidates.map(({ item }) => item).sort(newestFirst);
-    } else {
+    const keywordScores = new Map<Candidate, number>();
+    if (query !== null) {
+      const matching = candidates.filter((candidate) => candidate.terms !== undefined);
       const scores = bm25Scores(
-        candidates.map(({ terms }) => terms as DocumentTerms),
+        matching.map(({ terms }) => terms as DocumentTerms),
         considered,
         considered === 0 ? 0 : totalLength / considered,
         query.length,
       );
-      ranked = candidates
-        .map(({ item }, i) => ({ ...item, score: scores[i] ?? 0 }))
+      matching.forEach((candidate, i) => keywordScores.set(candidate, scores[i] ?? 0));
+    }
+    let ranked: ScoredItem[];
+    if (query === null && queryVector === null) {
+      ranked = candidates.map(({ item }) => item).sort(newestFirst);
+    } else if (queryVector === null) {
+      ranked = [...keywordScores]
+        .map(([{ item }, score]) => ({ ...item, score }))
         .sort((a, b) => b.score - a.score || newestFirst(a, b));
+    } else if (query === null) {
+      const near = byCloseness(candidates);
+      ranked = [
+        ...near.map(({ item, close }) => ({ ...item, score: vectorScore(close as number, distance) })),
+        ...candidates
+          .filter(({ close }) => close === null)
+          .map(({ item }) => item)
+          .sort(newestFirst),
+      ];
+    } else {
+      ranked = fuse(byCloseness(candidates), byKeywords(keywordScores));
     }
     return { items: ranked.slice(offset, offset + limit), truncated };
+  }
+
+  /** The dimension count of the tenant's vector index, or null before its first vector. */
+  private async indexDims(tenant: string): Promise<number | null> {
+    const known = this.indexes.get(tenant);
+    if (known !== undefined) return known;
+    const index = await this.store.readIndex(tenant);
+    if (index !== null) this.indexes.set(tenant, index.dims);
+    return index?.dims ?? null;
+  }
+
+  /**
+   * Throws 400 naming the first vector unless its dimension count is the tenant's; the first
+   * vector of a tenant makes its index (create-only: of two first writers, one index holds).
+   */
+  private async checkIndex(tenant: string, dims: number, vectors: FactVectors): Promise<void> {
+    let indexed = await this.indexDims(tenant);
+    if (indexed === null) {
+      indexed = (await this.store.createIndex(tenant, { dims })).dims;
+      this.indexes.set(tenant, indexed);
+    }
+    if (indexed !== dims) {
+      const [path] = vectors.keys();
+      throw new InvalidArgumentError(
+        `vectors.${path ?? ''}`,
+        `must have ${indexed} dimensions (the tenant's vector index), not ${dims}`,
+      );
+    }
   }
 
   /**
@@ -625,10 +713,12 @@ export class MemoryFacts {
     }
   }
 
-  private open(tenant: string, fact: StoredFact): unknown {
+  private open(tenant: string, fact: StoredFact): { value: unknown; vectors: FactVectors } {
     const plain = this.codec.open(fact.value, placeOf(tenant, fact.namespace, fact.key));
+    const unpacked = unpackFact(plain);
     try {
-      return JSON.parse(plain.toString('utf8')) as unknown;
+      if (unpacked === null) throw new Error('damaged');
+      return { value: JSON.parse(unpacked.json.toString('utf8')) as unknown, vectors: unpacked.vectors };
     } catch {
       throw new IntegrityError('a stored fact is not JSON; it was damaged');
     }
@@ -704,16 +794,70 @@ function actorOf(caller: Caller): { actor?: string } {
   return caller.actor === undefined ? {} : { actor: caller.actor };
 }
 
-function itemOf(fact: StoredFact, value: unknown): MemoryItem {
+function itemOf(fact: StoredFact, value: unknown, vectors: FactVectors): MemoryItem {
   return {
     namespace: fact.namespace.split('/'),
     key: fact.key,
     value,
+    ...(vectors.size === 0 ? {} : { vectorFields: [...vectors.keys()] }),
     createdAt: fact.createdAt,
     updatedAt: fact.updatedAt,
     ...(fact.expiresAt === null ? {} : { expiresAt: fact.expiresAt }),
     etag: fact.etag,
   };
+}
+
+/** A fact a search found: with its keyword terms when it matched the text, its closeness when it has vectors. */
+interface Candidate {
+  readonly item: MemoryItem;
+  readonly terms?: DocumentTerms;
+  readonly close: number | null;
+}
+
+function checkDistance(distance: string | undefined): Distance {
+  if (distance === undefined) return 'cosine';
+  if (!(DISTANCES as readonly string[]).includes(distance)) {
+    throw new InvalidArgumentError('distance', `must be one of ${DISTANCES.join(', ')}`);
+  }
+  return distance as Distance;
+}
+
+/** How close the closest of `vectors` of the query's length is; null when none has it. */
+function closest(query: Float32Array, vectors: FactVectors, distance: Distance): number | null {
+  let best: number | null = null;
+  for (const vector of vectors.values()) {
+    if (vector.length !== query.length) continue;
+    const close = closeness(query, vector, distance);
+    if (best === null || close > best) best = close;
+  }
+  return best;
+}
+
+function byCloseness(candidates: readonly Candidate[]): Candidate[] {
+  return candidates
+    .filter(({ close }) => close !== null)
+    .sort((a, b) => (b.close as number) - (a.close as number) || newestFirst(a.item, b.item));
+}
+
+function byKeywords(scores: ReadonlyMap<Candidate, number>): Candidate[] {
+  return [...scores.keys()].sort(
+    (a, b) => (scores.get(b) ?? 0) - (scores.get(a) ?? 0) || newestFirst(a.item, b.item),
+  );
+}
+
+/**
+ * Reciprocal rank fusion: each ranking adds `1 / (RRF_K + rank)` (rank from 1) to a fact it
+ * holds; the sum, divided by the most two rankings can give (`2 / (RRF_K + 1)`), is the score.
+ */
+function fuse(...rankings: readonly Candidate[][]): ScoredItem[] {
+  const sums = new Map<Candidate, number>();
+  for (const ranking of rankings) {
+    ranking.forEach((candidate, i) => sums.set(candidate, (sums.get(candidate) ?? 0) + 1 / (RRF_K + i + 1)));
+  }
+  const best = rankings.length / (RRF_K + 1);
+  return [...sums]
+    .map(([{ item }, sum]) => ({ ...item, score: Math.min(1, sum / best) }))
+    .sort((a, b) => b.score - a.score || newestFirst(a, b));
 }
 
 function newestFirst(a: MemoryItem, b: MemoryItem): number {

@@ -73,7 +73,19 @@ export interface SubtreeDeletion {
   readonly more: boolean;
 }
 
+/** A tenant's vector index: the dimension count every vector of the tenant has. */
+export interface MemoryIndex {
+  readonly dims: number;
+}
+
 export interface MemoryStore {
+  /** The tenant's vector index, or null before its first vector. */
+  readIndex(tenant: string): Promise<MemoryIndex | null>;
+  /**
+   * Creates the tenant's index unless one exists (create-only, so two first writers agree) and
+   * answers the index that holds: `index`, or the one that was there. An index never changes.
+   */
+  createIndex(tenant: string, index: MemoryIndex): Promise<MemoryIndex>;
   /** The row, expired or not, or null. */
   get(tenant: string, namespace: string, key: string): Promise<StoredFact | null>;
   /**

@@ -53,6 +53,11 @@ function recordingStore(inner: KeyValueStore, record: () => Promise<void>): KeyV
 
 export function recordingMemoryStore(inner: MemoryStore, directory: TenantDirectory): MemoryStore {
   return {
+    readIndex: (tenant) => inner.readIndex(tenant),
+    createIndex: async (tenant, index) => {
+      await directory.record(tenant, 'memory');
+      return inner.createIndex(tenant, index);
+    },
     get: (tenant, namespace, key) => inner.get(tenant, namespace, key),
     write: async (tenant, fact, ifEtag) => {
       await directory.record(tenant, 'memory');

@@ -612,6 +612,8 @@ export function describeMemoryStoreContract(fixture: MemoryStoreFixture): void {
 function poisoned(): MemoryStore {
   const fail = () => Promise.reject(new Error('storage was called for an invalid request'));
   return {
+    readIndex: fail,
+    createIndex: fail,
     get: fail,
     write: fail,
     delete: fail,

@@ -17,6 +17,7 @@ import {
   describeMemoryStoreContract,
   type MemoryStoreFixture,
 } from './memoryStore.contract';
+import { describeMemoryVectorContract } from './memoryVectors.contract';
 
 /** Every file under `folder`, its bytes. */
 async function filesUnder(folder: string): Promise<Buffer[]> {
@@ -117,3 +118,8 @@ describe('TableMemoryStore faults', () => {
     for (const call of calls) await expect(call()).rejects.toBeInstanceOf(StorageUnavailableError);
   });
 });
+
+describeMemoryVectorContract(local(false));
+describeMemoryVectorContract(table(false));
+describeMemoryVectorContract(local(true));
+describeMemoryVectorContract(table(true));

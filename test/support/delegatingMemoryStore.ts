@@ -6,6 +6,12 @@ import type { MemoryStore } from '../../shared/memory/memoryStore';
  */
 export class DelegatingMemoryStore implements MemoryStore {
   constructor(protected readonly inner: MemoryStore) {}
+  readIndex(...args: Parameters<MemoryStore['readIndex']>) {
+    return this.inner.readIndex(...args);
+  }
+  createIndex(...args: Parameters<MemoryStore['createIndex']>) {
+    return this.inner.createIndex(...args);
+  }
   get(...args: Parameters<MemoryStore['get']>) {
     return this.inner.get(...args);
   }

@@ -7,6 +7,7 @@ import type {
   FactHeaderPage,
   FactPage,
   FactWrite,
+  MemoryIndex,
   MemoryStore,
   StoredFact,
   SubtreeDeletion,
@@ -32,6 +33,11 @@ const NAMESPACE_SCAN_BUDGET_MS = 4000;
  *   `inc` (the row's incarnation) and, while it holds audit events, `outbox` (strings, the latter
  *   at most 24 Ki characters: under the property limit of 32 Ki UTF-16 characters).
  *
+ * - A value longer than {@link VALUE_CHUNK_BYTES} (a fact with vectors) continues in `value1`,
+ *   `value2`, … (each under the 64 KiB property limit; an entity holds at most 1 MiB).
+ * - A tenant's vector index is the row `PartitionKey` {@link INDEX_PARTITION}, `RowKey` the tenant
+ *   (`dims`, Int32): no tenant id starts with `~`, so no tenant's queries meet it.
+ *
  * Writes are create-only inserts (`createEntity`) or replacements on the etag read
  * (`updateEntity(..., 'Replace', { etag })`); never batches with etags. The API's ETag is the
  * table's ETag, quoted and base64url-encoded (the table's own contains quotes). Deletions of a
@@ -45,6 +51,43 @@ export class TableMemoryStore implements MemoryStore {
     private readonly table: TableClient,
     private readonly timeoutMs: number,
   ) {}
+
+  async readIndex(tenant: string): Promise<MemoryIndex | null> {
+    return this.call(async (abortSignal) => {
+      try {
+        const entity = await this.table.getEntity<Record<string, unknown>>(INDEX_PARTITION, tenant, {
+          abortSignal,
+        });
+        return indexOf(entity);
+      } catch (error) {
+        if (isNotFound(error)) return null;
+        throw error;
+      }
+    });
+  }
+
+  async createIndex(tenant: string, index: MemoryIndex): Promise<MemoryIndex> {
+    const entity = { partitionKey: INDEX_PARTITION, rowKey: tenant, dims: index.dims };
+    const created = await this.call(async (abortSignal) => {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await this.table.createEntity(entity, { abortSignal });
+          return true;
+        } catch (error) {
+          if (isAzureError(error, 409, 'EntityAlreadyExists')) return false;
+          if (isNotFound(error) && attempt === 0) {
+            await this.createTable(abortSignal);
+            continue;
+          }
+          throw error;
+        }
+      }
+    });
+    if (created) return { dims: index.dims };
+    const existing = await this.readIndex(tenant);
+    if (existing === null) throw new InternalError("the tenant's memory index went while it was read");
+    return existing;
+  }
 
   async get(tenant: string, namespace: string, key: string): Promise<StoredFact | null> {
     return this.call(async (abortSignal) => {
@@ -337,6 +380,25 @@ export class TableMemoryStore implements MemoryStore {
 }
 
 const TRANSACTION_SIZE = 100;
+/** The partition of the tenants' vector indexes (no tenant id starts with `~`). */
+export const INDEX_PARTITION = '~index';
+/** Bytes of a value per binary property (the limit is 64 KiB). */
+export const VALUE_CHUNK_BYTES = 60 * 1024;
+
+function indexOf(entity: Record<string, unknown>): MemoryIndex {
+  const dims = Number(entity['dims']);
+  if (!Number.isSafeInteger(dims)) throw new InternalError("a tenant's memory index is unreadable");
+  return { dims };
+}
+
+/** `value`, `value1`, `value2`, …: the value's bytes cut to fit the property limit. */
+function valueProperties(value: Buffer): Record<string, Buffer> {
+  const properties: Record<string, Buffer> = { value: value.subarray(0, VALUE_CHUNK_BYTES) };
+  for (let at = VALUE_CHUNK_BYTES, i = 1; at < value.length; at += VALUE_CHUNK_BYTES, i++) {
+    properties[`value${i}`] = value.subarray(at, at + VALUE_CHUNK_BYTES);
+  }
+  return properties;
+}
 /** Every property but the value: what `headers` and pruning read. */
 const HEADER_COLUMNS = ['RowKey', 'ns', 'key', 'createdAt', 'updatedAt', 'expiresAt', 'inc', 'outbox'];
 
@@ -369,7 +431,7 @@ function entityOf(tenant: string, fact: FactWrite) {
     rowKey: rowKeyOf(fact.namespace, fact.key),
     ns: fact.namespace,
     key: fact.key,
-    value: fact.value,
+    ...valueProperties(fact.value),
     createdAt: int64(fact.createdAt),
     updatedAt: int64(fact.updatedAt),
     ...(fact.expiresAt === null ? {} : { expiresAt: int64(fact.expiresAt) }),
@@ -419,7 +481,13 @@ function factOf(
   const header = headerOf(entity, namespace, key);
   const value = entity['value'];
   if (!(value instanceof Uint8Array)) throw new InternalError('a stored fact has no value');
-  return { ...header, value: Buffer.from(value.buffer, value.byteOffset, value.byteLength) };
+  const chunks = [Buffer.from(value.buffer, value.byteOffset, value.byteLength)];
+  for (let i = 1; ; i++) {
+    const next = entity[`value${i}`];
+    if (!(next instanceof Uint8Array)) break;
+    chunks.push(Buffer.from(next.buffer, next.byteOffset, next.byteLength));
+  }
+  return { ...header, value: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks) };
 }
 
 function optionalText(property: unknown): string | null {

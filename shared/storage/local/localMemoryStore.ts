@@ -9,6 +9,7 @@ import type {
   FactHeaderPage,
   FactPage,
   FactWrite,
+  MemoryIndex,
   MemoryStore,
   StoredFact,
   SubtreeDeletion,
@@ -41,6 +42,8 @@ import {
  * - Versions are random (96 bits) per write, so A→B→A gives three ETags.
  * - Deleting a fact removes the folders it leaves empty; a write racing that removal makes its
  *   folder again.
+ * - A tenant's vector index is `<dataDir>/memory-index/<tenant>.json` (`{"dims": n}`), outside
+ *   the facts' folder tree, so no scan or deletion of facts meets it.
  */
 export class LocalMemoryStore implements MemoryStore {
   private readonly root: string;
@@ -49,6 +52,37 @@ export class LocalMemoryStore implements MemoryStore {
   constructor(private readonly dataDir: string) {
     this.root = path.join(dataDir, 'memory');
     this.tmpDir = path.join(dataDir, 'tmp');
+  }
+
+  async readIndex(tenant: string): Promise<MemoryIndex | null> {
+    return guarded(() => readIndexFile(this.dataDir, this.indexFileOf(tenant)));
+  }
+
+  async createIndex(tenant: string, index: MemoryIndex): Promise<MemoryIndex> {
+    const file = this.indexFileOf(tenant);
+    return guarded(() =>
+      locks.run(file, async () => {
+        const current = await readIndexFile(this.dataDir, file);
+        if (current !== null) return current;
+        await refuseSymlinks(this.dataDir, this.tmpDir);
+        const { temp } = await writeDurableTempFile(
+          this.tmpDir,
+          Buffer.from(JSON.stringify({ dims: index.dims }), 'utf8'),
+        );
+        try {
+          await fs.mkdir(path.dirname(file), { recursive: true });
+          await fs.rename(temp, file);
+        } catch (error) {
+          await fs.rm(temp, { force: true });
+          throw error;
+        }
+        return { dims: index.dims };
+      }),
+    );
+  }
+
+  private indexFileOf(tenant: string): string {
+    return path.join(this.dataDir, 'memory-index', `${tenant}.json`);
   }
 
   async get(tenant: string, namespace: string, key: string): Promise<StoredFact | null> {
@@ -291,6 +325,18 @@ async function readFact(dataDir: string, file: string): Promise<StoredFact | nul
   } catch {
     throw new IntegrityError('a stored fact file is damaged');
   }
+}
+
+async function readIndexFile(dataDir: string, file: string): Promise<MemoryIndex | null> {
+  const bytes = await readFileNoFollow(dataDir, file);
+  if (bytes === null) return null;
+  try {
+    const parsed = JSON.parse(bytes.toString('utf8')) as { dims?: unknown };
+    if (typeof parsed.dims === 'number' && Number.isSafeInteger(parsed.dims)) return { dims: parsed.dims };
+  } catch {
+    // Reported below.
+  }
+  throw new IntegrityError("a tenant's memory index file is damaged");
 }
 
 /** The names in `folder`; a symbolic link on its path or in it is refused (see refuseSymlinks). */
