@@ -34,7 +34,8 @@ import {
   type ScoredItem,
   serialiseValue,
 } from './facts';
-import { bm25Scores, type DocumentTerms, documentTerms, matchesAny, queryWords } from './keywordSearch';
+import { bm25Scores, type DocumentTerms, matchesAny, queryWords, termsIn, wordBag } from './keywordSearch';
+import { factId } from './layout';
 import {
   type FactHeader,
   type FactWrite,
@@ -42,6 +43,7 @@ import {
   type MemoryStore,
   type StoredFact,
 } from './memoryStore';
+import { type IndexedFact, SearchIndex } from './searchIndex';
 import { matchesFilter, type ValueFilter } from './valueFilter';
 import {
   checkVector,
@@ -120,7 +122,6 @@ export const MAX_SEARCH_SCAN_BYTES = 48 * 1024 * 1024;
 export const FORGET_ALL_BUDGET = 1000;
 /** Distinct namespaces a listing finds at most. */
 export const MAX_LISTED_NAMESPACES = 10_000;
-const SCAN_PAGE = 1000;
 const WRITE_ATTEMPTS = 32;
 /** Fact versions remembered per instance (about 200 bytes each). */
 const KNOWN_VERSIONS = 10_000;
@@ -133,6 +134,8 @@ export interface MemoryFactsOptions {
   readonly audit?: TransactionalAuditLog;
   /** The clock (Unix ms); tests may move it. */
   readonly now?: () => number;
+  /** The bound of this instance's search cache (estimated bytes held); default 64 MiB. */
+  readonly searchCacheBytes?: number;
 }
 
 /** Who asks: the tenant, and the credential for the audit trail when known. */
@@ -189,6 +192,8 @@ export class MemoryFacts {
    * `remember` skip its read, never trusted for an answer (see `remember`).
    */
   private readonly versions = lru<string, FactHeader>(KNOWN_VERSIONS);
+  /** The facts searches read, decoded and kept fresh by the tenant's change feed (searchIndex.ts). */
+  private readonly index: SearchIndex;
   /** Tenants' vector indexes seen (an index never changes once made, so this never goes stale). */
   private readonly indexes = lru<string, number>(KNOWN_VERSIONS);
 
@@ -197,6 +202,13 @@ export class MemoryFacts {
     this.codec = options.codec ?? plainCodec;
     this.audit = options.audit ?? noTransactionalAuditLog;
     this.now = options.now ?? Date.now;
+    this.index = new SearchIndex({
+      store: this.store,
+      decode: (tenant, fact) => this.decode(tenant, fact),
+      maxRows: MAX_SEARCH_SCAN_ROWS,
+      maxScanBytes: MAX_SEARCH_SCAN_BYTES,
+      ...(options.searchCacheBytes === undefined ? {} : { maxBytes: options.searchCacheBytes }),
+    });
   }
 
   /** Stores `value` under `namespace`/`key`; `created` is true when no live fact was there. */
@@ -488,44 +500,27 @@ export class MemoryFacts {
       }
     }
     const query = text === '' ? null : queryWords(text);
+    await this.codec.prepare?.(caller.tenant);
+    const { facts, truncated } = await this.index.factsUnder(caller.tenant, request.namespace);
     const now = this.now();
     const candidates: Candidate[] = [];
     let considered = 0;
     let totalLength = 0;
-    let rows = 0;
-    let bytes = 0;
-    let truncated = false;
-    let cursor: string | undefined;
-    await this.codec.prepare?.(caller.tenant);
-    scanning: do {
-      const page = await this.store.scan(caller.tenant, request.namespace, {
-        pageSize: SCAN_PAGE,
-        ...(cursor === undefined ? {} : { cursor }),
-      });
-      for (const fact of page.facts) {
-        if (rows >= MAX_SEARCH_SCAN_ROWS || bytes >= MAX_SEARCH_SCAN_BYTES) {
-          truncated = true;
-          break scanning;
-        }
-        rows++;
-        bytes += fact.value.length;
-        if (isExpired(fact, now) || !isWithin(fact.namespace, request.namespace)) continue;
-        const { value, vectors } = this.open(caller.tenant, fact);
-        if (request.filter !== undefined && !matchesFilter(value, request.filter)) continue;
-        considered++;
-        const item = itemOf(fact, value, vectors);
-        const close = queryVector === null ? null : closest(queryVector, vectors, distance);
-        if (query === null) {
-          candidates.push({ item, close });
-          continue;
-        }
-        const terms = documentTerms(fact.key, value, query);
-        totalLength += terms.length;
-        const matched = matchesAny(terms);
-        if (matched || close !== null) candidates.push({ item, close, ...(matched ? { terms } : {}) });
+    for (const fact of facts) {
+      if (isExpired(fact, now)) continue;
+      const { item, vectors } = fact;
+      if (request.filter !== undefined && !matchesFilter(item.value, request.filter)) continue;
+      considered++;
+      const close = queryVector === null ? null : closest(queryVector, vectors, distance);
+      if (query === null) {
+        candidates.push({ item, close });
+        continue;
       }
-      cursor = page.cursor ?? undefined;
-    } while (cursor !== undefined);
+      const terms = termsIn(fact.words, query);
+      totalLength += terms.length;
+      const matched = matchesAny(terms);
+      if (matched || close !== null) candidates.push({ item, close, ...(matched ? { terms } : {}) });
+    }
 
     const keywordScores = new Map<Candidate, number>();
     if (query !== null) {
@@ -711,6 +706,25 @@ export class MemoryFacts {
       if (error instanceof PreconditionFailedError) return null;
       throw error;
     }
+  }
+
+  /** A stored fact as the search index keeps it. */
+  private decode(tenant: string, fact: StoredFact): IndexedFact {
+    const { value, vectors } = this.open(tenant, fact);
+    const words = wordBag(fact.key, value);
+    return {
+      id: factId(fact.namespace, fact.key),
+      namespace: fact.namespace,
+      item: itemOf(fact, value, vectors),
+      vectors,
+      words,
+      updatedAt: fact.updatedAt,
+      expiresAt: fact.expiresAt,
+      bytes: fact.value.length,
+      // The value parsed (about twice its bytes), the vectors, the words counted, the names.
+      weight:
+        512 + fact.value.length * 2 + words.counts.size * 64 + (fact.namespace.length + fact.key.length) * 4,
+    };
   }
 
   private open(tenant: string, fact: StoredFact): { value: unknown; vectors: FactVectors } {

@@ -17,6 +17,10 @@
  *   none); an `outbox` is at most {@link MAX_OUTBOX_CHARS} characters;
  * - in `pruneExpired`, leave a row for which `keep` answers true, and delete every other row only
  *   at the version it was found at (a row written again since is not expired any more);
+ * - keep the tenant's change feed (`changes`): every call that changes or deletes rows (`write`,
+ *   `delete`, `deleteSubtree`, `pruneExpired`) lists the ids of the rows it changed in the feed
+ *   before it returns, so that a reader that asks for the changes after it returned gets them
+ *   (on Table Storage in the same transaction as the rows themselves);
  * - report a storage fault as StorageUnavailableError, never as absent or empty.
  *
  * Values, incarnations and outboxes are opaque here (the value sealed by the domain's codec, the
@@ -78,7 +82,29 @@ export interface MemoryIndex {
   readonly dims: number;
 }
 
+/**
+ * What changed in a tenant since a position of its change feed. Positions are opaque; two equal
+ * positions mean no change in between.
+ */
+export interface FeedChanges {
+  /** Where the feed stands now; pass it back as `since` next time. */
+  readonly position: string;
+  /**
+   * The ids (`factId`) of the rows changed or deleted after `since` up to `position`, or null when
+   * the feed cannot tell (no `since`, a feed that started again, or one that has moved on too far):
+   * then the reader has to read what it needs afresh.
+   */
+  readonly ids: string[] | null;
+}
+
 export interface MemoryStore {
+  /**
+   * The tenant's change feed since `since` (null: only its position). One storage request when
+   * nothing changed, a few more when something did (never one per unchanged row).
+   */
+  changes(tenant: string, since: string | null): Promise<FeedChanges>;
+  /** The rows with these ids (`factId`), expired or not; an absent row is not in the map. */
+  fetch(tenant: string, ids: readonly string[]): Promise<Map<string, StoredFact>>;
   /** The tenant's vector index, or null before its first vector. */
   readIndex(tenant: string): Promise<MemoryIndex | null>;
   /**

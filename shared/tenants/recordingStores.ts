@@ -54,6 +54,8 @@ function recordingStore(inner: KeyValueStore, record: () => Promise<void>): KeyV
 export function recordingMemoryStore(inner: MemoryStore, directory: TenantDirectory): MemoryStore {
   return {
     readIndex: (tenant) => inner.readIndex(tenant),
+    changes: (tenant, since) => inner.changes(tenant, since),
+    fetch: (tenant, ids) => inner.fetch(tenant, ids),
     createIndex: async (tenant, index) => {
       await directory.record(tenant, 'memory');
       return inner.createIndex(tenant, index);

@@ -613,6 +613,8 @@ function poisoned(): MemoryStore {
   const fail = () => Promise.reject(new Error('storage was called for an invalid request'));
   return {
     readIndex: fail,
+    changes: fail,
+    fetch: fail,
     createIndex: fail,
     get: fail,
     write: fail,

@@ -17,6 +17,7 @@ import {
   describeMemoryStoreContract,
   type MemoryStoreFixture,
 } from './memoryStore.contract';
+import { describeMemorySearchCacheContract } from './memorySearchCache.contract';
 import { describeMemoryVectorContract } from './memoryVectors.contract';
 
 /** Every file under `folder`, its bytes. */
@@ -123,3 +124,5 @@ describeMemoryVectorContract(local(false));
 describeMemoryVectorContract(table(false));
 describeMemoryVectorContract(local(true));
 describeMemoryVectorContract(table(true));
+describeMemorySearchCacheContract(local(false));
+describeMemorySearchCacheContract(table(false));

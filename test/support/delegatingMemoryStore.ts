@@ -9,6 +9,12 @@ export class DelegatingMemoryStore implements MemoryStore {
   readIndex(...args: Parameters<MemoryStore['readIndex']>) {
     return this.inner.readIndex(...args);
   }
+  changes(...args: Parameters<MemoryStore['changes']>) {
+    return this.inner.changes(...args);
+  }
+  fetch(...args: Parameters<MemoryStore['fetch']>) {
+    return this.inner.fetch(...args);
+  }
   createIndex(...args: Parameters<MemoryStore['createIndex']>) {
     return this.inner.createIndex(...args);
   }
