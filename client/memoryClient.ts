@@ -83,6 +83,36 @@ export interface NamespaceList {
   readonly truncated: boolean;
 }
 
+/** One operation of {@link MemoryClient.batch}, as the batch route takes it. */
+export type MemoryBatchOperation =
+  | { readonly op: 'get'; readonly namespace: Namespace; readonly key: string }
+  | {
+      readonly op: 'put';
+      readonly namespace: Namespace;
+      readonly key: string;
+      readonly value: unknown;
+      readonly ttl?: number;
+      readonly vectors?: Readonly<Record<string, readonly number[]>>;
+      readonly ifMatch?: string;
+      readonly ifNoneMatch?: '*';
+    }
+  | { readonly op: 'delete'; readonly namespace: Namespace; readonly key: string; readonly ifMatch?: string }
+  | ({ readonly op: 'search'; readonly namespace: Namespace } & MemorySearchOptions)
+  | ({ readonly op: 'listNamespaces' } & NamespaceListOptions);
+
+/** One operation's answer in a batch: its route's status and result fields, or its error. */
+export interface MemoryBatchResult {
+  readonly status: number;
+  readonly item?: MemoryFact | null;
+  readonly created?: boolean;
+  readonly deleted?: boolean;
+  readonly items?: MemorySearchHit[];
+  readonly truncated?: boolean;
+  readonly namespaces?: string[][];
+  readonly error?: { readonly code: string; readonly message: string; readonly [name: string]: unknown };
+  readonly etag?: string;
+}
+
 export class MemoryClient {
   constructor(private readonly transport: Transport) {}
 
@@ -131,6 +161,18 @@ export class MemoryClient {
     if (reply.status !== 204) throw await failure(reply);
   }
 
+  /**
+   * Runs memory operations in one request (`POST /api/memory/batch`, at most 1,000): answered in
+   * order, each with the `status` its route would answer and its result, or its `error` JSON. Not
+   * atomic: a failed operation fails alone. Throws only when the request itself fails.
+   */
+  async batch(operations: readonly MemoryBatchOperation[]): Promise<MemoryBatchResult[]> {
+    const reply = await this.transport.call('POST', '/memory/batch', {
+      json: { operations: operations.map(wireOperation) },
+    });
+    return (await readJson<{ results: MemoryBatchResult[] }>(reply, 200)).results;
+  }
+
   /** Facts in the namespace and below (`''`: every namespace). */
   async search(namespace: Namespace, options: MemorySearchOptions = {}): Promise<MemorySearchResult> {
     const reply = await this.transport.call('POST', '/memory/search', {
@@ -173,6 +215,19 @@ export class MemoryClient {
 }
 
 /** A namespace as the service takes it: a path. */
+/** A batch operation with its namespaces as paths, as the route takes them. */
+function wireOperation(operation: MemoryBatchOperation): Record<string, unknown> {
+  if (operation.op === 'listNamespaces') {
+    const { prefix, suffix, ...rest } = operation;
+    return {
+      ...rest,
+      ...(prefix === undefined ? {} : { prefix: namespacePath(prefix) }),
+      ...(suffix === undefined ? {} : { suffix: namespacePath(suffix) }),
+    };
+  }
+  return { ...operation, namespace: namespacePath(operation.namespace) };
+}
+
 export function namespacePath(namespace: Namespace): string {
   if (typeof namespace === 'string') return namespace;
   for (const segment of namespace) {

@@ -1,6 +1,7 @@
 import { actorOf } from '#shared/auth';
 import { NotFoundError } from '#shared/errors';
 import type { Caller, MemoryFacts } from '#shared/memory/memory';
+import { batchBody, MAX_BATCH_BODY_BYTES, runMemoryBatch } from '#shared/memory/memoryBatch';
 import { checkFilter } from '#shared/memory/valueFilter';
 import {
   factQuery,
@@ -13,6 +14,7 @@ import {
 } from '#shared/memory/wire';
 import { configuredMemory } from '#shared/services';
 
+import { errorResponse } from './http/errorResponse';
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, writeConditions } from './http/request';
 import { readJsonBody } from './jsonBody';
@@ -87,6 +89,26 @@ export const memoryNamespaces = httpHandler('memoryNamespaces', {
   },
 });
 
+export const memoryBatch = httpHandler('memoryBatch', {
+  POST: async (request, call) => {
+    const { operations } = await readJsonBody(request, MAX_BATCH_BODY_BYTES, batchBody);
+    const outcomes = await runMemoryBatch(memoryOf(call), callerOf(call), operations);
+    // Each operation's error as its route would answer it: status, the error JSON, and the ETag.
+    const results = outcomes.map((outcome) => {
+      if (!('error' in outcome)) return { status: 200, ...outcome.result };
+      const answer = errorResponse(outcome.error, call.log);
+      const etag = (answer.headers as Record<string, string> | undefined)?.['etag'];
+      return {
+        status: answer.status,
+        ...(answer.jsonBody as Record<string, unknown>),
+        ...(etag === undefined ? {} : { etag }),
+      };
+    });
+    return json(200, { results });
+  },
+});
+
 registerHttp('memoryFact', 'memory/facts', memoryFact);
 registerHttp('memorySearch', 'memory/search', memorySearch);
 registerHttp('memoryNamespaces', 'memory/namespaces', memoryNamespaces);
+registerHttp('memoryBatch', 'memory/batch', memoryBatch);

@@ -1,6 +1,5 @@
 import {
   BaseStore,
-  type GetOperation,
   getTextAtPath,
   type IndexConfig,
   type Item,
@@ -15,7 +14,14 @@ import {
 } from '@langchain/langgraph-checkpoint';
 
 import { CairnClient, type CairnClientOptions } from '../cairnClient';
-import type { MemoryClient, MemoryFact, MemorySearchHit } from '../memoryClient';
+import { CairnHttpError } from '../errors';
+import type {
+  MemoryBatchOperation,
+  MemoryBatchResult,
+  MemoryClient,
+  MemoryFact,
+  MemorySearchHit,
+} from '../memoryClient';
 
 /**
  * A LangGraph store (`BaseStore`) on Cairn's long-term memory: every item is a memory fact of the
@@ -52,7 +58,7 @@ import type { MemoryClient, MemoryFact, MemorySearchHit } from '../memoryClient'
  *   `limit`, `offset`, done by the service; a `*` label in a prefix or suffix (any label) makes the
  *   store read every namespace under the literal part of the prefix and match here. Results are
  *   ordered label by label in UTF-16 code unit order of the encoded labels.
- * - `batch` runs its operations one after another, in order.
+ * - `batch` sends its operations in one request (`POST /api/memory/batch`), run in order there.
  */
 
 export interface CairnStoreScope {
@@ -70,6 +76,23 @@ export interface CairnStoreIndex {
 export type CairnStoreOptions = (CairnClientOptions | { readonly client: CairnClient }) &
   CairnStoreScope &
   CairnStoreIndex;
+
+/** An operation as sent in a batch, and how its answer becomes LangGraph's result. */
+interface Sent {
+  readonly operation: MemoryBatchOperation;
+  readonly finish: (answer: MemoryBatchResult) => unknown;
+}
+
+/** Operations per batch request (the service takes at most 1,000). */
+const BATCH_LIMIT = 1000;
+
+function isWildcardListing(operation: Operation): boolean {
+  return (
+    'limit' in operation &&
+    !('namespacePrefix' in operation) &&
+    (operation.matchConditions ?? []).some((condition) => condition.path.includes('*'))
+  );
+}
 
 /** The most namespaces the service answers in one page. */
 const NAMESPACE_PAGE = 1000;
@@ -98,10 +121,73 @@ export class CairnStore extends BaseStore {
     this.scope = scope;
   }
 
+  /**
+   * Sends the operations to the service in one request (`POST /api/memory/batch`, up to 1,000 per
+   * request), run there in order; a listing with a `*` label runs on its own, in its place. Puts
+   * are embedded first (all at once). When an operation fails, the others still took effect and
+   * the first failure is thrown (a CairnHttpError with its route's status).
+   */
   async batch<Op extends Operation[]>(operations: Op): Promise<OperationResults<Op>> {
-    const results: unknown[] = [];
-    for (const operation of operations) results.push(await this.run(operation));
+    const results: unknown[] = new Array<unknown>(operations.length).fill(undefined);
+    let failure: CairnHttpError | undefined;
+    let pending: { at: number; sent: Sent }[] = [];
+    const flush = async () => {
+      for (let from = 0; from < pending.length; from += BATCH_LIMIT) {
+        const part = pending.slice(from, from + BATCH_LIMIT);
+        const answers = await this.memory.batch(part.map(({ sent }) => sent.operation));
+        answers.forEach((answer, i) => {
+          const { at, sent } = part[i] as { at: number; sent: Sent };
+          if (answer.error !== undefined) {
+            failure ??= new CairnHttpError(
+              answer.status,
+              answer.error.code,
+              answer.error.message,
+              answer.error,
+              answer.etag,
+            );
+          } else {
+            results[at] = sent.finish(answer);
+          }
+        });
+      }
+      pending = [];
+    };
+    const prepared = await Promise.all(
+      operations.map((operation) =>
+        isWildcardListing(operation) ? Promise.resolve(null) : this.sendable(operation),
+      ),
+    );
+    for (const [at, operation] of operations.entries()) {
+      const sent = prepared[at];
+      if (sent === null || sent === undefined) {
+        await flush();
+        results[at] = await this.runListNamespaces(operation as ListNamespacesOperation);
+      } else {
+        pending.push({ at, sent });
+      }
+    }
+    await flush();
+    if (failure !== undefined) throw failure;
     return results as OperationResults<Op>;
+  }
+
+  /** The batch operation to send for `operation`, and how its answer becomes LangGraph's result. */
+  private async sendable(operation: Operation): Promise<Sent> {
+    if ('namespacePrefix' in operation) return this.searchSent(operation);
+    if ('value' in operation) return this.putSent(operation);
+    if ('key' in operation) {
+      return {
+        operation: {
+          op: 'get',
+          namespace: this.cairnNamespace(operation.namespace),
+          key: encodeName(operation.key),
+        },
+        finish: (answer) =>
+          answer.item === null || answer.item === undefined ? null : this.itemOf(answer.item),
+      };
+    }
+    if ('limit' in operation) return this.listingSent(operation);
+    throw new TypeError(`unknown store operation: ${JSON.stringify(operation)}`);
   }
 
   /** Stores an item; `options.ttl` is minutes until it expires (absent: never). */
@@ -123,35 +209,24 @@ export class CairnStore extends BaseStore {
     await this.batch([operation]);
   }
 
-  private async run(operation: Operation): Promise<unknown> {
-    if ('namespacePrefix' in operation) return this.runSearch(operation);
-    if ('value' in operation) return this.runPut(operation);
-    if ('key' in operation) return this.runGet(operation);
-    if ('limit' in operation) return this.runListNamespaces(operation);
-    throw new TypeError(`unknown store operation: ${JSON.stringify(operation)}`);
-  }
-
-  private async runGet(operation: GetOperation): Promise<Item | null> {
-    const fact = await this.memory.recall(
-      this.cairnNamespace(operation.namespace),
-      encodeName(operation.key),
-    );
-    return fact === null ? null : this.itemOf(fact);
-  }
-
-  private async runPut(operation: PutOperation & { ttl?: number }): Promise<void> {
+  private async putSent(operation: PutOperation & { ttl?: number }): Promise<Sent> {
     const namespace = this.cairnNamespace(operation.namespace);
     const key = encodeName(operation.key);
-    if (operation.value === null) {
-      await this.memory.forget(namespace, key);
-      return;
-    }
+    if (operation.value === null)
+      return { operation: { op: 'delete', namespace, key }, finish: () => undefined };
     const ttl = operation.ttl === undefined ? undefined : Math.max(1, Math.ceil(operation.ttl * 60));
     const vectors = await this.vectorsOf(operation);
-    await this.memory.remember(namespace, key, operation.value, {
-      ...(ttl === undefined ? {} : { ttl }),
-      ...(vectors === null ? {} : { vectors }),
-    });
+    return {
+      operation: {
+        op: 'put',
+        namespace,
+        key,
+        value: operation.value,
+        ...(ttl === undefined ? {} : { ttl }),
+        ...(vectors === null ? {} : { vectors }),
+      },
+      finish: () => undefined,
+    };
   }
 
   /** The item's vectors by field, as LangGraph's stores name them; null without any. */
@@ -197,43 +272,56 @@ export class CairnStore extends BaseStore {
     }
   }
 
-  private async runSearch(operation: SearchOperation): Promise<SearchItem[]> {
+  private async searchSent(operation: SearchOperation): Promise<Sent> {
     const query = operation.query === undefined || operation.query === '' ? null : operation.query;
     const vector = query === null ? null : await this.queryVector(query);
-    const { items } = await this.memory.search(this.cairnNamespace(operation.namespacePrefix), {
-      ...(vector !== null ? { vector } : query === null ? {} : { text: query }),
-      limit: operation.limit ?? 10,
-      offset: operation.offset ?? 0,
-      ...(operation.filter === undefined || Object.keys(operation.filter).length === 0
-        ? {}
-        : { filter: operation.filter }),
-    });
-    return items.map((hit: MemorySearchHit) => ({
-      ...this.itemOf(hit),
-      // A vector search's score (1 + cos) / 2 back to the cosine similarity LangGraph's stores give.
-      ...(hit.score === undefined ? {} : { score: vector === null ? hit.score : 2 * hit.score - 1 }),
-    }));
+    return {
+      operation: {
+        op: 'search',
+        namespace: this.cairnNamespace(operation.namespacePrefix),
+        ...(vector !== null ? { vector } : query === null ? {} : { text: query }),
+        limit: operation.limit ?? 10,
+        offset: operation.offset ?? 0,
+        ...(operation.filter === undefined || Object.keys(operation.filter).length === 0
+          ? {}
+          : { filter: operation.filter }),
+      },
+      finish: (answer): SearchItem[] =>
+        (answer.items ?? []).map((hit: MemorySearchHit) => ({
+          ...this.itemOf(hit),
+          // A vector search's score (1 + cos) / 2 back to the cosine similarity LangGraph's stores give.
+          ...(hit.score === undefined ? {} : { score: vector === null ? hit.score : 2 * hit.score - 1 }),
+        })),
+    };
   }
 
-  private async runListNamespaces(operation: ListNamespacesOperation): Promise<string[][]> {
+  /** A listing without `*` labels, answered by the service. */
+  private listingSent(operation: ListNamespacesOperation): Sent {
     const conditions = operation.matchConditions ?? [];
     const prefix = conditions.find((condition) => condition.matchType === 'prefix')?.path ?? [];
     const suffix = conditions.find((condition) => condition.matchType === 'suffix')?.path ?? [];
-    const wildcard = conditions.some((condition) => condition.path.includes('*'));
-    const depth = this.scope.length;
-    if (!wildcard) {
-      const { namespaces } = await this.memory.listNamespaces({
+    return {
+      operation: {
+        op: 'listNamespaces',
         prefix: this.cairnNamespace(prefix),
-        ...(suffix.length === 0 ? {} : { suffix: suffix.map(encodeName) }),
-        ...(operation.maxDepth === undefined ? {} : { maxDepth: operation.maxDepth + depth }),
+        ...(suffix.length === 0 ? {} : { suffix: suffix.map(encodeName).join('/') }),
+        ...(operation.maxDepth === undefined ? {} : { maxDepth: operation.maxDepth + this.scope.length }),
         limit: operation.limit,
         offset: operation.offset,
-      });
+      },
       // A suffix longer than a namespace could only match into the scope: not a match in LangGraph.
-      return namespaces
-        .map((segments) => this.labelsOf(segments))
-        .filter((labels) => labels.length > 0 && labels.length >= suffix.length);
-    }
+      finish: (answer) =>
+        (answer.namespaces ?? [])
+          .map((segments) => this.labelsOf(segments))
+          .filter((labels) => labels.length > 0 && labels.length >= suffix.length),
+    };
+  }
+
+  /** A listing with `*` labels: every namespace under the literal start of the prefix, matched here. */
+  private async runListNamespaces(operation: ListNamespacesOperation): Promise<string[][]> {
+    const conditions = operation.matchConditions ?? [];
+    const prefix = conditions.find((condition) => condition.matchType === 'prefix')?.path ?? [];
+    const depth = this.scope.length;
     // Wildcards: every namespace under the literal start of the prefix, matched here.
     const literal = prefix.slice(0, Math.max(0, prefix.indexOf('*')));
     const all: string[][] = [];

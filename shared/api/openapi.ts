@@ -17,6 +17,7 @@ import {
   MAX_SEARCH_SCAN_BYTES,
   MAX_SEARCH_SCAN_ROWS,
 } from '../memory/memory';
+import { MAX_BATCH_BODY_BYTES, MAX_BATCH_OPERATIONS } from '../memory/memoryBatch';
 import { MAX_FIELD_PATH_BYTES, MAX_VECTORS_PER_FACT } from '../memory/vectors';
 import { MAX_FACT_BODY_BYTES, MAX_SEARCH_BODY_BYTES } from '../memory/wire';
 import { MAX_READINESS_MS } from '../readiness';
@@ -1373,6 +1374,129 @@ const memorySearchPath = {
   }),
 };
 
+const batchOperation = (op: string, properties: JsonObject, required: string[] = []) => ({
+  type: 'object',
+  required: ['op', ...required],
+  additionalProperties: false,
+  properties: { op: { const: op }, ...properties },
+});
+const batchFact = {
+  namespace: schemaRef('MemoryNamespace'),
+  key: schemaRef('MemoryKey'),
+};
+const batchIfMatch = { type: 'string', description: 'As the `If-Match` header: an ETag, or `*`.' };
+
+const memoryBatchPath = {
+  post: operation({
+    operationId: 'memoryBatch',
+    summary: 'Run several memory operations in one request',
+    description: `The operations LangGraph's \`BaseStore.batch\` gives (get, put, delete, search, listNamespaces), at most ${MAX_BATCH_OPERATIONS}, run in order and answered in order: each result carries the \`status\` its route would answer and its result fields, or its error JSON (and \`etag\` on 412). Not atomic: an operation that fails (400 naming \`operations.<i>.<field>\`, 412, 413, 503) fails alone and the others go on; a later operation sees what an earlier one wrote. Each operation has its route's semantics (checks, compare-and-swap, an audit record per write); puts without a condition that follow one another are stored together (on Table Storage one transaction per up to 98 facts when the service knows their versions or they are new). The body is at most ${MAX_BATCH_BODY_BYTES} bytes (else 413); \`operations\` empty, not an array or longer is a 400 naming it. ${MEMORY_NOTE}`,
+    tag: TAGS.memory,
+    access: 'tenant',
+    body: {
+      ...json({
+        type: 'object',
+        required: ['operations'],
+        additionalProperties: false,
+        properties: {
+          operations: {
+            type: 'array',
+            minItems: 1,
+            maxItems: MAX_BATCH_OPERATIONS,
+            items: {
+              oneOf: [
+                batchOperation('get', batchFact, ['namespace', 'key']),
+                batchOperation(
+                  'put',
+                  {
+                    ...batchFact,
+                    value: { description: 'Any JSON value.' },
+                    ttl: { type: 'integer', minimum: 1, maximum: MAX_TTL_SECONDS },
+                    vectors: { type: 'object', additionalProperties: schemaRef('MemoryVector') },
+                    ifMatch: batchIfMatch,
+                    ifNoneMatch: { const: '*' },
+                  },
+                  ['namespace', 'key', 'value'],
+                ),
+                batchOperation('delete', { ...batchFact, ifMatch: batchIfMatch }, ['namespace', 'key']),
+                batchOperation(
+                  'search',
+                  {
+                    namespace: { anyOf: [schemaRef('MemoryNamespace'), { const: '' }] },
+                    text: { type: 'string' },
+                    vector: schemaRef('MemoryVector'),
+                    distance: { enum: ['cosine', 'dot', 'l2'] },
+                    limit: { type: 'integer', minimum: 1, maximum: MAX_SEARCH_LIMIT },
+                    offset: { type: 'integer', minimum: 0, maximum: MAX_SEARCH_OFFSET },
+                    filter: schemaRef('MemoryFilter'),
+                  },
+                  ['namespace'],
+                ),
+                batchOperation('listNamespaces', {
+                  prefix: { type: 'string' },
+                  suffix: { type: 'string' },
+                  maxDepth: { type: 'integer', minimum: 1, maximum: MAX_NAMESPACE_SEGMENTS },
+                  limit: { type: 'integer', minimum: 1, maximum: MAX_NAMESPACE_LIMIT },
+                  offset: { type: 'integer', minimum: 0, maximum: MAX_LISTED_NAMESPACES },
+                }),
+              ],
+            },
+          },
+        },
+      }),
+      description: 'The operations, in order.',
+      limitBytes: MAX_BATCH_BODY_BYTES,
+    },
+    answers: {
+      200: jsonAnswer('One result per operation, in order.', {
+        type: 'object',
+        required: ['results'],
+        additionalProperties: false,
+        properties: {
+          results: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['status'],
+              additionalProperties: false,
+              properties: {
+                status: { type: 'integer', description: "The status the operation's route would answer." },
+                item: {
+                  anyOf: [schemaRef('MemoryItem'), { type: 'null' }],
+                  description: 'get: the fact or null; put: the fact stored.',
+                },
+                created: { type: 'boolean', description: 'put: no live fact was there.' },
+                deleted: { type: 'boolean', description: 'delete: a live fact was there.' },
+                items: {
+                  type: 'array',
+                  items: { type: 'object' },
+                  description: 'search: as the search route.',
+                },
+                truncated: { type: 'boolean' },
+                namespaces: {
+                  type: 'array',
+                  items: { type: 'array', items: { type: 'string' } },
+                  description: 'listNamespaces: as the listing route.',
+                },
+                error: {
+                  type: 'object',
+                  required: ['code', 'message'],
+                  description: "The operation's error JSON, as its route would answer it.",
+                },
+                etag: {
+                  type: 'string',
+                  description: 'On 412: the current ETag of the fact, when it exists.',
+                },
+              },
+            },
+          },
+        },
+      }),
+    },
+    errors: [400, 501],
+  }),
+};
+
 const memoryNamespacesPath = {
   get: operation({
     operationId: 'listMemoryNamespaces',
@@ -2035,6 +2159,7 @@ export const openApiDocument = {
     '/api/memory/facts': memoryFactsPath,
     '/api/memory/search': memorySearchPath,
     '/api/memory/namespaces': memoryNamespacesPath,
+    '/api/memory/batch': memoryBatchPath,
     '/api/workspaces/{workspaceId}/snapshots': workspaceSnapshotsPath,
     '/api/workspaces/{workspaceId}/snapshots/objects/{sha256}/{part}': snapshotPartPath,
     '/api/workspaces/{workspaceId}/snapshots/{snapshotId}': workspaceSnapshotPath,

@@ -40,6 +40,8 @@ import {
   type FactHeader,
   type FactWrite,
   MAX_OUTBOX_CHARS,
+  MAX_WRITE_BYTES_PER_CALL,
+  MAX_WRITES_PER_CALL,
   type MemoryStore,
   type StoredFact,
 } from './memoryStore';
@@ -219,6 +221,81 @@ export class MemoryFacts {
     value: unknown,
     options: RememberOptions = {},
   ): Promise<{ item: MemoryItem; created: boolean }> {
+    return this.store1(caller, await this.prepare(caller, namespace, key, value, options));
+  }
+
+  /**
+   * Several remembers without conditions, answered in order, each as `remember` would answer it or
+   * with its error (a bad one fails alone). Without the audit trail, the facts this instance
+   * knows the current version of (or none: taken for new) are written in as few storage requests
+   * as the store allows (`writeMany`); a write whose version was not the current one, and every
+   * write with the audit trail on (each has its pending marker), goes as one `remember`.
+   */
+  async rememberMany(
+    caller: Caller,
+    writes: readonly { namespace: string; key: string; value: unknown; ttl?: number; vectors?: unknown }[],
+  ): Promise<({ item: MemoryItem; created: boolean } | { error: unknown })[]> {
+    const results: ({ item: MemoryItem; created: boolean } | { error: unknown } | undefined)[] = [];
+    const prepared: { at: number; write: PreparedWrite }[] = [];
+    for (const [at, write] of writes.entries()) {
+      try {
+        const options = {
+          ...(write.ttl === undefined ? {} : { ttl: write.ttl }),
+          ...(write.vectors === undefined ? {} : { vectors: write.vectors }),
+        };
+        prepared.push({ at, write: await this.prepare(caller, write.namespace, write.key, write.value, options) });
+      } catch (error) {
+        results[at] = { error };
+      }
+    }
+    const one = async ({ at, write }: { at: number; write: PreparedWrite }) => {
+      try {
+        results[at] = await this.store1(caller, write);
+      } catch (error) {
+        results[at] = { error };
+      }
+    };
+    if (this.audit.enabled) {
+      for (const entry of prepared) await one(entry);
+    } else {
+      for (const chunk of chunksOf(prepared)) {
+        const now = this.now();
+        const plans = chunk.map(({ write }) => {
+          const known = this.versions.get(write.versionKey) ?? null;
+          const live = known !== null && !isExpired(known, now) ? known : null;
+          return { known, created: live === null, fact: planWrite(write, known, live, now, known?.outbox ?? null) };
+        });
+        const stored = await this.store.writeMany(
+          caller.tenant,
+          plans.map(({ known, fact }) => ({ fact, ifEtag: known?.etag ?? null })),
+        );
+        for (const [i, entry] of chunk.entries()) {
+          const row = stored[i];
+          if (row === null || row === undefined) {
+            // Not the current version (or not new after all): read and write as one remember.
+            this.versions.delete(entry.write.versionKey);
+            await one(entry);
+            continue;
+          }
+          this.versions.set(entry.write.versionKey, headerOf(row));
+          results[entry.at] = {
+            item: itemOf(row, entry.write.parsed, entry.write.vectors),
+            created: (plans[i] as { created: boolean }).created,
+          };
+        }
+      }
+    }
+    return results as ({ item: MemoryItem; created: boolean } | { error: unknown })[];
+  }
+
+  /** Every check of a remember that needs no version, and the value sealed. */
+  private async prepare(
+    caller: Caller,
+    namespace: string,
+    key: string,
+    value: unknown,
+    options: RememberOptions,
+  ): Promise<PreparedWrite> {
     // The value's size first: a value over 32 KiB is 413 whatever else is wrong with the request.
     const plain = serialiseValue(value);
     checkNamespace(namespace);
@@ -233,7 +310,21 @@ export class MemoryFacts {
     if (dims !== null) await this.checkIndex(caller.tenant, dims, vectors);
     await this.codec.prepare?.(caller.tenant);
     const sealed = this.codec.seal(packFact(plain, vectors), placeOf(caller.tenant, namespace, key));
-    const versionKey = versionKeyOf(caller.tenant, namespace, key);
+    return {
+      namespace,
+      key,
+      sealed,
+      parsed: JSON.parse(plain.toString('utf8')) as unknown,
+      vectors,
+      ttl: options.ttl,
+      conditions,
+      versionKey: versionKeyOf(caller.tenant, namespace, key),
+    };
+  }
+
+  /** Writes a prepared remember: on the version known, else read; retried until it lands. */
+  private async store1(caller: Caller, write: PreparedWrite): Promise<{ item: MemoryItem; created: boolean }> {
+    const { namespace, key, conditions, versionKey } = write;
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
       await casPause(attempt);
       // First try on the version this instance saw last, without reading: the write is conditional
@@ -262,22 +353,12 @@ export class MemoryFacts {
             now,
           )
         : null;
-      const write: FactWrite = {
-        namespace,
-        key,
-        value: sealed,
-        createdAt: live?.createdAt ?? now,
-        // Strictly increasing per row, also when the clock has not moved (or moved back).
-        updatedAt: current === null ? now : Math.max(now, current.updatedAt + 1),
-        expiresAt: options.ttl === undefined ? null : now + options.ttl * 1000,
-        incarnation: current === null ? newIncarnation() : incarnationOf(current),
-        outbox: await this.nextOutbox(caller.tenant, current, event),
-      };
+      const fact = planWrite(write, current, live, now, await this.nextOutbox(caller.tenant, current, event));
       if (event !== null) {
         await this.audit.begin(caller.tenant, [event], { kind: 'memory', namespace, key });
       }
       // A storage fault leaves the marker: the write may have landed, and the row's outbox tells.
-      const stored = await this.tryWrite(caller.tenant, current, write);
+      const stored = await this.tryWrite(caller.tenant, current, fact);
       if (stored === null) {
         // Refused by the compare-and-swap: certainly not written, so the marker goes.
         if (event !== null) await this.audit.abandon(caller.tenant, [event]);
@@ -286,7 +367,7 @@ export class MemoryFacts {
       }
       this.versions.set(versionKey, headerOf(stored));
       if (event !== null) await this.audit.commit(caller.tenant, [event]);
-      return { item: itemOf(stored, JSON.parse(plain.toString('utf8')), vectors), created };
+      return { item: itemOf(stored, write.parsed, write.vectors), created };
     }
     throw new StorageUnavailableError('the fact is changing too fast to write; retry');
   }
@@ -819,6 +900,69 @@ function itemOf(fact: StoredFact, value: unknown, vectors: FactVectors): MemoryI
     ...(fact.expiresAt === null ? {} : { expiresAt: fact.expiresAt }),
     etag: fact.etag,
   };
+}
+
+/** A remember checked and sealed, before its version is known. */
+interface PreparedWrite {
+  readonly namespace: string;
+  readonly key: string;
+  readonly sealed: Buffer;
+  /** The value as the answer gives it back. */
+  readonly parsed: unknown;
+  readonly vectors: FactVectors;
+  readonly ttl: number | undefined;
+  readonly conditions: WriteConditions;
+  readonly versionKey: string;
+}
+
+/** The row a remember writes over `current` (null: none), with `outbox`. */
+function planWrite(
+  write: PreparedWrite,
+  current: FactHeader | null,
+  live: FactHeader | null,
+  now: number,
+  outbox: string | null,
+): FactWrite {
+  return {
+    namespace: write.namespace,
+    key: write.key,
+    value: write.sealed,
+    createdAt: live?.createdAt ?? now,
+    // Strictly increasing per row, also when the clock has not moved (or moved back).
+    updatedAt: current === null ? now : Math.max(now, current.updatedAt + 1),
+    expiresAt: write.ttl === undefined ? null : now + write.ttl * 1000,
+    incarnation: current === null ? newIncarnation() : incarnationOf(current),
+    outbox,
+  };
+}
+
+/**
+ * Writes cut into what one `writeMany` takes: at most its count and bytes, and no fact twice (a
+ * later write of the same fact goes in a later call, after the earlier one).
+ */
+function chunksOf<T extends { write: PreparedWrite }>(entries: readonly T[]): T[][] {
+  const chunks: T[][] = [];
+  let chunk: T[] = [];
+  let bytes = 0;
+  let keys = new Set<string>();
+  for (const entry of entries) {
+    const size = entry.write.sealed.length;
+    if (
+      chunk.length >= MAX_WRITES_PER_CALL ||
+      (chunk.length > 0 && bytes + size > MAX_WRITE_BYTES_PER_CALL) ||
+      keys.has(entry.write.versionKey)
+    ) {
+      chunks.push(chunk);
+      chunk = [];
+      bytes = 0;
+      keys = new Set();
+    }
+    chunk.push(entry);
+    bytes += size;
+    keys.add(entry.write.versionKey);
+  }
+  if (chunk.length > 0) chunks.push(chunk);
+  return chunks;
 }
 
 /** A fact a search found: with its keyword terms when it matched the text, its closeness when it has vectors. */

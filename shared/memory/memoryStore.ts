@@ -27,6 +27,11 @@
  * other two the domain's audit bookkeeping): implementations never parse them.
  */
 
+/** The most writes one `writeMany` takes (a Table transaction's 100 operations, less the feed's two). */
+export const MAX_WRITES_PER_CALL = 98;
+/** The most bytes of values one `writeMany` takes (a Table transaction's 4 MiB, less base64 and the rest). */
+export const MAX_WRITE_BYTES_PER_CALL = 2 * 1024 * 1024;
+
 /** The longest outbox a row holds (characters); the domain keeps it far below. */
 export const MAX_OUTBOX_CHARS = 24 * 1024;
 
@@ -119,6 +124,14 @@ export interface MemoryStore {
    * Throws PreconditionFailedError when the condition does not hold.
    */
   write(tenant: string, fact: FactWrite, ifEtag: string | null): Promise<StoredFact>;
+  /**
+   * Each write as `write` would do it (its own compare-and-swap), answered in order: the stored
+   * row, or null where the condition did not hold (nothing written for that one). At most
+   * {@link MAX_WRITES_PER_CALL} writes of distinct rows, at most {@link MAX_WRITE_BYTES_PER_CALL}
+   * of values together; an implementation may store them in fewer requests than one per row (on
+   * Table Storage one transaction when every condition holds).
+   */
+  writeMany(tenant: string, writes: readonly { fact: FactWrite; ifEtag: string | null }[]): Promise<(StoredFact | null)[]>;
   /**
    * Deletes the row (only the version `ifEtag`, when given); false when it was absent. Throws
    * PreconditionFailedError when `ifEtag` does not match.

@@ -65,6 +65,10 @@ export function recordingMemoryStore(inner: MemoryStore, directory: TenantDirect
       await directory.record(tenant, 'memory');
       return inner.write(tenant, fact, ifEtag);
     },
+    writeMany: async (tenant, writes) => {
+      if (writes.length > 0) await directory.record(tenant, 'memory');
+      return inner.writeMany(tenant, writes);
+    },
     delete: (tenant, namespace, key, ifEtag) => inner.delete(tenant, namespace, key, ifEtag),
     scan: (tenant, namespace, options) => inner.scan(tenant, namespace, options),
     headers: (tenant, namespace, options) => inner.headers(tenant, namespace, options),

@@ -618,6 +618,7 @@ function poisoned(): MemoryStore {
     createIndex: fail,
     get: fail,
     write: fail,
+    writeMany: fail,
     delete: fail,
     scan: fail,
     headers: fail,

@@ -12,12 +12,12 @@ import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { azuriteTable } from '../support/tables';
+import { describeMemorySearchCacheContract } from './memorySearchCache.contract';
 import {
   describeMemoryRewrap,
   describeMemoryStoreContract,
   type MemoryStoreFixture,
 } from './memoryStore.contract';
-import { describeMemorySearchCacheContract } from './memorySearchCache.contract';
 import { describeMemoryVectorContract } from './memoryVectors.contract';
 
 /** Every file under `folder`, its bytes. */
@@ -77,6 +77,8 @@ function table(sealed: boolean): MemoryStoreFixture {
         async raw() {
           const rows: Buffer[] = [];
           for await (const entity of client.listEntities<Record<string, unknown>>()) {
+            // The change feed's rows (`~head-…`, `~ring-…`) hold ids of rows, no value.
+            if (String(entity.rowKey).startsWith('~')) continue;
             const parts = Object.values(entity).map(propertyBytes);
             rows.push(Buffer.concat(parts));
           }

@@ -24,6 +24,9 @@ export class DelegatingMemoryStore implements MemoryStore {
   write(...args: Parameters<MemoryStore['write']>) {
     return this.inner.write(...args);
   }
+  writeMany(...args: Parameters<MemoryStore['writeMany']>) {
+    return this.inner.writeMany(...args);
+  }
   delete(...args: Parameters<MemoryStore['delete']>) {
     return this.inner.delete(...args);
   }

@@ -52,14 +52,16 @@ const NAMESPACE_SCAN_BUDGET_MS = 4000;
  *   (`dims`, Int32): no tenant id starts with `~`, so no tenant's queries meet it.
  *
  * - The tenant's change feed lives in its partition too, after every fact (`~` sorts after the
- *   digests, and every query of facts stops before `~`): the head `~feed` (`epoch`, a random id
- *   given when the head is created, and `seq`, the number of changes) and a ring of
- *   {@link FEED_SLOTS} rows `~feed-000` … (`seq` and `ids`, the RowKeys that change changed,
- *   comma-separated, continued in `ids1`, … past 30,000 characters). Every change of facts is
- *   one entity group transaction: the fact operations, the head replaced on the etag this
- *   instance knows (a compare-and-swap: of two writers of a tenant one moves it, the other reads it
- *   again and retries), and the slot of the new `seq` upserted. So the feed and the facts never
- *   disagree, even after a crash, and a reader that sees `seq` n finds the ids of changes up to n.
+ *   digests, and every query of facts stops before `~`), in {@link FEED_SHARDS} shards: shard k
+ *   has a head `~head-k` (`epoch`, a random id given when the head is created, and `seq`, the
+ *   number of its changes) and a ring of {@link FEED_SLOTS} rows `~ring-k-000` … (`seq` and
+ *   `ids`, the RowKeys that change changed, comma-separated, continued in `ids1`, … past 30,000
+ *   characters). Every change of facts is one entity group transaction: the fact operations, the
+ *   head of a shard replaced on the etag this instance knows (a compare-and-swap: of two writers
+ *   on one shard one moves it, the other reads it again and retries), and the slot of its new
+ *   `seq` upserted. So the feed and the facts never disagree, even after a crash (the one
+ *   exception: a delete at a version, see `deleteRow`). A reader reads the 16 heads in one query;
+ *   a shard whose `seq` moved from n to m has the ids of changes n+1..m in its ring.
  *
  * Writes are create-only inserts or replacements on the etag read, in that transaction. The
  * API's ETag is the table's ETag, quoted and base64url-encoded (the table's own contains quotes).
@@ -73,6 +75,8 @@ export class TableMemoryStore implements MemoryStore {
   private readonly heads = lru<string, FeedHead>(10_000);
   /** This instance's writers of a tenant take turns, so they do not race each other for the head. */
   private readonly feedTurns = new KeyedMutex();
+  /** The shard of this instance's next change (starting anywhere, so instances spread). */
+  private nextShard = Math.floor(Math.random() * FEED_SHARDS);
 
   constructor(
     private readonly table: TableClient,
@@ -150,6 +154,45 @@ export class TableMemoryStore implements MemoryStore {
     });
   }
 
+  async writeMany(
+    tenant: string,
+    writes: readonly { fact: FactWrite; ifEtag: string | null }[],
+  ): Promise<(StoredFact | null)[]> {
+    if (writes.length === 0) return [];
+    const entities = writes.map(({ fact }) => entityOf(tenant, fact));
+    const actions: TransactionAction[] = writes.map(({ ifEtag }, i) => {
+      const entity = entities[i] as ReturnType<typeof entityOf>;
+      return ifEtag === null
+        ? ['create', entity]
+        : ['update', entity, 'Replace', { etag: tableEtag(ifEtag) }];
+    });
+    const written = await this.call(async (abortSignal) => {
+      try {
+        return await this.transact(
+          tenant,
+          actions,
+          entities.map((entity) => entity.rowKey),
+          abortSignal,
+        );
+      } catch (error) {
+        if (isAzureError(error, 409) || isAzureError(error, 412) || isNotFound(error)) return null;
+        throw error;
+      }
+    });
+    if (written !== null) return writes.map(({ fact }, i) => ({ ...fact, etag: apiEtag(written[i]?.etag) }));
+    // Some condition did not hold (the transaction wrote nothing): each on its own.
+    const results: (StoredFact | null)[] = [];
+    for (const { fact, ifEtag } of writes) {
+      try {
+        results.push(await this.write(tenant, fact, ifEtag));
+      } catch (error) {
+        if (!(error instanceof PreconditionFailedError)) throw error;
+        results.push(null);
+      }
+    }
+    return results;
+  }
+
   async delete(tenant: string, namespace: string, key: string, ifEtag?: string): Promise<boolean> {
     return this.call(async (abortSignal) => {
       // The SDK's default is "*" (unconditional); a given version is always passed on.
@@ -204,15 +247,25 @@ export class TableMemoryStore implements MemoryStore {
     ids: readonly string[],
     abortSignal: AbortSignal,
   ): Promise<TableTransactionEntityResponse[]> {
-    return this.feedTurns.run(tenant, async () => {
+    // Each change goes to one shard of the feed, the next in turn: writers of one instance take
+    // turns per shard, and writers of several instances rarely meet on one.
+    const shard = this.nextShard;
+    this.nextShard = (shard + 1) % FEED_SHARDS;
+    const turn = `${tenant}\n${shard}`;
+    return this.feedTurns.run(turn, async () => {
       for (let attempt = 0; ; attempt++) {
         await casPause(attempt, abortSignal);
-        const head = this.heads.get(tenant) ?? (await this.readHead(tenant, abortSignal));
+        const head = this.heads.get(turn) ?? (await this.readHead(tenant, shard, abortSignal));
         const next = { epoch: head.etag === null ? newEpoch() : head.epoch, seq: head.seq + 1 };
-        const headRow = { partitionKey: tenant, rowKey: FEED_HEAD, epoch: next.epoch, seq: int64(next.seq) };
+        const headRow = {
+          partitionKey: tenant,
+          rowKey: headKeyOf(shard),
+          epoch: next.epoch,
+          seq: int64(next.seq),
+        };
         const slotRow = {
           partitionKey: tenant,
-          rowKey: slotKeyOf(next.seq),
+          rowKey: slotKeyOf(shard, next.seq),
           seq: int64(next.seq),
           ...idProperties(ids),
         };
@@ -224,19 +277,19 @@ export class TableMemoryStore implements MemoryStore {
         try {
           const { subResponses } = await this.table.submitTransaction([...actions, ...feed], { abortSignal });
           const headEtag = subResponses[actions.length]?.etag;
-          if (headEtag === undefined) this.heads.delete(tenant);
-          else this.heads.set(tenant, { ...next, etag: headEtag });
+          if (headEtag === undefined) this.heads.delete(turn);
+          else this.heads.set(turn, { ...next, etag: headEtag });
           return subResponses.slice(0, actions.length);
         } catch (error) {
-          this.heads.delete(tenant);
+          this.heads.delete(turn);
           if (isAzureError(error, 404, 'TableNotFound') && attempt === 0) {
             await this.createTable(abortSignal);
             continue;
           }
           const conflict = isNotFound(error) || isAzureError(error, 409) || isAzureError(error, 412);
           if (!conflict || attempt >= FEED_ATTEMPTS) throw error;
-          const fresh = await this.readHead(tenant, abortSignal);
-          if (fresh.etag !== null) this.heads.set(tenant, fresh);
+          const fresh = await this.readHead(tenant, shard, abortSignal);
+          if (fresh.etag !== null) this.heads.set(turn, fresh);
           // The head is where it was: the failure was one of `actions`.
           if (fresh.etag === head.etag) throw error;
         }
@@ -244,64 +297,88 @@ export class TableMemoryStore implements MemoryStore {
     });
   }
 
-  /** The tenant's feed head; a tenant that never changed has none (`seq` 0, no etag). */
-  private async readHead(tenant: string, abortSignal: AbortSignal): Promise<FeedHead> {
+  /** One shard's feed head; a shard that never changed has none (`seq` 0, no etag). */
+  private async readHead(tenant: string, shard: number, abortSignal: AbortSignal): Promise<FeedHead> {
     try {
-      const entity = await this.table.getEntity<Record<string, unknown>>(tenant, FEED_HEAD, { abortSignal });
-      return {
-        epoch: String(entity['epoch']),
-        seq: optionalNumber(entity['seq']) ?? 0,
-        etag: entity.etag,
-      };
+      const entity = await this.table.getEntity<Record<string, unknown>>(tenant, headKeyOf(shard), {
+        abortSignal,
+      });
+      return headOf(entity);
     } catch (error) {
-      if (isNotFound(error)) return { epoch: '', seq: 0, etag: null };
+      if (isNotFound(error)) return NO_HEAD;
       throw error;
     }
   }
 
   async changes(tenant: string, since: string | null): Promise<FeedChanges> {
     return this.call(async (abortSignal) => {
-      const head = await this.readHead(tenant, abortSignal);
-      if (head.etag !== null) this.heads.set(tenant, head);
-      const position = `${head.epoch}:${head.seq}`;
-      if (since === position) return { position, ids: [] };
-      const from = parsePosition(since);
-      if (
-        from === null ||
-        from.epoch !== head.epoch ||
-        from.seq > head.seq ||
-        head.seq - from.seq > FEED_SLOTS
-      ) {
-        return { position, ids: null };
-      }
-      const first = from.seq + 1;
-      const low = slotKeyOf(first);
-      const high = slotKeyOf(head.seq);
-      const range = (a: string, b: string) => odata`(RowKey ge ${a} and RowKey le ${b})`;
-      const ranges =
-        low <= high
-          ? range(low, high)
-          : `(${range(low, slotKeyOf(FEED_SLOTS - 1))} or ${range(slotKeyOf(0), high)})`;
-      const seen = new Set<number>();
-      const ids = new Set<string>();
+      const heads = new Array<FeedHead>(FEED_SHARDS).fill(NO_HEAD);
       try {
+        // Every shard's head in one query (they sort together, before the rings).
         const entities = this.table.listEntities<Record<string, unknown>>({
-          queryOptions: { filter: `${odata`PartitionKey eq ${tenant}`} and ${ranges}` },
+          queryOptions: {
+            filter: odata`PartitionKey eq ${tenant} and RowKey ge ${headKeyOf(0)} and RowKey le ${headKeyOf(FEED_SHARDS - 1)}`,
+          },
           abortSignal,
         });
         for await (const entity of entities) {
-          const seq = optionalNumber(entity['seq']) ?? 0;
-          if (seq < first || seq > head.seq) continue;
-          seen.add(seq);
-          for (const id of idsOf(entity)) ids.add(id);
+          const shard = HEAD_KEYS.indexOf(String(entity.rowKey));
+          if (shard >= 0) heads[shard] = headOf(entity);
         }
       } catch (error) {
         if (!isNotFound(error)) throw error;
       }
-      // A slot written over by a later change lost its ids: the reader reads afresh.
-      if (seen.size !== head.seq - from.seq) return { position, ids: null };
-      return { position, ids: [...ids] };
+      const position = heads.map((head) => `${head.epoch}:${head.seq}`).join(',');
+      if (since === position) return { position, ids: [] };
+      const from = since === null ? [] : since.split(',').map(parsePosition);
+      if (from.length !== FEED_SHARDS) return { position, ids: null };
+      const ids = new Set<string>();
+      let known = true;
+      await forEachLimited([...heads.entries()], FEED_SHARDS, async ([shard, head]) => {
+        const start = from[shard];
+        if (start === null || start === undefined || start.epoch !== head.epoch || start.seq > head.seq) {
+          known = false;
+          return;
+        }
+        if (start.seq === head.seq) return;
+        const found = await this.ring(tenant, shard, start.seq + 1, head.seq, abortSignal);
+        if (found === null) known = false;
+        else for (const id of found) ids.add(id);
+      });
+      return { position, ids: known ? [...ids] : null };
     });
+  }
+
+  /** The ids of changes `first`..`last` of one shard; null when the ring no longer holds them all. */
+  private async ring(
+    tenant: string,
+    shard: number,
+    first: number,
+    last: number,
+    abortSignal: AbortSignal,
+  ): Promise<string[] | null> {
+    if (last - first + 1 > FEED_SLOTS) return null;
+    const low = slotKeyOf(shard, first);
+    const high = slotKeyOf(shard, last);
+    const range = (a: string, b: string) => odata`(RowKey ge ${a} and RowKey le ${b})`;
+    const ranges =
+      low <= high
+        ? range(low, high)
+        : `(${range(low, slotKeyOf(shard, FEED_SLOTS - 1))} or ${range(slotKeyOf(shard, 0), high)})`;
+    const seen = new Set<number>();
+    const ids: string[] = [];
+    const entities = this.table.listEntities<Record<string, unknown>>({
+      queryOptions: { filter: `${odata`PartitionKey eq ${tenant}`} and ${ranges}` },
+      abortSignal,
+    });
+    for await (const entity of entities) {
+      const seq = optionalNumber(entity['seq']) ?? 0;
+      if (seq < first || seq > last) continue;
+      seen.add(seq);
+      ids.push(...idsOf(entity));
+    }
+    // A slot written over by a later change lost its ids: the reader reads afresh.
+    return seen.size === last - first + 1 ? ids : null;
   }
 
   async fetch(tenant: string, ids: readonly string[]): Promise<Map<string, StoredFact>> {
@@ -376,7 +453,7 @@ export class TableMemoryStore implements MemoryStore {
     options: { now: number; max: number },
   ): Promise<{ namespaces: string[]; complete: boolean }> {
     const found: string[] = [];
-    const end = prefix === '' ? FEED_HEAD : successor(namespaceDigest(prefix));
+    const end = prefix === '' ? FEED_START : successor(namespaceDigest(prefix));
     let from = namespaceDigest(prefix);
     const started = performance.now();
     // A skip scan: the first live row at or after `from` names a namespace; the next seek starts
@@ -447,7 +524,7 @@ export class TableMemoryStore implements MemoryStore {
     options: { now: number; budget: number; keep?: (row: FactHeader) => Promise<boolean> },
   ): Promise<SubtreeDeletion> {
     return this.call(async (abortSignal) => {
-      const filter = `${odata`PartitionKey eq ${tenant} and RowKey lt ${FEED_HEAD}`} and expiresAt le ${Math.floor(options.now)}L`;
+      const filter = `${odata`PartitionKey eq ${tenant} and RowKey lt ${FEED_START}`} and expiresAt le ${Math.floor(options.now)}L`;
       let deleted = 0;
       try {
         const entities = this.table.listEntities<Record<string, unknown>>({
@@ -541,10 +618,22 @@ export class TableMemoryStore implements MemoryStore {
 
 /** Deletes per transaction: a transaction holds at most 100 operations, two of them the feed's. */
 const DELETES_PER_TRANSACTION = 98;
-/** The feed's head row; every fact's RowKey sorts before it (digits, letters and `-`). */
-const FEED_HEAD = '~feed';
-/** Changes the feed remembers the ids of; a reader further behind reads afresh. */
-export const FEED_SLOTS = 256;
+/** The feed's rows start with this; every fact's RowKey sorts before it (digits, letters and `-`). */
+const FEED_START = '~';
+/** Shards of the feed: each its own head and ring, so that writers rarely wait for one another. */
+export const FEED_SHARDS = 16;
+/** Changes each shard remembers the ids of; a reader further behind reads afresh. */
+export const FEED_SLOTS = 128;
+const HEAD_KEYS = Array.from({ length: FEED_SHARDS }, (_, shard) => headKeyOf(shard));
+const NO_HEAD: FeedHead = { epoch: '', seq: 0, etag: null };
+
+function headKeyOf(shard: number): string {
+  return `~head-${String(shard).padStart(2, '0')}`;
+}
+
+function headOf(entity: TableEntityResult<Record<string, unknown>>): FeedHead {
+  return { epoch: String(entity['epoch']), seq: optionalNumber(entity['seq']) ?? 0, etag: entity.etag };
+}
 /** Tries of one change when other writers keep moving the head. */
 const FEED_ATTEMPTS = 16;
 /** Rows `fetch` reads at once. */
@@ -563,8 +652,8 @@ function newEpoch(): string {
   return randomBytes(9).toString('base64url');
 }
 
-function slotKeyOf(seq: number): string {
-  return `${FEED_HEAD}-${String(seq % FEED_SLOTS).padStart(3, '0')}`;
+function slotKeyOf(shard: number, seq: number): string {
+  return `~ring-${String(shard).padStart(2, '0')}-${String(seq % FEED_SLOTS).padStart(3, '0')}`;
 }
 
 function parsePosition(position: string | null): { epoch: string; seq: number } | null {
@@ -627,7 +716,7 @@ function rangeFilter(tenant: string, namespace: string, after?: string): string 
   if (after !== undefined) parts.push(odata`RowKey gt ${after}`);
   else if (start !== '') parts.push(odata`RowKey ge ${start}`);
   // The whole tenant ends before the feed's rows.
-  parts.push(odata`RowKey lt ${start === '' ? FEED_HEAD : successor(start)}`);
+  parts.push(odata`RowKey lt ${start === '' ? FEED_START : successor(start)}`);
   return parts.join(' and ');
 }
 

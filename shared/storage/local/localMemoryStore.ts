@@ -190,6 +190,23 @@ export class LocalMemoryStore implements MemoryStore {
     );
   }
 
+  async writeMany(
+    tenant: string,
+    writes: readonly { fact: FactWrite; ifEtag: string | null }[],
+  ): Promise<(StoredFact | null)[]> {
+    // One file per fact: each write on its own, as `write`.
+    const results: (StoredFact | null)[] = [];
+    for (const { fact, ifEtag } of writes) {
+      try {
+        results.push(await this.write(tenant, fact, ifEtag));
+      } catch (error) {
+        if (!(error instanceof PreconditionFailedError)) throw error;
+        results.push(null);
+      }
+    }
+    return results;
+  }
+
   async delete(tenant: string, namespace: string, key: string, ifEtag?: string): Promise<boolean> {
     const file = this.fileOf(tenant, namespace, key);
     return guarded(() =>
