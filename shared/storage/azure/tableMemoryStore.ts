@@ -336,7 +336,14 @@ export class TableMemoryStore implements MemoryStore {
       let known = true;
       await forEachLimited([...heads.entries()], FEED_SHARDS, async ([shard, head]) => {
         const start = from[shard];
-        if (start === null || start === undefined || start.epoch !== head.epoch || start.seq > head.seq) {
+        // A shard without a head then (epoch "", 0 changes) has every change since in its ring.
+        const fresh = start?.epoch === '' && start.seq === 0;
+        if (
+          start === null ||
+          start === undefined ||
+          (!fresh && start.epoch !== head.epoch) ||
+          start.seq > head.seq
+        ) {
           known = false;
           return;
         }
