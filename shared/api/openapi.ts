@@ -1481,6 +1481,7 @@ const memoryBatchPath = {
                 error: {
                   type: 'object',
                   required: ['code', 'message'],
+                  properties: { code: { type: 'string' }, message: { type: 'string', minLength: 1 } },
                   description: "The operation's error JSON, as its route would answer it.",
                 },
                 etag: {
