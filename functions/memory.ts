@@ -95,7 +95,9 @@ export const memoryBatch = httpHandler('memoryBatch', {
     const outcomes = await runMemoryBatch(memoryOf(call), callerOf(call), operations);
     // Each operation's error as its route would answer it: status, the error JSON, and the ETag.
     const results = outcomes.map((outcome) => {
-      if (!('error' in outcome)) return { status: 200, ...outcome.result };
+      // A put that created its fact is a 201, as on its route.
+      if (!('error' in outcome))
+        return { status: outcome.result['created'] === true ? 201 : 200, ...outcome.result };
       const answer = errorResponse(outcome.error, call.log);
       const etag = (answer.headers as Record<string, string> | undefined)?.['etag'];
       return {
