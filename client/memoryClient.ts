@@ -24,11 +24,13 @@ export interface MemoryFact {
   readonly updatedAt: number;
   /** Unix milliseconds; absent when the fact never expires. */
   readonly expiresAt?: number;
+  /** The field paths the fact has vectors for; absent when it has none. */
+  readonly vectorFields?: string[];
   readonly etag: string;
 }
 
 export interface MemorySearchHit extends MemoryFact {
-  /** Relevance in [0, 1]; only for a search with text. */
+  /** Relevance in [0, 1]; for a search with text or a vector (absent for a fact without vectors then). */
   readonly score?: number;
 }
 
@@ -39,11 +41,20 @@ export interface RememberOptions {
   readonly ifMatch?: string;
   /** `*`: only if no live fact is there. */
   readonly ifNoneMatch?: '*';
+  /**
+   * Field path (`$`, `text`, `a.b[*]`) → its embedding (at most 8, 1-4096 numbers each, all of the
+   * tenant's dimension count). A write without vectors leaves the fact without any.
+   */
+  readonly vectors?: Readonly<Record<string, readonly number[]>>;
 }
 
 export interface MemorySearchOptions {
   /** Words to look for: results best first with `score`. Absent: newest first. */
   readonly text?: string;
+  /** A query embedding: facts with vectors closest first (with `text` too: rank fusion of both). */
+  readonly vector?: readonly number[];
+  /** How closeness is measured; default `cosine`. */
+  readonly distance?: 'cosine' | 'dot' | 'l2';
   /** 1-1000 (default 10). */
   readonly limit?: number;
   /** 0-10000 (default 0). */
@@ -72,6 +83,36 @@ export interface NamespaceList {
   readonly truncated: boolean;
 }
 
+/** One operation of {@link MemoryClient.batch}, as the batch route takes it. */
+export type MemoryBatchOperation =
+  | { readonly op: 'get'; readonly namespace: Namespace; readonly key: string }
+  | {
+      readonly op: 'put';
+      readonly namespace: Namespace;
+      readonly key: string;
+      readonly value: unknown;
+      readonly ttl?: number;
+      readonly vectors?: Readonly<Record<string, readonly number[]>>;
+      readonly ifMatch?: string;
+      readonly ifNoneMatch?: '*';
+    }
+  | { readonly op: 'delete'; readonly namespace: Namespace; readonly key: string; readonly ifMatch?: string }
+  | ({ readonly op: 'search'; readonly namespace: Namespace } & MemorySearchOptions)
+  | ({ readonly op: 'listNamespaces' } & NamespaceListOptions);
+
+/** One operation's answer in a batch: its route's status and result fields, or its error. */
+export interface MemoryBatchResult {
+  readonly status: number;
+  readonly item?: MemoryFact | null;
+  readonly created?: boolean;
+  readonly deleted?: boolean;
+  readonly items?: MemorySearchHit[];
+  readonly truncated?: boolean;
+  readonly namespaces?: string[][];
+  readonly error?: { readonly code: string; readonly message: string; readonly [name: string]: unknown };
+  readonly etag?: string;
+}
+
 export class MemoryClient {
   constructor(private readonly transport: Transport) {}
 
@@ -84,7 +125,11 @@ export class MemoryClient {
   ): Promise<MemoryFact & { readonly created: boolean }> {
     const reply = await this.transport.call('PUT', '/memory/facts', {
       query: factQuery(namespace, key),
-      json: { value, ...(options.ttl === undefined ? {} : { ttl: options.ttl }) },
+      json: {
+        value,
+        ...(options.ttl === undefined ? {} : { ttl: options.ttl }),
+        ...(options.vectors === undefined ? {} : { vectors: options.vectors }),
+      },
       headers: {
         ...(options.ifMatch === undefined ? {} : { 'if-match': options.ifMatch }),
         ...(options.ifNoneMatch === undefined ? {} : { 'if-none-match': options.ifNoneMatch }),
@@ -114,6 +159,18 @@ export class MemoryClient {
       headers: options.ifMatch === undefined ? {} : { 'if-match': options.ifMatch },
     });
     if (reply.status !== 204) throw await failure(reply);
+  }
+
+  /**
+   * Runs memory operations in one request (`POST /api/memory/batch`, at most 1,000): answered in
+   * order, each with the `status` its route would answer and its result, or its `error` JSON. Not
+   * atomic: a failed operation fails alone. Throws only when the request itself fails.
+   */
+  async batch(operations: readonly MemoryBatchOperation[]): Promise<MemoryBatchResult[]> {
+    const reply = await this.transport.call('POST', '/memory/batch', {
+      json: { operations: operations.map(wireOperation) },
+    });
+    return (await readJson<{ results: MemoryBatchResult[] }>(reply, 200)).results;
   }
 
   /** Facts in the namespace and below (`''`: every namespace). */
@@ -158,6 +215,19 @@ export class MemoryClient {
 }
 
 /** A namespace as the service takes it: a path. */
+/** A batch operation with its namespaces as paths, as the route takes them. */
+function wireOperation(operation: MemoryBatchOperation): Record<string, unknown> {
+  if (operation.op === 'listNamespaces') {
+    const { prefix, suffix, ...rest } = operation;
+    return {
+      ...rest,
+      ...(prefix === undefined ? {} : { prefix: namespacePath(prefix) }),
+      ...(suffix === undefined ? {} : { suffix: namespacePath(suffix) }),
+    };
+  }
+  return { ...operation, namespace: namespacePath(operation.namespace) };
+}
+
 export function namespacePath(namespace: Namespace): string {
   if (typeof namespace === 'string') return namespace;
   for (const segment of namespace) {

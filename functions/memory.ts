@@ -1,10 +1,20 @@
 import { actorOf } from '#shared/auth';
 import { NotFoundError } from '#shared/errors';
 import type { Caller, MemoryFacts } from '#shared/memory/memory';
+import { batchBody, MAX_BATCH_BODY_BYTES, runMemoryBatch } from '#shared/memory/memoryBatch';
 import { checkFilter } from '#shared/memory/valueFilter';
-import { factQuery, forgetAllQuery, namespacesQuery, rememberBody, searchBody } from '#shared/memory/wire';
+import {
+  factQuery,
+  forgetAllQuery,
+  MAX_FACT_BODY_BYTES,
+  MAX_SEARCH_BODY_BYTES,
+  namespacesQuery,
+  rememberBody,
+  searchBody,
+} from '#shared/memory/wire';
 import { configuredMemory } from '#shared/services';
 
+import { errorResponse } from './http/errorResponse';
 import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
 import { json, parseQuery, writeConditions } from './http/request';
 import { readJsonBody } from './jsonBody';
@@ -17,11 +27,6 @@ import { readJsonBody } from './jsonBody';
  * it. Each handler parses (400 naming the field, 413 for an oversize body, before any I/O), calls
  * one function of the memory facts, and shapes the answer.
  */
-
-/** A fact's value is at most 32 KiB of JSON; the body around it gets room for whitespace and ttl. */
-export const MAX_FACT_BODY_BYTES = 64 * 1024;
-/** A search body: namespace, text and a filter of up to 32 fields. */
-export const MAX_SEARCH_BODY_BYTES = 64 * 1024;
 
 const memoryOf = (call: AuthenticatedCall): MemoryFacts => configuredMemory(call.services);
 
@@ -37,6 +42,7 @@ export const memoryFact = httpHandler('memoryFact', {
     const { item, created } = await memoryOf(call).remember(callerOf(call), namespace, key, body.value, {
       conditions: writeConditions(request),
       ...(body.ttl === undefined ? {} : { ttl: body.ttl }),
+      ...(body.vectors === undefined ? {} : { vectors: body.vectors }),
     });
     return json(created ? 201 : 200, item, { etag: item.etag });
   },
@@ -59,6 +65,8 @@ export const memorySearch = httpHandler('memorySearch', {
     const result = await memoryOf(call).search(callerOf(call), {
       namespace: body.namespace,
       ...(body.text === undefined ? {} : { text: body.text }),
+      ...(body.vector === undefined ? {} : { vector: body.vector }),
+      ...(body.distance === undefined ? {} : { distance: body.distance }),
       ...(body.limit === undefined ? {} : { limit: body.limit }),
       ...(body.offset === undefined ? {} : { offset: body.offset }),
       ...(body.filter === undefined ? {} : { filter: checkFilter(body.filter) }),
@@ -81,6 +89,28 @@ export const memoryNamespaces = httpHandler('memoryNamespaces', {
   },
 });
 
+export const memoryBatch = httpHandler('memoryBatch', {
+  POST: async (request, call) => {
+    const { operations } = await readJsonBody(request, MAX_BATCH_BODY_BYTES, batchBody);
+    const outcomes = await runMemoryBatch(memoryOf(call), callerOf(call), operations);
+    // Each operation's error as its route would answer it: status, the error JSON, and the ETag.
+    const results = outcomes.map((outcome) => {
+      // A put that created its fact is a 201, as on its route.
+      if (!('error' in outcome))
+        return { status: outcome.result['created'] === true ? 201 : 200, ...outcome.result };
+      const answer = errorResponse(outcome.error, call.log);
+      const etag = (answer.headers as Record<string, string> | undefined)?.['etag'];
+      return {
+        status: answer.status,
+        ...(answer.jsonBody as Record<string, unknown>),
+        ...(etag === undefined ? {} : { etag }),
+      };
+    });
+    return json(200, { results });
+  },
+});
+
 registerHttp('memoryFact', 'memory/facts', memoryFact);
 registerHttp('memorySearch', 'memory/search', memorySearch);
 registerHttp('memoryNamespaces', 'memory/namespaces', memoryNamespaces);
+registerHttp('memoryBatch', 'memory/batch', memoryBatch);

@@ -2,6 +2,7 @@ import { BLOCK_BYTES, MAX_DATA_BYTES, MAX_FILES_PER_CHECKPOINT } from '../archiv
 import { MAX_KEY_BYTES } from '../keys';
 import { MAX_FACT_KEY_BYTES, MAX_NAMESPACE_BYTES, MAX_NAMESPACE_SEGMENTS } from '../memory/facts';
 import { MAX_FILTER_FIELDS } from '../memory/valueFilter';
+import { MAX_VECTOR_DIMS } from '../memory/vectors';
 import {
   MAX_INTERACTION_DAYS,
   MAX_KEEP_CHECKPOINTS,
@@ -121,6 +122,11 @@ function memoryItemSchema(extra: Record<string, Schema> = {}): Schema {
         minimum: 0,
         description: 'Unix milliseconds from which the fact is absent; only with a time to live.',
       },
+      vectorFields: {
+        type: 'array',
+        items: { type: 'string' },
+        description: 'The field paths the fact has vectors for; absent when it has none.',
+      },
       etag: schemaRef('Etag'),
       ...extra,
     },
@@ -158,6 +164,13 @@ const memorySchemas: Record<string, Schema> = {
     description: `A fact's key: 1-${MAX_FACT_KEY_BYTES} bytes of UTF-8 without control characters or Unicode noncharacters ("/" is allowed).`,
   },
   MemoryItem: memoryItemSchema(),
+  MemoryVector: {
+    type: 'array',
+    minItems: 1,
+    maxItems: MAX_VECTOR_DIMS,
+    items: { type: 'number' },
+    description: 'An embedding: float32 numbers (stored as float32).',
+  },
   MemoryFilter: {
     type: 'object',
     maxProperties: MAX_FILTER_FIELDS,

@@ -17,6 +17,9 @@ import {
   MAX_SEARCH_SCAN_BYTES,
   MAX_SEARCH_SCAN_ROWS,
 } from '../memory/memory';
+import { MAX_BATCH_BODY_BYTES, MAX_BATCH_OPERATIONS } from '../memory/memoryBatch';
+import { MAX_FIELD_PATH_BYTES, MAX_VECTORS_PER_FACT } from '../memory/vectors';
+import { MAX_FACT_BODY_BYTES, MAX_SEARCH_BODY_BYTES } from '../memory/wire';
 import { MAX_READINESS_MS } from '../readiness';
 import { MAX_POLICY_BODY_BYTES } from '../retention/policy';
 import { PART_BYTES } from '../snapshots/identifiers';
@@ -1269,8 +1272,6 @@ const snapshotKeysPath = {
 
 const MEMORY_NOTE =
   "Facts are per tenant: another tenant's fact is absent for the caller. Without a table service (CAIRN_TABLE_ENDPOINT) on the Blob backend these routes answer 501 `not_configured` naming it.";
-/** Memory request bodies: a value of at most 32 KiB of JSON, or a search with its filter. */
-const MEMORY_BODY_BYTES = 64 * KiB;
 const requiredQuery = (name: string, description: string, schema: JsonObject) => ({
   ...queryParameter(name, description, schema),
   required: true,
@@ -1303,10 +1304,18 @@ const memoryFactsPath = {
             maximum: MAX_TTL_SECONDS,
             description: 'Seconds until the fact expires; absent: never.',
           },
+          vectors: {
+            type: 'object',
+            maxProperties: MAX_VECTORS_PER_FACT,
+            propertyNames: { minLength: 1, maxLength: MAX_FIELD_PATH_BYTES },
+            additionalProperties: schemaRef('MemoryVector'),
+            description:
+              "Field path (`$`, `text`, `a.b[*]`, ...) → its embedding, computed by the caller. Every vector of a tenant has the dimension count of the tenant's first vector (else 400 naming `vectors.<path>`). Stored and sealed with the value; a write without `vectors` leaves the fact without vectors.",
+          },
         },
       }),
-      description: 'The value and its time to live.',
-      limitBytes: MEMORY_BODY_BYTES,
+      description: 'The value, its time to live and its vectors.',
+      limitBytes: MAX_FACT_BODY_BYTES,
     },
     answers: {
       200: jsonAnswer('Replaced.', schemaRef('MemoryItem'), { ETag: factEtag }),
@@ -1339,7 +1348,7 @@ const memorySearchPath = {
   post: operation({
     operationId: 'searchFacts',
     summary: 'Search facts in a namespace and below',
-    description: `Covers the namespace and every namespace below it by whole segments (\`users\` covers \`users/42\`, not \`usersX/1\`; \`""\` covers the tenant). With \`text\`: facts whose key or value's strings contain one of its words (whole words, case-insensitive), best first, each with \`score\` in [0, 1] (BM25, normalised); without: every fact, newest \`updatedAt\` first. Ties: newer first, then namespace and key. \`filter\` keeps facts whose value's top-level fields meet every condition. A search reads at most ${MAX_SEARCH_SCAN_ROWS} rows or ${MAX_SEARCH_SCAN_BYTES} bytes of values; past that \`truncated\` is true and the results cover the part read. Expired facts are never results. ${MEMORY_NOTE}`,
+    description: `Covers the namespace and every namespace below it by whole segments (\`users\` covers \`users/42\`, not \`usersX/1\`; \`""\` covers the tenant). With \`text\`: facts whose key or value's strings contain one of its words (whole words, case-insensitive), best first, each with \`score\` in [0, 1] (BM25, normalised); without text or vector: every fact, newest \`updatedAt\` first. With \`vector\`: the facts with vectors, closest first (a fact is as close as its closest field's vector; \`distance\` cosine (default), dot or l2; score (1 + cos) / 2, 1 / (1 + e^-dot), 1 / (1 + distance)), then the facts without vectors, newest first and without score. With both: the facts found by either, by reciprocal rank fusion (each ranking adds 1 / (60 + rank); score: the sum divided by 2 / 61). Exact search: every fact read is compared. Ties: newer first, then namespace and key. \`filter\` keeps facts whose value's top-level fields meet every condition. A search reads at most ${MAX_SEARCH_SCAN_ROWS} rows or ${MAX_SEARCH_SCAN_BYTES} bytes of values; past that \`truncated\` is true and the results cover the part read. Expired facts are never results. ${MEMORY_NOTE}`,
     tag: TAGS.memory,
     access: 'tenant',
     body: {
@@ -1350,15 +1359,141 @@ const memorySearchPath = {
         properties: {
           namespace: { anyOf: [schemaRef('MemoryNamespace'), { const: '' }] },
           text: { type: 'string', description: 'Words to look for; absent or empty: no ranking.' },
+          vector: schemaRef('MemoryVector'),
+          distance: { enum: ['cosine', 'dot', 'l2'], default: 'cosine' },
           limit: { type: 'integer', minimum: 1, maximum: MAX_SEARCH_LIMIT, default: DEFAULT_SEARCH_LIMIT },
           offset: { type: 'integer', minimum: 0, maximum: MAX_SEARCH_OFFSET, default: 0 },
           filter: schemaRef('MemoryFilter'),
         },
       }),
       description: 'Where and what to look for.',
-      limitBytes: MEMORY_BODY_BYTES,
+      limitBytes: MAX_SEARCH_BODY_BYTES,
     },
     answers: { 200: jsonAnswer('The results.', schemaRef('MemorySearchResult')) },
+    errors: [400, 501],
+  }),
+};
+
+const batchOperation = (op: string, properties: JsonObject, required: string[] = []) => ({
+  type: 'object',
+  required: ['op', ...required],
+  additionalProperties: false,
+  properties: { op: { const: op }, ...properties },
+});
+const batchFact = {
+  namespace: schemaRef('MemoryNamespace'),
+  key: schemaRef('MemoryKey'),
+};
+const batchIfMatch = { type: 'string', description: 'As the `If-Match` header: an ETag, or `*`.' };
+
+const memoryBatchPath = {
+  post: operation({
+    operationId: 'memoryBatch',
+    summary: 'Run several memory operations in one request',
+    description: `The operations LangGraph's \`BaseStore.batch\` gives (get, put, delete, search, listNamespaces), at most ${MAX_BATCH_OPERATIONS}, run in order and answered in order: each result carries the \`status\` its route would answer and its result fields, or its error JSON (and \`etag\` on 412). Not atomic: an operation that fails (400 naming \`operations.<i>.<field>\`, 412, 413, 503) fails alone and the others go on; a later operation sees what an earlier one wrote. Each operation has its route's semantics (checks, compare-and-swap, an audit record per write); puts without a condition that follow one another are stored together (on Table Storage one transaction per up to 98 facts when the service knows their versions or they are new). The body is at most ${MAX_BATCH_BODY_BYTES} bytes (else 413); \`operations\` empty, not an array or longer is a 400 naming it. ${MEMORY_NOTE}`,
+    tag: TAGS.memory,
+    access: 'tenant',
+    body: {
+      ...json({
+        type: 'object',
+        required: ['operations'],
+        additionalProperties: false,
+        properties: {
+          operations: {
+            type: 'array',
+            minItems: 1,
+            maxItems: MAX_BATCH_OPERATIONS,
+            items: {
+              oneOf: [
+                batchOperation('get', batchFact, ['namespace', 'key']),
+                batchOperation(
+                  'put',
+                  {
+                    ...batchFact,
+                    value: { description: 'Any JSON value.' },
+                    ttl: { type: 'integer', minimum: 1, maximum: MAX_TTL_SECONDS },
+                    vectors: { type: 'object', additionalProperties: schemaRef('MemoryVector') },
+                    ifMatch: batchIfMatch,
+                    ifNoneMatch: { const: '*' },
+                  },
+                  ['namespace', 'key', 'value'],
+                ),
+                batchOperation('delete', { ...batchFact, ifMatch: batchIfMatch }, ['namespace', 'key']),
+                batchOperation(
+                  'search',
+                  {
+                    namespace: { anyOf: [schemaRef('MemoryNamespace'), { const: '' }] },
+                    text: { type: 'string' },
+                    vector: schemaRef('MemoryVector'),
+                    distance: { enum: ['cosine', 'dot', 'l2'] },
+                    limit: { type: 'integer', minimum: 1, maximum: MAX_SEARCH_LIMIT },
+                    offset: { type: 'integer', minimum: 0, maximum: MAX_SEARCH_OFFSET },
+                    filter: schemaRef('MemoryFilter'),
+                  },
+                  ['namespace'],
+                ),
+                batchOperation('listNamespaces', {
+                  prefix: { type: 'string' },
+                  suffix: { type: 'string' },
+                  maxDepth: { type: 'integer', minimum: 1, maximum: MAX_NAMESPACE_SEGMENTS },
+                  limit: { type: 'integer', minimum: 1, maximum: MAX_NAMESPACE_LIMIT },
+                  offset: { type: 'integer', minimum: 0, maximum: MAX_LISTED_NAMESPACES },
+                }),
+              ],
+            },
+          },
+        },
+      }),
+      description: 'The operations, in order.',
+      limitBytes: MAX_BATCH_BODY_BYTES,
+    },
+    answers: {
+      200: jsonAnswer('One result per operation, in order.', {
+        type: 'object',
+        required: ['results'],
+        additionalProperties: false,
+        properties: {
+          results: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['status'],
+              additionalProperties: false,
+              properties: {
+                status: { type: 'integer', description: "The status the operation's route would answer." },
+                item: {
+                  anyOf: [schemaRef('MemoryItem'), { type: 'null' }],
+                  description: 'get: the fact or null; put: the fact stored.',
+                },
+                created: { type: 'boolean', description: 'put: no live fact was there.' },
+                deleted: { type: 'boolean', description: 'delete: a live fact was there.' },
+                items: {
+                  type: 'array',
+                  items: { type: 'object' },
+                  description: 'search: as the search route.',
+                },
+                truncated: { type: 'boolean' },
+                namespaces: {
+                  type: 'array',
+                  items: { type: 'array', items: { type: 'string' } },
+                  description: 'listNamespaces: as the listing route.',
+                },
+                error: {
+                  type: 'object',
+                  required: ['code', 'message'],
+                  properties: { code: { type: 'string' }, message: { type: 'string', minLength: 1 } },
+                  description: "The operation's error JSON, as its route would answer it.",
+                },
+                etag: {
+                  type: 'string',
+                  description: 'On 412: the current ETag of the fact, when it exists.',
+                },
+              },
+            },
+          },
+        },
+      }),
+    },
     errors: [400, 501],
   }),
 };
@@ -2025,6 +2160,7 @@ export const openApiDocument = {
     '/api/memory/facts': memoryFactsPath,
     '/api/memory/search': memorySearchPath,
     '/api/memory/namespaces': memoryNamespacesPath,
+    '/api/memory/batch': memoryBatchPath,
     '/api/workspaces/{workspaceId}/snapshots': workspaceSnapshotsPath,
     '/api/workspaces/{workspaceId}/snapshots/objects/{sha256}/{part}': snapshotPartPath,
     '/api/workspaces/{workspaceId}/snapshots/{snapshotId}': workspaceSnapshotPath,

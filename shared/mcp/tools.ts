@@ -163,7 +163,7 @@ const searchMemory = tool({
   name: 'search_memory',
   title: 'Search memory',
   description:
-    'Finds facts in a namespace and everything below it ("" searches every namespace). With `text`, ranks facts by keyword relevance to it (each result has a score from 0 to 1); without, lists them in namespace and key order. `filter` keeps facts whose value has the given top-level fields, e.g. {"kind": "preference"}. Search is by keywords only: `vector` is not available yet and is refused.',
+    'Finds facts in a namespace and everything below it ("" searches every namespace). With `text`, ranks facts by keyword relevance to it (each result has a score from 0 to 1); without, lists them newest first. With `vector` (an embedding with as many dimensions as the vectors stored with the facts), ranks facts with vectors by cosine similarity to it; with both, by reciprocal rank fusion of the two rankings. `filter` keeps facts whose value has the given top-level fields, e.g. {"kind": "preference"}.',
   readOnly: true,
   schema: z.strictObject({
     namespace: searchBody.shape.namespace.default('').describe(`${NAMESPACE} Default "": every namespace.`),
@@ -171,7 +171,7 @@ const searchMemory = tool({
     vector: z
       .array(z.number({ error: 'must be a list of numbers' }), { error: 'must be a list of numbers' })
       .optional()
-      .describe('Not available yet: vector search is refused with invalid_argument. Search by text.'),
+      .describe('Optional: a query embedding to rank the facts with vectors by closeness to it.'),
     limit: searchBody.shape.limit.describe('Optional: at most this many results (default 10, at most 1000).'),
     offset: searchBody.shape.offset.describe('Optional: skip this many results, to page.'),
     filter: searchBody.shape.filter.describe(
@@ -179,12 +179,10 @@ const searchMemory = tool({
     ),
   }),
   run: async (args, call) => {
-    if (args.vector !== undefined) {
-      throw new InvalidArgumentError('vector', 'vector search is not available yet; search by text');
-    }
     return memoryOf(call).search(callerOf(call), {
       namespace: args.namespace,
       ...(args.text === undefined ? {} : { text: args.text }),
+      ...(args.vector === undefined ? {} : { vector: args.vector }),
       ...(args.limit === undefined ? {} : { limit: args.limit }),
       ...(args.offset === undefined ? {} : { offset: args.offset }),
       ...(args.filter === undefined ? {} : { filter: checkFilter(args.filter) }),

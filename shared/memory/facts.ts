@@ -36,11 +36,13 @@ export interface MemoryItem {
   readonly updatedAt: number;
   /** Absent when the fact never expires. */
   readonly expiresAt?: number;
+  /** The field paths the fact has vectors for; absent when it has none. */
+  readonly vectorFields?: string[];
   /** The fact's version, quoted; it changes on every successful write. */
   readonly etag: string;
 }
 
-/** A search result: the fact and, for a search with text, its relevance in [0, 1]. */
+/** A search result: the fact and, for a search with text or a vector, its relevance in [0, 1]. */
 export interface ScoredItem extends MemoryItem {
   readonly score?: number;
 }

@@ -37,22 +37,36 @@ export interface DocumentTerms {
   readonly counts: readonly number[];
 }
 
-/** The terms of a fact (its key and its value's strings) for `query` (from {@link queryWords}). */
-export function documentTerms(key: string, value: unknown, query: readonly string[]): DocumentTerms {
-  const index = new Map(query.map((word, i) => [word, i]));
-  const counts = new Array<number>(query.length).fill(0);
+/** The words of a fact (its key and its value's strings), counted: what a search keeps per fact. */
+export interface WordBag {
+  readonly counts: ReadonlyMap<string, number>;
+  /** The number of words, repeats included. */
+  readonly length: number;
+}
+
+export function wordBag(key: string, value: unknown): WordBag {
+  const counts = new Map<string, number>();
   let length = 0;
   const add = (text: string) => {
     for (const word of words(text)) {
       length++;
-      const at = index.get(word);
-      if (at !== undefined) counts[at] = (counts[at] ?? 0) + 1;
+      counts.set(word, (counts.get(word) ?? 0) + 1);
     }
   };
   add(key);
   // Without recursion: a stored value may be nested deeper than any body may be.
   for (const text of jsonStrings(value)) add(text);
-  return { length, counts };
+  return { counts, length };
+}
+
+/** The terms of a fact's words for `query` (from {@link queryWords}). */
+export function termsIn(bag: WordBag, query: readonly string[]): DocumentTerms {
+  return { length: bag.length, counts: query.map((word) => bag.counts.get(word) ?? 0) };
+}
+
+/** The terms of a fact (its key and its value's strings) for `query` (from {@link queryWords}). */
+export function documentTerms(key: string, value: unknown, query: readonly string[]): DocumentTerms {
+  return termsIn(wordBag(key, value), query);
 }
 
 export function matchesAny(terms: DocumentTerms): boolean {

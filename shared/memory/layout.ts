@@ -40,3 +40,24 @@ export function segmentDigests(namespace: string): string[] {
 export function keyDigest(key: string): string {
   return digest(key, KEY_DIGEST_CHARS);
 }
+
+/**
+ * A fact's id in its tenant: `<namespace digest path>-<key digest>`, the Table RowKey and the
+ * name the change feed gives a changed fact by. The facts of a namespace and below are exactly the
+ * ids that start with its {@link namespaceDigest} (`-` is not a digest character).
+ */
+export function factId(namespace: string, key: string): string {
+  return `${namespaceDigest(namespace)}-${keyDigest(key)}`;
+}
+
+/** The segment digests and key digest of a {@link factId}; null when it is not one. */
+export function parseFactId(id: string): { segments: string[]; key: string } | null {
+  const match = /^((?:[0-9a-f]{20})*)-([0-9a-f]{32})$/.exec(id);
+  if (match === null) return null;
+  const path = match[1] as string;
+  const segments: string[] = [];
+  for (let at = 0; at < path.length; at += SEGMENT_DIGEST_CHARS) {
+    segments.push(path.slice(at, at + SEGMENT_DIGEST_CHARS));
+  }
+  return { segments, key: match[2] as string };
+}

@@ -34,15 +34,32 @@ import {
   type ScoredItem,
   serialiseValue,
 } from './facts';
-import { bm25Scores, type DocumentTerms, documentTerms, matchesAny, queryWords } from './keywordSearch';
+import { bm25Scores, type DocumentTerms, matchesAny, queryWords, termsIn, wordBag } from './keywordSearch';
+import { factId } from './layout';
 import {
   type FactHeader,
   type FactWrite,
   MAX_OUTBOX_CHARS,
+  MAX_WRITE_BYTES_PER_CALL,
+  MAX_WRITES_PER_CALL,
   type MemoryStore,
   type StoredFact,
 } from './memoryStore';
+import { type IndexedFact, SearchIndex } from './searchIndex';
 import { matchesFilter, type ValueFilter } from './valueFilter';
+import {
+  checkVector,
+  checkVectors,
+  closeness,
+  commonDims,
+  type Distance,
+  DISTANCES,
+  type FactVectors,
+  packFact,
+  RRF_K,
+  unpackFact,
+  vectorScore,
+} from './vectors';
 
 /**
  * Long-term memory: facts per tenant, in namespaces, on any {@link MemoryStore}.
@@ -102,12 +119,11 @@ const DELETE_WIDTH = 8;
 /** Rows a search reads at most; past this the answer says `truncated`. */
 export const MAX_SEARCH_SCAN_ROWS = 10_000;
 /** Bytes of stored values a search reads at most. */
-export const MAX_SEARCH_SCAN_BYTES = 16 * 1024 * 1024;
+export const MAX_SEARCH_SCAN_BYTES = 48 * 1024 * 1024;
 /** Rows one `forgetAll` call deletes at most; `more` then says to call again. */
 export const FORGET_ALL_BUDGET = 1000;
 /** Distinct namespaces a listing finds at most. */
 export const MAX_LISTED_NAMESPACES = 10_000;
-const SCAN_PAGE = 1000;
 const WRITE_ATTEMPTS = 32;
 /** Fact versions remembered per instance (about 200 bytes each). */
 const KNOWN_VERSIONS = 10_000;
@@ -120,6 +136,8 @@ export interface MemoryFactsOptions {
   readonly audit?: TransactionalAuditLog;
   /** The clock (Unix ms); tests may move it. */
   readonly now?: () => number;
+  /** The bound of this instance's search cache (estimated bytes held); default 64 MiB. */
+  readonly searchCacheBytes?: number;
 }
 
 /** Who asks: the tenant, and the credential for the audit trail when known. */
@@ -131,6 +149,11 @@ export interface Caller {
 export interface RememberOptions {
   /** Seconds until the fact expires; absent: never (and a previous time to live is cleared). */
   readonly ttl?: number;
+  /**
+   * Field path → vector (unchecked input, checked here: `vectors.<path>` names a fault). A
+   * remember replaces the whole fact, so vectors not given again are gone.
+   */
+  readonly vectors?: unknown;
   readonly conditions?: WriteConditions;
 }
 
@@ -138,6 +161,10 @@ export interface SearchRequest {
   /** `""` searches the whole tenant. */
   readonly namespace: string;
   readonly text?: string;
+  /** A query vector (unchecked input): ranks the facts with vectors by closeness to it. */
+  readonly vector?: unknown;
+  /** How closeness is measured; default cosine. */
+  readonly distance?: string;
   readonly limit?: number;
   readonly offset?: number;
   readonly filter?: ValueFilter;
@@ -167,12 +194,23 @@ export class MemoryFacts {
    * `remember` skip its read, never trusted for an answer (see `remember`).
    */
   private readonly versions = lru<string, FactHeader>(KNOWN_VERSIONS);
+  /** The facts searches read, decoded and kept fresh by the tenant's change feed (searchIndex.ts). */
+  private readonly index: SearchIndex;
+  /** Tenants' vector indexes seen (an index never changes once made, so this never goes stale). */
+  private readonly indexes = lru<string, number>(KNOWN_VERSIONS);
 
   constructor(options: MemoryFactsOptions) {
     this.store = options.store;
     this.codec = options.codec ?? plainCodec;
     this.audit = options.audit ?? noTransactionalAuditLog;
     this.now = options.now ?? Date.now;
+    this.index = new SearchIndex({
+      store: this.store,
+      decode: (tenant, fact) => this.decode(tenant, fact),
+      maxRows: MAX_SEARCH_SCAN_ROWS,
+      maxScanBytes: MAX_SEARCH_SCAN_BYTES,
+      ...(options.searchCacheBytes === undefined ? {} : { maxBytes: options.searchCacheBytes }),
+    });
   }
 
   /** Stores `value` under `namespace`/`key`; `created` is true when no live fact was there. */
@@ -183,17 +221,110 @@ export class MemoryFacts {
     value: unknown,
     options: RememberOptions = {},
   ): Promise<{ item: MemoryItem; created: boolean }> {
+    return this.store1(caller, await this.prepare(caller, namespace, key, value, options));
+  }
+
+  /**
+   * Several remembers without conditions, answered in order, each as `remember` would answer it or
+   * with its error (a bad one fails alone). Without the audit trail, the facts this instance
+   * knows the current version of (or none: taken for new) are written in as few storage requests
+   * as the store allows (`writeMany`); a write whose version was not the current one, and every
+   * write with the audit trail on (each has its pending marker), goes as one `remember`.
+   */
+  async rememberMany(
+    caller: Caller,
+    writes: readonly { namespace: string; key: string; value: unknown; ttl?: number; vectors?: unknown }[],
+  ): Promise<({ item: MemoryItem; created: boolean } | { error: unknown })[]> {
+    const results: ({ item: MemoryItem; created: boolean } | { error: unknown } | undefined)[] = [];
+    const prepared: { at: number; write: PreparedWrite }[] = [];
+    for (const [at, write] of writes.entries()) {
+      try {
+        const options = {
+          ...(write.ttl === undefined ? {} : { ttl: write.ttl }),
+          ...(write.vectors === undefined ? {} : { vectors: write.vectors }),
+        };
+        prepared.push({ at, write: await this.prepare(caller, write.namespace, write.key, write.value, options) });
+      } catch (error) {
+        results[at] = { error };
+      }
+    }
+    const one = async ({ at, write }: { at: number; write: PreparedWrite }) => {
+      try {
+        results[at] = await this.store1(caller, write);
+      } catch (error) {
+        results[at] = { error };
+      }
+    };
+    if (this.audit.enabled) {
+      for (const entry of prepared) await one(entry);
+    } else {
+      for (const chunk of chunksOf(prepared)) {
+        const now = this.now();
+        const plans = chunk.map(({ write }) => {
+          const known = this.versions.get(write.versionKey) ?? null;
+          const live = known !== null && !isExpired(known, now) ? known : null;
+          return { known, created: live === null, fact: planWrite(write, known, live, now, known?.outbox ?? null) };
+        });
+        const stored = await this.store.writeMany(
+          caller.tenant,
+          plans.map(({ known, fact }) => ({ fact, ifEtag: known?.etag ?? null })),
+        );
+        for (const [i, entry] of chunk.entries()) {
+          const row = stored[i];
+          if (row === null || row === undefined) {
+            // Not the current version (or not new after all): read and write as one remember.
+            this.versions.delete(entry.write.versionKey);
+            await one(entry);
+            continue;
+          }
+          this.versions.set(entry.write.versionKey, headerOf(row));
+          results[entry.at] = {
+            item: itemOf(row, entry.write.parsed, entry.write.vectors),
+            created: (plans[i] as { created: boolean }).created,
+          };
+        }
+      }
+    }
+    return results as ({ item: MemoryItem; created: boolean } | { error: unknown })[];
+  }
+
+  /** Every check of a remember that needs no version, and the value sealed. */
+  private async prepare(
+    caller: Caller,
+    namespace: string,
+    key: string,
+    value: unknown,
+    options: RememberOptions,
+  ): Promise<PreparedWrite> {
+    // The value's size first: a value over 32 KiB is 413 whatever else is wrong with the request.
+    const plain = serialiseValue(value);
     checkNamespace(namespace);
     checkFactKey(key);
-    const plain = serialiseValue(value);
     if (options.ttl !== undefined) checkTtl(options.ttl);
+    const vectors = options.vectors === undefined ? new Map() : checkVectors(options.vectors);
+    const dims = commonDims(vectors);
     const conditions = options.conditions ?? {};
     if (conditions.ifMatch !== undefined && conditions.ifAbsent === true) {
       throw new InvalidArgumentError('If-Match', 'cannot be combined with If-None-Match');
     }
+    if (dims !== null) await this.checkIndex(caller.tenant, dims, vectors);
     await this.codec.prepare?.(caller.tenant);
-    const sealed = this.codec.seal(plain, placeOf(caller.tenant, namespace, key));
-    const versionKey = versionKeyOf(caller.tenant, namespace, key);
+    const sealed = this.codec.seal(packFact(plain, vectors), placeOf(caller.tenant, namespace, key));
+    return {
+      namespace,
+      key,
+      sealed,
+      parsed: JSON.parse(plain.toString('utf8')) as unknown,
+      vectors,
+      ttl: options.ttl,
+      conditions,
+      versionKey: versionKeyOf(caller.tenant, namespace, key),
+    };
+  }
+
+  /** Writes a prepared remember: on the version known, else read; retried until it lands. */
+  private async store1(caller: Caller, write: PreparedWrite): Promise<{ item: MemoryItem; created: boolean }> {
+    const { namespace, key, conditions, versionKey } = write;
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
       await casPause(attempt);
       // First try on the version this instance saw last, without reading: the write is conditional
@@ -222,22 +353,12 @@ export class MemoryFacts {
             now,
           )
         : null;
-      const write: FactWrite = {
-        namespace,
-        key,
-        value: sealed,
-        createdAt: live?.createdAt ?? now,
-        // Strictly increasing per row, also when the clock has not moved (or moved back).
-        updatedAt: current === null ? now : Math.max(now, current.updatedAt + 1),
-        expiresAt: options.ttl === undefined ? null : now + options.ttl * 1000,
-        incarnation: current === null ? newIncarnation() : incarnationOf(current),
-        outbox: await this.nextOutbox(caller.tenant, current, event),
-      };
+      const fact = planWrite(write, current, live, now, await this.nextOutbox(caller.tenant, current, event));
       if (event !== null) {
         await this.audit.begin(caller.tenant, [event], { kind: 'memory', namespace, key });
       }
       // A storage fault leaves the marker: the write may have landed, and the row's outbox tells.
-      const stored = await this.tryWrite(caller.tenant, current, write);
+      const stored = await this.tryWrite(caller.tenant, current, fact);
       if (stored === null) {
         // Refused by the compare-and-swap: certainly not written, so the marker goes.
         if (event !== null) await this.audit.abandon(caller.tenant, [event]);
@@ -246,7 +367,7 @@ export class MemoryFacts {
       }
       this.versions.set(versionKey, headerOf(stored));
       if (event !== null) await this.audit.commit(caller.tenant, [event]);
-      return { item: itemOf(stored, JSON.parse(plain.toString('utf8'))), created };
+      return { item: itemOf(stored, write.parsed, write.vectors), created };
     }
     throw new StorageUnavailableError('the fact is changing too fast to write; retry');
   }
@@ -264,7 +385,8 @@ export class MemoryFacts {
     }
     this.versions.set(versionKey, headerOf(stored));
     if (isExpired(stored, this.now())) return null;
-    return itemOf(stored, this.open(caller.tenant, stored));
+    const { value, vectors } = this.open(caller.tenant, stored);
+    return itemOf(stored, value, vectors);
   }
 
   /**
@@ -431,7 +553,11 @@ export class MemoryFacts {
   /**
    * Facts in `namespace` and below. With text: those whose key or value's strings contain a word of
    * it, best first, each with `score` in [0, 1]; without: every fact, newest `updatedAt` first.
-   * Ties keep a stable order: newer first, then by namespace and key.
+   * With a vector: the facts with vectors, closest first (a fact is as close as its closest
+   * field's vector), each with `score` in [0, 1], then the facts without vectors, newest first and
+   * without `score`. With both: the facts found by either, ranked by reciprocal rank fusion of the
+   * two rankings. Ties keep a stable order: newer first, then by namespace and key. The search is
+   * exact: every fact read is compared.
    */
   async search(caller: Caller, request: SearchRequest): Promise<SearchResult> {
     checkNamespace(request.namespace, 'namespace', true);
@@ -446,58 +572,96 @@ export class MemoryFacts {
         `must be valid Unicode of at most ${MAX_SEARCH_TEXT_BYTES} bytes`,
       );
     }
+    const distance = checkDistance(request.distance);
+    const queryVector = request.vector === undefined ? null : checkVector(request.vector, 'vector');
+    if (queryVector !== null) {
+      const dims = await this.indexDims(caller.tenant);
+      if (dims !== null && dims !== queryVector.length) {
+        throw new InvalidArgumentError('vector', `must have ${dims} dimensions (the tenant's vector index)`);
+      }
+    }
     const query = text === '' ? null : queryWords(text);
+    await this.codec.prepare?.(caller.tenant);
+    const { facts, truncated } = await this.index.factsUnder(caller.tenant, request.namespace);
     const now = this.now();
-    const candidates: { item: MemoryItem; terms?: DocumentTerms }[] = [];
+    const candidates: Candidate[] = [];
     let considered = 0;
     let totalLength = 0;
-    let rows = 0;
-    let bytes = 0;
-    let truncated = false;
-    let cursor: string | undefined;
-    await this.codec.prepare?.(caller.tenant);
-    scanning: do {
-      const page = await this.store.scan(caller.tenant, request.namespace, {
-        pageSize: SCAN_PAGE,
-        ...(cursor === undefined ? {} : { cursor }),
-      });
-      for (const fact of page.facts) {
-        if (rows >= MAX_SEARCH_SCAN_ROWS || bytes >= MAX_SEARCH_SCAN_BYTES) {
-          truncated = true;
-          break scanning;
-        }
-        rows++;
-        bytes += fact.value.length;
-        if (isExpired(fact, now) || !isWithin(fact.namespace, request.namespace)) continue;
-        const value = this.open(caller.tenant, fact);
-        if (request.filter !== undefined && !matchesFilter(value, request.filter)) continue;
-        considered++;
-        if (query === null) {
-          candidates.push({ item: itemOf(fact, value) });
-          continue;
-        }
-        const terms = documentTerms(fact.key, value, query);
-        totalLength += terms.length;
-        if (matchesAny(terms)) candidates.push({ item: itemOf(fact, value), terms });
+    for (const fact of facts) {
+      if (isExpired(fact, now)) continue;
+      const { item, vectors } = fact;
+      if (request.filter !== undefined && !matchesFilter(item.value, request.filter)) continue;
+      considered++;
+      const close = queryVector === null ? null : closest(queryVector, vectors, distance);
+      if (query === null) {
+        candidates.push({ item, close });
+        continue;
       }
-      cursor = page.cursor ?? undefined;
-    } while (cursor !== undefined);
+      const terms = termsIn(fact.words, query);
+      totalLength += terms.length;
+      const matched = matchesAny(terms);
+      if (matched || close !== null) candidates.push({ item, close, ...(matched ? { terms } : {}) });
+    }
 
-    let ranked: ScoredItem[];
-    if (query === null) {
-      ranked = candidates.map(({ item }) => item).sort(newestFirst);
-    } else {
+    const keywordScores = new Map<Candidate, number>();
+    if (query !== null) {
+      const matching = candidates.filter((candidate) => candidate.terms !== undefined);
       const scores = bm25Scores(
-        candidates.map(({ terms }) => terms as DocumentTerms),
+        matching.map(({ terms }) => terms as DocumentTerms),
         considered,
         considered === 0 ? 0 : totalLength / considered,
         query.length,
       );
-      ranked = candidates
-        .map(({ item }, i) => ({ ...item, score: scores[i] ?? 0 }))
+      matching.forEach((candidate, i) => keywordScores.set(candidate, scores[i] ?? 0));
+    }
+    let ranked: ScoredItem[];
+    if (query === null && queryVector === null) {
+      ranked = candidates.map(({ item }) => item).sort(newestFirst);
+    } else if (queryVector === null) {
+      ranked = [...keywordScores]
+        .map(([{ item }, score]) => ({ ...item, score }))
         .sort((a, b) => b.score - a.score || newestFirst(a, b));
+    } else if (query === null) {
+      const near = byCloseness(candidates);
+      ranked = [
+        ...near.map(({ item, close }) => ({ ...item, score: vectorScore(close as number, distance) })),
+        ...candidates
+          .filter(({ close }) => close === null)
+          .map(({ item }) => item)
+          .sort(newestFirst),
+      ];
+    } else {
+      ranked = fuse(byCloseness(candidates), byKeywords(keywordScores));
     }
     return { items: ranked.slice(offset, offset + limit), truncated };
+  }
+
+  /** The dimension count of the tenant's vector index, or null before its first vector. */
+  private async indexDims(tenant: string): Promise<number | null> {
+    const known = this.indexes.get(tenant);
+    if (known !== undefined) return known;
+    const index = await this.store.readIndex(tenant);
+    if (index !== null) this.indexes.set(tenant, index.dims);
+    return index?.dims ?? null;
+  }
+
+  /**
+   * Throws 400 naming the first vector unless its dimension count is the tenant's; the first
+   * vector of a tenant makes its index (create-only: of two first writers, one index holds).
+   */
+  private async checkIndex(tenant: string, dims: number, vectors: FactVectors): Promise<void> {
+    let indexed = await this.indexDims(tenant);
+    if (indexed === null) {
+      indexed = (await this.store.createIndex(tenant, { dims })).dims;
+      this.indexes.set(tenant, indexed);
+    }
+    if (indexed !== dims) {
+      const [path] = vectors.keys();
+      throw new InvalidArgumentError(
+        `vectors.${path ?? ''}`,
+        `must have ${indexed} dimensions (the tenant's vector index), not ${dims}`,
+      );
+    }
   }
 
   /**
@@ -625,10 +789,31 @@ export class MemoryFacts {
     }
   }
 
-  private open(tenant: string, fact: StoredFact): unknown {
+  /** A stored fact as the search index keeps it. */
+  private decode(tenant: string, fact: StoredFact): IndexedFact {
+    const { value, vectors } = this.open(tenant, fact);
+    const words = wordBag(fact.key, value);
+    return {
+      id: factId(fact.namespace, fact.key),
+      namespace: fact.namespace,
+      item: itemOf(fact, value, vectors),
+      vectors,
+      words,
+      updatedAt: fact.updatedAt,
+      expiresAt: fact.expiresAt,
+      bytes: fact.value.length,
+      // The value parsed (about twice its bytes), the vectors, the words counted, the names.
+      weight:
+        512 + fact.value.length * 2 + words.counts.size * 64 + (fact.namespace.length + fact.key.length) * 4,
+    };
+  }
+
+  private open(tenant: string, fact: StoredFact): { value: unknown; vectors: FactVectors } {
     const plain = this.codec.open(fact.value, placeOf(tenant, fact.namespace, fact.key));
+    const unpacked = unpackFact(plain);
     try {
-      return JSON.parse(plain.toString('utf8')) as unknown;
+      if (unpacked === null) throw new Error('damaged');
+      return { value: JSON.parse(unpacked.json.toString('utf8')) as unknown, vectors: unpacked.vectors };
     } catch {
       throw new IntegrityError('a stored fact is not JSON; it was damaged');
     }
@@ -704,16 +889,133 @@ function actorOf(caller: Caller): { actor?: string } {
   return caller.actor === undefined ? {} : { actor: caller.actor };
 }
 
-function itemOf(fact: StoredFact, value: unknown): MemoryItem {
+function itemOf(fact: StoredFact, value: unknown, vectors: FactVectors): MemoryItem {
   return {
     namespace: fact.namespace.split('/'),
     key: fact.key,
     value,
+    ...(vectors.size === 0 ? {} : { vectorFields: [...vectors.keys()] }),
     createdAt: fact.createdAt,
     updatedAt: fact.updatedAt,
     ...(fact.expiresAt === null ? {} : { expiresAt: fact.expiresAt }),
     etag: fact.etag,
   };
+}
+
+/** A remember checked and sealed, before its version is known. */
+interface PreparedWrite {
+  readonly namespace: string;
+  readonly key: string;
+  readonly sealed: Buffer;
+  /** The value as the answer gives it back. */
+  readonly parsed: unknown;
+  readonly vectors: FactVectors;
+  readonly ttl: number | undefined;
+  readonly conditions: WriteConditions;
+  readonly versionKey: string;
+}
+
+/** The row a remember writes over `current` (null: none), with `outbox`. */
+function planWrite(
+  write: PreparedWrite,
+  current: FactHeader | null,
+  live: FactHeader | null,
+  now: number,
+  outbox: string | null,
+): FactWrite {
+  return {
+    namespace: write.namespace,
+    key: write.key,
+    value: write.sealed,
+    createdAt: live?.createdAt ?? now,
+    // Strictly increasing per row, also when the clock has not moved (or moved back).
+    updatedAt: current === null ? now : Math.max(now, current.updatedAt + 1),
+    expiresAt: write.ttl === undefined ? null : now + write.ttl * 1000,
+    incarnation: current === null ? newIncarnation() : incarnationOf(current),
+    outbox,
+  };
+}
+
+/**
+ * Writes cut into what one `writeMany` takes: at most its count and bytes, and no fact twice (a
+ * later write of the same fact goes in a later call, after the earlier one).
+ */
+function chunksOf<T extends { write: PreparedWrite }>(entries: readonly T[]): T[][] {
+  const chunks: T[][] = [];
+  let chunk: T[] = [];
+  let bytes = 0;
+  let keys = new Set<string>();
+  for (const entry of entries) {
+    const size = entry.write.sealed.length;
+    if (
+      chunk.length >= MAX_WRITES_PER_CALL ||
+      (chunk.length > 0 && bytes + size > MAX_WRITE_BYTES_PER_CALL) ||
+      keys.has(entry.write.versionKey)
+    ) {
+      chunks.push(chunk);
+      chunk = [];
+      bytes = 0;
+      keys = new Set();
+    }
+    chunk.push(entry);
+    bytes += size;
+    keys.add(entry.write.versionKey);
+  }
+  if (chunk.length > 0) chunks.push(chunk);
+  return chunks;
+}
+
+/** A fact a search found: with its keyword terms when it matched the text, its closeness when it has vectors. */
+interface Candidate {
+  readonly item: MemoryItem;
+  readonly terms?: DocumentTerms;
+  readonly close: number | null;
+}
+
+function checkDistance(distance: string | undefined): Distance {
+  if (distance === undefined) return 'cosine';
+  if (!(DISTANCES as readonly string[]).includes(distance)) {
+    throw new InvalidArgumentError('distance', `must be one of ${DISTANCES.join(', ')}`);
+  }
+  return distance as Distance;
+}
+
+/** How close the closest of `vectors` of the query's length is; null when none has it. */
+function closest(query: Float32Array, vectors: FactVectors, distance: Distance): number | null {
+  let best: number | null = null;
+  for (const vector of vectors.values()) {
+    if (vector.length !== query.length) continue;
+    const close = closeness(query, vector, distance);
+    if (best === null || close > best) best = close;
+  }
+  return best;
+}
+
+function byCloseness(candidates: readonly Candidate[]): Candidate[] {
+  return candidates
+    .filter(({ close }) => close !== null)
+    .sort((a, b) => (b.close as number) - (a.close as number) || newestFirst(a.item, b.item));
+}
+
+function byKeywords(scores: ReadonlyMap<Candidate, number>): Candidate[] {
+  return [...scores.keys()].sort(
+    (a, b) => (scores.get(b) ?? 0) - (scores.get(a) ?? 0) || newestFirst(a.item, b.item),
+  );
+}
+
+/**
+ * Reciprocal rank fusion: each ranking adds `1 / (RRF_K + rank)` (rank from 1) to a fact it
+ * holds; the sum, divided by the most two rankings can give (`2 / (RRF_K + 1)`), is the score.
+ */
+function fuse(...rankings: readonly Candidate[][]): ScoredItem[] {
+  const sums = new Map<Candidate, number>();
+  for (const ranking of rankings) {
+    ranking.forEach((candidate, i) => sums.set(candidate, (sums.get(candidate) ?? 0) + 1 / (RRF_K + i + 1)));
+  }
+  const best = rankings.length / (RRF_K + 1);
+  return [...sums]
+    .map(([{ item }, sum]) => ({ ...item, score: Math.min(1, sum / best) }))
+    .sort((a, b) => b.score - a.score || newestFirst(a, b));
 }
 
 function newestFirst(a: MemoryItem, b: MemoryItem): number {

@@ -17,11 +17,20 @@
  *   none); an `outbox` is at most {@link MAX_OUTBOX_CHARS} characters;
  * - in `pruneExpired`, leave a row for which `keep` answers true, and delete every other row only
  *   at the version it was found at (a row written again since is not expired any more);
+ * - keep the tenant's change feed (`changes`): every call that changes or deletes rows (`write`,
+ *   `delete`, `deleteSubtree`, `pruneExpired`) lists the ids of the rows it changed in the feed
+ *   before it returns, so that a reader that asks for the changes after it returned gets them
+ *   (on Table Storage in the same transaction as the rows themselves);
  * - report a storage fault as StorageUnavailableError, never as absent or empty.
  *
  * Values, incarnations and outboxes are opaque here (the value sealed by the domain's codec, the
  * other two the domain's audit bookkeeping): implementations never parse them.
  */
+
+/** The most writes one `writeMany` takes (a Table transaction's 100 operations, less the feed's two). */
+export const MAX_WRITES_PER_CALL = 98;
+/** The most bytes of values one `writeMany` takes (a Table transaction's 4 MiB, less base64 and the rest). */
+export const MAX_WRITE_BYTES_PER_CALL = 2 * 1024 * 1024;
 
 /** The longest outbox a row holds (characters); the domain keeps it far below. */
 export const MAX_OUTBOX_CHARS = 24 * 1024;
@@ -73,7 +82,41 @@ export interface SubtreeDeletion {
   readonly more: boolean;
 }
 
+/** A tenant's vector index: the dimension count every vector of the tenant has. */
+export interface MemoryIndex {
+  readonly dims: number;
+}
+
+/**
+ * What changed in a tenant since a position of its change feed. Positions are opaque; two equal
+ * positions mean no change in between.
+ */
+export interface FeedChanges {
+  /** Where the feed stands now; pass it back as `since` next time. */
+  readonly position: string;
+  /**
+   * The ids (`factId`) of the rows changed or deleted after `since` up to `position`, or null when
+   * the feed cannot tell (no `since`, a feed that started again, or one that has moved on too far):
+   * then the reader has to read what it needs afresh.
+   */
+  readonly ids: string[] | null;
+}
+
 export interface MemoryStore {
+  /**
+   * The tenant's change feed since `since` (null: only its position). One storage request when
+   * nothing changed, a few more when something did (never one per unchanged row).
+   */
+  changes(tenant: string, since: string | null): Promise<FeedChanges>;
+  /** The rows with these ids (`factId`), expired or not; an absent row is not in the map. */
+  fetch(tenant: string, ids: readonly string[]): Promise<Map<string, StoredFact>>;
+  /** The tenant's vector index, or null before its first vector. */
+  readIndex(tenant: string): Promise<MemoryIndex | null>;
+  /**
+   * Creates the tenant's index unless one exists (create-only, so two first writers agree) and
+   * answers the index that holds: `index`, or the one that was there. An index never changes.
+   */
+  createIndex(tenant: string, index: MemoryIndex): Promise<MemoryIndex>;
   /** The row, expired or not, or null. */
   get(tenant: string, namespace: string, key: string): Promise<StoredFact | null>;
   /**
@@ -81,6 +124,14 @@ export interface MemoryStore {
    * Throws PreconditionFailedError when the condition does not hold.
    */
   write(tenant: string, fact: FactWrite, ifEtag: string | null): Promise<StoredFact>;
+  /**
+   * Each write as `write` would do it (its own compare-and-swap), answered in order: the stored
+   * row, or null where the condition did not hold (nothing written for that one). At most
+   * {@link MAX_WRITES_PER_CALL} writes of distinct rows, at most {@link MAX_WRITE_BYTES_PER_CALL}
+   * of values together; an implementation may store them in fewer requests than one per row (on
+   * Table Storage one transaction when every condition holds).
+   */
+  writeMany(tenant: string, writes: readonly { fact: FactWrite; ifEtag: string | null }[]): Promise<(StoredFact | null)[]>;
   /**
    * Deletes the row (only the version `ifEtag`, when given); false when it was absent. Throws
    * PreconditionFailedError when `ifEtag` does not match.

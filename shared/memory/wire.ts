@@ -6,6 +6,14 @@ import { z } from 'zod';
  * validate with these same schemas, so a field rule is written once.
  */
 
+/**
+ * A fact's value is at most 32 KiB of JSON; the body around it gets room for whitespace, ttl and
+ * up to 8 vectors of 4,096 numbers written out in JSON (about 25 characters each at most).
+ */
+export const MAX_FACT_BODY_BYTES = 1024 * 1024;
+/** A search body: namespace, text, a filter of up to 32 fields and a vector of up to 4,096 numbers. */
+export const MAX_SEARCH_BODY_BYTES = 256 * 1024;
+
 const required = z.string({ error: 'is required' });
 const wholeNumber = (rule: string) => z.coerce.number({ error: rule }).int(rule);
 
@@ -17,11 +25,16 @@ export const rememberBody = z.strictObject({
     .number({ error: 'must be a whole number of seconds' })
     .int('must be a whole number of seconds')
     .optional(),
+  /** Field path → array of numbers; checked by the memory facts (`vectors.<path>`). */
+  vectors: z.unknown().optional(),
 });
 
 export const searchBody = z.strictObject({
   namespace: z.string({ error: 'is required ("" searches every namespace)' }),
   text: z.string().optional(),
+  /** An array of numbers; checked by the memory facts. */
+  vector: z.unknown().optional(),
+  distance: z.string({ error: 'must be cosine, dot or l2' }).optional(),
   limit: z.number({ error: 'must be a whole number' }).optional(),
   offset: z.number({ error: 'must be a whole number' }).optional(),
   filter: z.unknown().optional(),

@@ -53,10 +53,21 @@ function recordingStore(inner: KeyValueStore, record: () => Promise<void>): KeyV
 
 export function recordingMemoryStore(inner: MemoryStore, directory: TenantDirectory): MemoryStore {
   return {
+    readIndex: (tenant) => inner.readIndex(tenant),
+    changes: (tenant, since) => inner.changes(tenant, since),
+    fetch: (tenant, ids) => inner.fetch(tenant, ids),
+    createIndex: async (tenant, index) => {
+      await directory.record(tenant, 'memory');
+      return inner.createIndex(tenant, index);
+    },
     get: (tenant, namespace, key) => inner.get(tenant, namespace, key),
     write: async (tenant, fact, ifEtag) => {
       await directory.record(tenant, 'memory');
       return inner.write(tenant, fact, ifEtag);
+    },
+    writeMany: async (tenant, writes) => {
+      if (writes.length > 0) await directory.record(tenant, 'memory');
+      return inner.writeMany(tenant, writes);
     },
     delete: (tenant, namespace, key, ifEtag) => inner.delete(tenant, namespace, key, ifEtag),
     scan: (tenant, namespace, options) => inner.scan(tenant, namespace, options),

@@ -612,8 +612,13 @@ export function describeMemoryStoreContract(fixture: MemoryStoreFixture): void {
 function poisoned(): MemoryStore {
   const fail = () => Promise.reject(new Error('storage was called for an invalid request'));
   return {
+    readIndex: fail,
+    changes: fail,
+    fetch: fail,
+    createIndex: fail,
     get: fail,
     write: fail,
+    writeMany: fail,
     delete: fail,
     scan: fail,
     headers: fail,

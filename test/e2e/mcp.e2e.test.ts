@@ -483,7 +483,7 @@ describe.each<Backend>(['local', 'blob'])('MCP server on the %s backend', (backe
         { namespace: 'bad', key: 'k', value: 1, colour: 'red' },
         /^colour: is not a known argument$/,
       ],
-      ['search_memory', { text: 'x', vector: [0.1, 0.2] }, /^vector: vector search is not available yet/],
+      ['search_memory', { text: 'x', vector: [] }, /^vector: must be an array of 1 to 4096 numbers/],
       ['search_memory', { limit: 0 }, /^limit: /],
       ['kv_put', { key: 'a/../b', value: 'x' }, /^key: /],
       ['kv_put', { key: 'bad', value: 'x', ifMatch: '"e"', ifAbsent: true }, /^ifMatch: cannot be combined/],

@@ -6,11 +6,26 @@ import type { MemoryStore } from '../../shared/memory/memoryStore';
  */
 export class DelegatingMemoryStore implements MemoryStore {
   constructor(protected readonly inner: MemoryStore) {}
+  readIndex(...args: Parameters<MemoryStore['readIndex']>) {
+    return this.inner.readIndex(...args);
+  }
+  changes(...args: Parameters<MemoryStore['changes']>) {
+    return this.inner.changes(...args);
+  }
+  fetch(...args: Parameters<MemoryStore['fetch']>) {
+    return this.inner.fetch(...args);
+  }
+  createIndex(...args: Parameters<MemoryStore['createIndex']>) {
+    return this.inner.createIndex(...args);
+  }
   get(...args: Parameters<MemoryStore['get']>) {
     return this.inner.get(...args);
   }
   write(...args: Parameters<MemoryStore['write']>) {
     return this.inner.write(...args);
+  }
+  writeMany(...args: Parameters<MemoryStore['writeMany']>) {
+    return this.inner.writeMany(...args);
   }
   delete(...args: Parameters<MemoryStore['delete']>) {
     return this.inner.delete(...args);

@@ -1,16 +1,30 @@
-import { odata, type TableClient, type TableEntityResult, type TransactionAction } from '@azure/data-tables';
+import { randomBytes } from 'node:crypto';
+
+import {
+  odata,
+  type TableClient,
+  type TableEntityResult,
+  type TableTransactionEntityResponse,
+  type TransactionAction,
+} from '@azure/data-tables';
 
 import { InternalError, PreconditionFailedError } from '../../errors';
-import { keyDigest, namespaceDigest } from '../../memory/layout';
+import { lru } from '../../lru';
+import { factId, namespaceDigest } from '../../memory/layout';
 import type {
   FactHeader,
   FactHeaderPage,
   FactPage,
   FactWrite,
+  FeedChanges,
+  MemoryIndex,
   MemoryStore,
   StoredFact,
   SubtreeDeletion,
 } from '../../memory/memoryStore';
+import { forEachLimited } from '../../pool';
+import { casPause } from '../../retry';
+import { KeyedMutex } from '../keyedMutex';
 import { isAzureError, isNotFound, storageCall } from './azureErrors';
 
 /** How long one namespace listing may scan before it answers what it found as incomplete. */
@@ -32,19 +46,79 @@ const NAMESPACE_SCAN_BUDGET_MS = 4000;
  *   `inc` (the row's incarnation) and, while it holds audit events, `outbox` (strings, the latter
  *   at most 24 Ki characters: under the property limit of 32 Ki UTF-16 characters).
  *
- * Writes are create-only inserts (`createEntity`) or replacements on the etag read
- * (`updateEntity(..., 'Replace', { etag })`); never batches with etags. The API's ETag is the
- * table's ETag, quoted and base64url-encoded (the table's own contains quotes). Deletions of a
- * subtree go in transactions of up to 100 unconditional deletes. The table is created on first
- * write; reads of a table that does not exist yet answer absent or empty.
+ * - A value longer than {@link VALUE_CHUNK_BYTES} (a fact with vectors) continues in `value1`,
+ *   `value2`, … (each under the 64 KiB property limit; an entity holds at most 1 MiB).
+ * - A tenant's vector index is the row `PartitionKey` {@link INDEX_PARTITION}, `RowKey` the tenant
+ *   (`dims`, Int32): no tenant id starts with `~`, so no tenant's queries meet it.
+ *
+ * - The tenant's change feed lives in its partition too, after every fact (`~` sorts after the
+ *   digests, and every query of facts stops before `~`), in {@link FEED_SHARDS} shards: shard k
+ *   has a head `~head-k` (`epoch`, a random id given when the head is created, and `seq`, the
+ *   number of its changes) and a ring of {@link FEED_SLOTS} rows `~ring-k-000` … (`seq` and
+ *   `ids`, the RowKeys that change changed, comma-separated, continued in `ids1`, … past 30,000
+ *   characters). Every change of facts is one entity group transaction: the fact operations, the
+ *   head of a shard replaced on the etag this instance knows (a compare-and-swap: of two writers
+ *   on one shard one moves it, the other reads it again and retries), and the slot of its new
+ *   `seq` upserted. So the feed and the facts never disagree, even after a crash (the one
+ *   exception: a delete at a version, see `deleteRow`). A reader reads the 16 heads in one query;
+ *   a shard whose `seq` moved from n to m has the ids of changes n+1..m in its ring.
+ *
+ * Writes are create-only inserts or replacements on the etag read, in that transaction. The
+ * API's ETag is the table's ETag, quoted and base64url-encoded (the table's own contains quotes).
+ * Deletions of a subtree go in transactions of up to 98 unconditional deletes (with the two feed
+ * rows). The table is created on first write; reads of a table that does not exist yet answer
+ * absent or empty.
  */
 export class TableMemoryStore implements MemoryStore {
   private tableReady: Promise<void> | undefined;
+  /** The feed head of each tenant as this instance last wrote or read it (a hint: a stale one costs a retry). */
+  private readonly heads = lru<string, FeedHead>(10_000);
+  /** This instance's writers of a tenant take turns, so they do not race each other for the head. */
+  private readonly feedTurns = new KeyedMutex();
+  /** The shard of this instance's next change (starting anywhere, so instances spread). */
+  private nextShard = Math.floor(Math.random() * FEED_SHARDS);
 
   constructor(
     private readonly table: TableClient,
     private readonly timeoutMs: number,
   ) {}
+
+  async readIndex(tenant: string): Promise<MemoryIndex | null> {
+    return this.call(async (abortSignal) => {
+      try {
+        const entity = await this.table.getEntity<Record<string, unknown>>(INDEX_PARTITION, tenant, {
+          abortSignal,
+        });
+        return indexOf(entity);
+      } catch (error) {
+        if (isNotFound(error)) return null;
+        throw error;
+      }
+    });
+  }
+
+  async createIndex(tenant: string, index: MemoryIndex): Promise<MemoryIndex> {
+    const entity = { partitionKey: INDEX_PARTITION, rowKey: tenant, dims: index.dims };
+    const created = await this.call(async (abortSignal) => {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await this.table.createEntity(entity, { abortSignal });
+          return true;
+        } catch (error) {
+          if (isAzureError(error, 409, 'EntityAlreadyExists')) return false;
+          if (isNotFound(error) && attempt === 0) {
+            await this.createTable(abortSignal);
+            continue;
+          }
+          throw error;
+        }
+      }
+    });
+    if (created) return { dims: index.dims };
+    const existing = await this.readIndex(tenant);
+    if (existing === null) throw new InternalError("the tenant's memory index went while it was read");
+    return existing;
+  }
 
   async get(tenant: string, namespace: string, key: string): Promise<StoredFact | null> {
     return this.call(async (abortSignal) => {
@@ -62,31 +136,16 @@ export class TableMemoryStore implements MemoryStore {
 
   async write(tenant: string, fact: FactWrite, ifEtag: string | null): Promise<StoredFact> {
     const entity = entityOf(tenant, fact);
+    const action: TransactionAction =
+      ifEtag === null ? ['create', entity] : ['update', entity, 'Replace', { etag: tableEtag(ifEtag) }];
     return this.call(async (abortSignal) => {
-      if (ifEtag === null) {
-        for (let attempt = 0; ; attempt++) {
-          try {
-            const { etag } = await this.table.createEntity(entity, { abortSignal });
-            return { ...fact, etag: apiEtag(etag) };
-          } catch (error) {
-            if (isAzureError(error, 409, 'EntityAlreadyExists')) {
-              throw new PreconditionFailedError('the fact exists');
-            }
-            if (isNotFound(error) && attempt === 0) {
-              await this.createTable(abortSignal);
-              continue;
-            }
-            throw error;
-          }
-        }
-      }
       try {
-        const { etag } = await this.table.updateEntity(entity, 'Replace', {
-          etag: tableEtag(ifEtag),
-          abortSignal,
-        });
-        return { ...fact, etag: apiEtag(etag) };
+        const [written] = await this.transact(tenant, [action], [entity.rowKey], abortSignal);
+        return { ...fact, etag: apiEtag(written?.etag) };
       } catch (error) {
+        if (isAzureError(error, 409, 'EntityAlreadyExists')) {
+          throw new PreconditionFailedError('the fact exists');
+        }
         if (isAzureError(error, 412) || isNotFound(error)) {
           throw new PreconditionFailedError('the fact has changed');
         }
@@ -95,21 +154,254 @@ export class TableMemoryStore implements MemoryStore {
     });
   }
 
-  async delete(tenant: string, namespace: string, key: string, ifEtag?: string): Promise<boolean> {
-    return this.call(async (abortSignal) => {
+  async writeMany(
+    tenant: string,
+    writes: readonly { fact: FactWrite; ifEtag: string | null }[],
+  ): Promise<(StoredFact | null)[]> {
+    if (writes.length === 0) return [];
+    const entities = writes.map(({ fact }) => entityOf(tenant, fact));
+    const actions: TransactionAction[] = writes.map(({ ifEtag }, i) => {
+      const entity = entities[i] as ReturnType<typeof entityOf>;
+      return ifEtag === null
+        ? ['create', entity]
+        : ['update', entity, 'Replace', { etag: tableEtag(ifEtag) }];
+    });
+    const written = await this.call(async (abortSignal) => {
       try {
-        await this.table.deleteEntity(tenant, rowKeyOf(namespace, key), {
-          // The SDK's default is "*" (unconditional); a given version is always passed on.
-          etag: ifEtag === undefined ? '*' : tableEtag(ifEtag),
+        return await this.transact(
+          tenant,
+          actions,
+          entities.map((entity) => entity.rowKey),
           abortSignal,
-        });
-        return true;
+        );
       } catch (error) {
-        if (isNotFound(error)) return false;
-        if (isAzureError(error, 412)) throw new PreconditionFailedError('the fact has changed');
+        if (isAzureError(error, 409) || isAzureError(error, 412) || isNotFound(error)) return null;
         throw error;
       }
     });
+    if (written !== null) return writes.map(({ fact }, i) => ({ ...fact, etag: apiEtag(written[i]?.etag) }));
+    // Some condition did not hold (the transaction wrote nothing): each on its own.
+    const results: (StoredFact | null)[] = [];
+    for (const { fact, ifEtag } of writes) {
+      try {
+        results.push(await this.write(tenant, fact, ifEtag));
+      } catch (error) {
+        if (!(error instanceof PreconditionFailedError)) throw error;
+        results.push(null);
+      }
+    }
+    return results;
+  }
+
+  async delete(tenant: string, namespace: string, key: string, ifEtag?: string): Promise<boolean> {
+    return this.call(async (abortSignal) => {
+      // The SDK's default is "*" (unconditional); a given version is always passed on.
+      const outcome = await this.deleteRow(
+        tenant,
+        factId(namespace, key),
+        ifEtag === undefined ? '*' : tableEtag(ifEtag),
+        abortSignal,
+      );
+      if (outcome === 'changed') throw new PreconditionFailedError('the fact has changed');
+      return outcome === 'deleted';
+    });
+  }
+
+  /**
+   * Deletes one row at `etag` (`*`: any) and lists it in the feed: an unconditional delete in one
+   * transaction with the feed; a conditional one (which the SDK's transactions cannot send) first,
+   * then the feed's entry. A process stopped between the two leaves the deletion out of the feed:
+   * caches see it once they read the subtree afresh (searchIndex.ts), and no change that
+   * returned is ever missed.
+   */
+  private async deleteRow(
+    tenant: string,
+    rowKey: string,
+    etag: string,
+    abortSignal: AbortSignal,
+  ): Promise<'deleted' | 'absent' | 'changed'> {
+    try {
+      if (etag === '*') {
+        await this.transact(tenant, [['delete', { partitionKey: tenant, rowKey }]], [rowKey], abortSignal);
+      } else {
+        await this.table.deleteEntity(tenant, rowKey, { etag, abortSignal });
+        await this.transact(tenant, [], [rowKey], abortSignal);
+      }
+      return 'deleted';
+    } catch (error) {
+      if (isNotFound(error)) return 'absent';
+      if (isAzureError(error, 412)) return 'changed';
+      throw error;
+    }
+  }
+
+  /**
+   * Runs `actions` (on fact rows of the tenant) in one transaction with the feed's next change,
+   * which lists `ids`; answers the sub-responses of `actions`. When the head moved meanwhile (its
+   * etag is not the one this instance knew), reads it again and retries; any other failure is
+   * thrown as the table answered it (one of `actions` failed: the caller says what that means).
+   */
+  private async transact(
+    tenant: string,
+    actions: TransactionAction[],
+    ids: readonly string[],
+    abortSignal: AbortSignal,
+  ): Promise<TableTransactionEntityResponse[]> {
+    // Each change goes to one shard of the feed, the next in turn: writers of one instance take
+    // turns per shard, and writers of several instances rarely meet on one.
+    const shard = this.nextShard;
+    this.nextShard = (shard + 1) % FEED_SHARDS;
+    const turn = `${tenant}\n${shard}`;
+    return this.feedTurns.run(turn, async () => {
+      for (let attempt = 0; ; attempt++) {
+        await casPause(attempt, abortSignal);
+        const head = this.heads.get(turn) ?? (await this.readHead(tenant, shard, abortSignal));
+        const next = { epoch: head.etag === null ? newEpoch() : head.epoch, seq: head.seq + 1 };
+        const headRow = {
+          partitionKey: tenant,
+          rowKey: headKeyOf(shard),
+          epoch: next.epoch,
+          seq: int64(next.seq),
+        };
+        const slotRow = {
+          partitionKey: tenant,
+          rowKey: slotKeyOf(shard, next.seq),
+          seq: int64(next.seq),
+          ...idProperties(ids),
+        };
+        const feed: TransactionAction[] = [
+          head.etag === null ? ['create', headRow] : ['update', headRow, 'Replace', { etag: head.etag }],
+          // Replace, not merge: the ids of the slot's earlier change go.
+          ['upsert', slotRow, 'Replace'],
+        ];
+        try {
+          const { subResponses } = await this.table.submitTransaction([...actions, ...feed], { abortSignal });
+          const headEtag = subResponses[actions.length]?.etag;
+          if (headEtag === undefined) this.heads.delete(turn);
+          else this.heads.set(turn, { ...next, etag: headEtag });
+          return subResponses.slice(0, actions.length);
+        } catch (error) {
+          this.heads.delete(turn);
+          if (isAzureError(error, 404, 'TableNotFound') && attempt === 0) {
+            await this.createTable(abortSignal);
+            continue;
+          }
+          const conflict = isNotFound(error) || isAzureError(error, 409) || isAzureError(error, 412);
+          if (!conflict || attempt >= FEED_ATTEMPTS) throw error;
+          const fresh = await this.readHead(tenant, shard, abortSignal);
+          if (fresh.etag !== null) this.heads.set(turn, fresh);
+          // The head is where it was: the failure was one of `actions`.
+          if (fresh.etag === head.etag) throw error;
+        }
+      }
+    });
+  }
+
+  /** One shard's feed head; a shard that never changed has none (`seq` 0, no etag). */
+  private async readHead(tenant: string, shard: number, abortSignal: AbortSignal): Promise<FeedHead> {
+    try {
+      const entity = await this.table.getEntity<Record<string, unknown>>(tenant, headKeyOf(shard), {
+        abortSignal,
+      });
+      return headOf(entity);
+    } catch (error) {
+      if (isNotFound(error)) return NO_HEAD;
+      throw error;
+    }
+  }
+
+  async changes(tenant: string, since: string | null): Promise<FeedChanges> {
+    return this.call(async (abortSignal) => {
+      const heads = new Array<FeedHead>(FEED_SHARDS).fill(NO_HEAD);
+      try {
+        // Every shard's head in one query (they sort together, before the rings).
+        const entities = this.table.listEntities<Record<string, unknown>>({
+          queryOptions: {
+            filter: odata`PartitionKey eq ${tenant} and RowKey ge ${headKeyOf(0)} and RowKey le ${headKeyOf(FEED_SHARDS - 1)}`,
+          },
+          abortSignal,
+        });
+        for await (const entity of entities) {
+          const shard = HEAD_KEYS.indexOf(String(entity.rowKey));
+          if (shard >= 0) heads[shard] = headOf(entity);
+        }
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
+      }
+      const position = heads.map((head) => `${head.epoch}:${head.seq}`).join(',');
+      if (since === position) return { position, ids: [] };
+      const from = since === null ? [] : since.split(',').map(parsePosition);
+      if (from.length !== FEED_SHARDS) return { position, ids: null };
+      const ids = new Set<string>();
+      let known = true;
+      await forEachLimited([...heads.entries()], FEED_SHARDS, async ([shard, head]) => {
+        const start = from[shard];
+        // A shard without a head then (epoch "", 0 changes) has every change since in its ring.
+        const fresh = start?.epoch === '' && start.seq === 0;
+        if (
+          start === null ||
+          start === undefined ||
+          (!fresh && start.epoch !== head.epoch) ||
+          start.seq > head.seq
+        ) {
+          known = false;
+          return;
+        }
+        if (start.seq === head.seq) return;
+        const found = await this.ring(tenant, shard, start.seq + 1, head.seq, abortSignal);
+        if (found === null) known = false;
+        else for (const id of found) ids.add(id);
+      });
+      return { position, ids: known ? [...ids] : null };
+    });
+  }
+
+  /** The ids of changes `first`..`last` of one shard; null when the ring no longer holds them all. */
+  private async ring(
+    tenant: string,
+    shard: number,
+    first: number,
+    last: number,
+    abortSignal: AbortSignal,
+  ): Promise<string[] | null> {
+    if (last - first + 1 > FEED_SLOTS) return null;
+    const low = slotKeyOf(shard, first);
+    const high = slotKeyOf(shard, last);
+    const range = (a: string, b: string) => odata`(RowKey ge ${a} and RowKey le ${b})`;
+    const ranges =
+      low <= high
+        ? range(low, high)
+        : `(${range(low, slotKeyOf(shard, FEED_SLOTS - 1))} or ${range(slotKeyOf(shard, 0), high)})`;
+    const seen = new Set<number>();
+    const ids: string[] = [];
+    const entities = this.table.listEntities<Record<string, unknown>>({
+      queryOptions: { filter: `${odata`PartitionKey eq ${tenant}`} and ${ranges}` },
+      abortSignal,
+    });
+    for await (const entity of entities) {
+      const seq = optionalNumber(entity['seq']) ?? 0;
+      if (seq < first || seq > last) continue;
+      seen.add(seq);
+      ids.push(...idsOf(entity));
+    }
+    // A slot written over by a later change lost its ids: the reader reads afresh.
+    return seen.size === last - first + 1 ? ids : null;
+  }
+
+  async fetch(tenant: string, ids: readonly string[]): Promise<Map<string, StoredFact>> {
+    const found = new Map<string, StoredFact>();
+    await forEachLimited(ids, FETCH_WIDTH, async (id) => {
+      const fact = await this.call(async (abortSignal) => {
+        try {
+          return factOf(await this.table.getEntity<Record<string, unknown>>(tenant, id, { abortSignal }));
+        } catch (error) {
+          if (isNotFound(error)) return null;
+          throw error;
+        }
+      });
+      if (fact !== null) found.set(id, fact);
+    });
+    return found;
   }
 
   async scan(
@@ -168,7 +460,7 @@ export class TableMemoryStore implements MemoryStore {
     options: { now: number; max: number },
   ): Promise<{ namespaces: string[]; complete: boolean }> {
     const found: string[] = [];
-    const end = prefix === '' ? undefined : successor(namespaceDigest(prefix));
+    const end = prefix === '' ? FEED_START : successor(namespaceDigest(prefix));
     let from = namespaceDigest(prefix);
     const started = performance.now();
     // A skip scan: the first live row at or after `from` names a namespace; the next seek starts
@@ -226,8 +518,8 @@ export class TableMemoryStore implements MemoryStore {
       const rows = await this.listRows(rangeFilter(tenant, namespace), options.budget + 1, abortSignal);
       const more = rows.length > options.budget;
       const doomed = rows.slice(0, options.budget);
-      for (let i = 0; i < doomed.length; i += TRANSACTION_SIZE) {
-        await this.deleteAll(tenant, doomed.slice(i, i + TRANSACTION_SIZE), abortSignal);
+      for (let i = 0; i < doomed.length; i += DELETES_PER_TRANSACTION) {
+        await this.deleteAll(tenant, doomed.slice(i, i + DELETES_PER_TRANSACTION), abortSignal);
       }
       const deleted = doomed.filter((row) => row.expiresAt === null || row.expiresAt > options.now).length;
       return { deleted, more };
@@ -239,7 +531,7 @@ export class TableMemoryStore implements MemoryStore {
     options: { now: number; budget: number; keep?: (row: FactHeader) => Promise<boolean> },
   ): Promise<SubtreeDeletion> {
     return this.call(async (abortSignal) => {
-      const filter = `${odata`PartitionKey eq ${tenant}`} and expiresAt le ${Math.floor(options.now)}L`;
+      const filter = `${odata`PartitionKey eq ${tenant} and RowKey lt ${FEED_START}`} and expiresAt le ${Math.floor(options.now)}L`;
       let deleted = 0;
       try {
         const entities = this.table.listEntities<Record<string, unknown>>({
@@ -251,15 +543,11 @@ export class TableMemoryStore implements MemoryStore {
             const row = headerOf(entity);
             if (options.keep !== undefined && (await options.keep(row))) continue;
             if (deleted >= options.budget) return { deleted, more: true };
-            try {
-              // On the version found: a fact written again since then is not expired any more.
-              await this.table.deleteEntity(tenant, String(entity.rowKey), {
-                etag: entity.etag,
-                abortSignal,
-              });
+            // On the version found: a fact written again since then is not expired any more.
+            if (
+              (await this.deleteRow(tenant, String(entity.rowKey), entity.etag, abortSignal)) === 'deleted'
+            ) {
               deleted++;
-            } catch (error) {
-              if (!isNotFound(error) && !isAzureError(error, 412)) throw error;
             }
           }
         }
@@ -310,18 +598,17 @@ export class TableMemoryStore implements MemoryStore {
       { partitionKey: tenant, rowKey: row.rowKey },
     ]);
     try {
-      await this.table.submitTransaction(actions, { abortSignal });
+      await this.transact(
+        tenant,
+        actions,
+        rows.map((row) => row.rowKey),
+        abortSignal,
+      );
       return;
     } catch (error) {
       if (!isNotFound(error) && !isAzureError(error, 400) && !isAzureError(error, 409)) throw error;
     }
-    for (const row of rows) {
-      try {
-        await this.table.deleteEntity(tenant, row.rowKey, { abortSignal });
-      } catch (error) {
-        if (!isNotFound(error)) throw error;
-      }
-    }
+    for (const row of rows) await this.deleteRow(tenant, row.rowKey, '*', abortSignal);
   }
 
   private async createTable(abortSignal: AbortSignal): Promise<void> {
@@ -336,12 +623,92 @@ export class TableMemoryStore implements MemoryStore {
   }
 }
 
-const TRANSACTION_SIZE = 100;
+/** Deletes per transaction: a transaction holds at most 100 operations, two of them the feed's. */
+const DELETES_PER_TRANSACTION = 98;
+/** The feed's rows start with this; every fact's RowKey sorts before it (digits, letters and `-`). */
+const FEED_START = '~';
+/** Shards of the feed: each its own head and ring, so that writers rarely wait for one another. */
+export const FEED_SHARDS = 16;
+/** Changes each shard remembers the ids of; a reader further behind reads afresh. */
+export const FEED_SLOTS = 128;
+const HEAD_KEYS = Array.from({ length: FEED_SHARDS }, (_, shard) => headKeyOf(shard));
+const NO_HEAD: FeedHead = { epoch: '', seq: 0, etag: null };
+
+function headKeyOf(shard: number): string {
+  return `~head-${String(shard).padStart(2, '0')}`;
+}
+
+function headOf(entity: TableEntityResult<Record<string, unknown>>): FeedHead {
+  return { epoch: String(entity['epoch']), seq: optionalNumber(entity['seq']) ?? 0, etag: entity.etag };
+}
+/** Tries of one change when other writers keep moving the head. */
+const FEED_ATTEMPTS = 16;
+/** Rows `fetch` reads at once. */
+const FETCH_WIDTH = 16;
+/** Characters of ids per property (the limit is 32 Ki UTF-16 characters). */
+const IDS_CHUNK_CHARS = 30_000;
+
+interface FeedHead {
+  readonly epoch: string;
+  readonly seq: number;
+  /** Null while the tenant has no head row. */
+  readonly etag: string | null;
+}
+
+function newEpoch(): string {
+  return randomBytes(9).toString('base64url');
+}
+
+function slotKeyOf(shard: number, seq: number): string {
+  return `~ring-${String(shard).padStart(2, '0')}-${String(seq % FEED_SLOTS).padStart(3, '0')}`;
+}
+
+function parsePosition(position: string | null): { epoch: string; seq: number } | null {
+  if (position === null) return null;
+  const at = position.lastIndexOf(':');
+  const seq = Number(position.slice(at + 1));
+  return at < 0 || !Number.isSafeInteger(seq) ? null : { epoch: position.slice(0, at), seq };
+}
+
+/** `ids`, `ids1`, `ids2`, …: the ids comma-separated, cut to fit the property limit. */
+function idProperties(ids: readonly string[]): Record<string, string> {
+  const text = ids.join(',');
+  const properties: Record<string, string> = { ids: text.slice(0, IDS_CHUNK_CHARS) };
+  for (let at = IDS_CHUNK_CHARS, i = 1; at < text.length; at += IDS_CHUNK_CHARS, i++) {
+    properties[`ids${i}`] = text.slice(at, at + IDS_CHUNK_CHARS);
+  }
+  return properties;
+}
+
+function idsOf(entity: Record<string, unknown>): string[] {
+  let text = typeof entity['ids'] === 'string' ? entity['ids'] : '';
+  for (let i = 1; typeof entity[`ids${i}`] === 'string'; i++) text += entity[`ids${i}`] as string;
+  return text === '' ? [] : text.split(',');
+}
+/** The partition of the tenants' vector indexes (no tenant id starts with `~`). */
+export const INDEX_PARTITION = '~index';
+/** Bytes of a value per binary property (the limit is 64 KiB). */
+export const VALUE_CHUNK_BYTES = 60 * 1024;
+
+function indexOf(entity: Record<string, unknown>): MemoryIndex {
+  const dims = Number(entity['dims']);
+  if (!Number.isSafeInteger(dims)) throw new InternalError("a tenant's memory index is unreadable");
+  return { dims };
+}
+
+/** `value`, `value1`, `value2`, …: the value's bytes cut to fit the property limit. */
+function valueProperties(value: Buffer): Record<string, Buffer> {
+  const properties: Record<string, Buffer> = { value: value.subarray(0, VALUE_CHUNK_BYTES) };
+  for (let at = VALUE_CHUNK_BYTES, i = 1; at < value.length; at += VALUE_CHUNK_BYTES, i++) {
+    properties[`value${i}`] = value.subarray(at, at + VALUE_CHUNK_BYTES);
+  }
+  return properties;
+}
 /** Every property but the value: what `headers` and pruning read. */
 const HEADER_COLUMNS = ['RowKey', 'ns', 'key', 'createdAt', 'updatedAt', 'expiresAt', 'inc', 'outbox'];
 
 export function rowKeyOf(namespace: string, key: string): string {
-  return `${namespaceDigest(namespace)}-${keyDigest(key)}`;
+  return factId(namespace, key);
 }
 
 /** The smallest string greater than every string that starts with `prefix` (digits and letters only). */
@@ -355,7 +722,8 @@ function rangeFilter(tenant: string, namespace: string, after?: string): string 
   const parts = [odata`PartitionKey eq ${tenant}`];
   if (after !== undefined) parts.push(odata`RowKey gt ${after}`);
   else if (start !== '') parts.push(odata`RowKey ge ${start}`);
-  if (start !== '') parts.push(odata`RowKey lt ${successor(start)}`);
+  // The whole tenant ends before the feed's rows.
+  parts.push(odata`RowKey lt ${start === '' ? FEED_START : successor(start)}`);
   return parts.join(' and ');
 }
 
@@ -369,7 +737,7 @@ function entityOf(tenant: string, fact: FactWrite) {
     rowKey: rowKeyOf(fact.namespace, fact.key),
     ns: fact.namespace,
     key: fact.key,
-    value: fact.value,
+    ...valueProperties(fact.value),
     createdAt: int64(fact.createdAt),
     updatedAt: int64(fact.updatedAt),
     ...(fact.expiresAt === null ? {} : { expiresAt: int64(fact.expiresAt) }),
@@ -419,7 +787,13 @@ function factOf(
   const header = headerOf(entity, namespace, key);
   const value = entity['value'];
   if (!(value instanceof Uint8Array)) throw new InternalError('a stored fact has no value');
-  return { ...header, value: Buffer.from(value.buffer, value.byteOffset, value.byteLength) };
+  const chunks = [Buffer.from(value.buffer, value.byteOffset, value.byteLength)];
+  for (let i = 1; ; i++) {
+    const next = entity[`value${i}`];
+    if (!(next instanceof Uint8Array)) break;
+    chunks.push(Buffer.from(next.buffer, next.byteOffset, next.byteLength));
+  }
+  return { ...header, value: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks) };
 }
 
 function optionalText(property: unknown): string | null {

@@ -3,12 +3,15 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
 import { IntegrityError, InternalError, PreconditionFailedError } from '../../errors';
-import { keyDigest, segmentDigests } from '../../memory/layout';
+import { lru } from '../../lru';
+import { factId, keyDigest, parseFactId, segmentDigests } from '../../memory/layout';
 import type {
   FactHeader,
   FactHeaderPage,
   FactPage,
   FactWrite,
+  FeedChanges,
+  MemoryIndex,
   MemoryStore,
   StoredFact,
   SubtreeDeletion,
@@ -41,6 +44,12 @@ import {
  * - Versions are random (96 bits) per write, so A→B→A gives three ETags.
  * - Deleting a fact removes the folders it leaves empty; a write racing that removal makes its
  *   folder again.
+ * - A tenant's vector index is `<dataDir>/memory-index/<tenant>.json` (`{"dims": n}`), outside
+ *   the facts' folder tree, so no scan or deletion of facts meets it.
+ * - The change feed is kept in this process's memory, per data folder and tenant: the local
+ *   backend serves one process per data folder, so every reader of the feed is in this process,
+ *   and a restart starts the feed (with a new epoch) as it starts every cache fed by it. A change
+ *   is listed once its file is renamed or unlinked, before the call returns.
  */
 export class LocalMemoryStore implements MemoryStore {
   private readonly root: string;
@@ -49,6 +58,92 @@ export class LocalMemoryStore implements MemoryStore {
   constructor(private readonly dataDir: string) {
     this.root = path.join(dataDir, 'memory');
     this.tmpDir = path.join(dataDir, 'tmp');
+  }
+
+  async changes(tenant: string, since: string | null): Promise<FeedChanges> {
+    const feed = this.feedOf(tenant);
+    const position = `${feed.epoch}:${feed.seq}`;
+    if (since === position) return { position, ids: [] };
+    const at = since?.lastIndexOf(':') ?? -1;
+    const from = since === null ? NaN : Number(since.slice(at + 1));
+    if (
+      since === null ||
+      since.slice(0, at) !== feed.epoch ||
+      !Number.isSafeInteger(from) ||
+      from > feed.seq ||
+      feed.seq - from > feed.ring.length
+    ) {
+      return { position, ids: null };
+    }
+    const ids = new Set<string>();
+    for (const change of feed.ring.slice(feed.ring.length - (feed.seq - from))) {
+      for (const id of change) ids.add(id);
+    }
+    return { position, ids: [...ids] };
+  }
+
+  async fetch(tenant: string, ids: readonly string[]): Promise<Map<string, StoredFact>> {
+    return guarded(async () => {
+      const found = new Map<string, StoredFact>();
+      for (const id of ids) {
+        const parsed = parseFactId(id);
+        if (parsed === null) continue;
+        const file = path.join(this.root, tenant, ...parsed.segments, `${parsed.key}.json`);
+        const fact = await readFact(this.dataDir, file);
+        if (fact !== null) found.set(id, fact);
+      }
+      return found;
+    });
+  }
+
+  private feedOf(tenant: string): LocalFeed {
+    const key = JSON.stringify([path.resolve(this.dataDir), tenant]);
+    let feed = feeds.get(key);
+    if (feed === undefined) {
+      feed = { epoch: randomBytes(9).toString('base64url'), seq: 0, ring: [] };
+      feeds.set(key, feed);
+    }
+    return feed;
+  }
+
+  /** Lists a change of the rows `ids` in the tenant's feed. */
+  private changed(tenant: string, ids: string[]): void {
+    if (ids.length === 0) return;
+    const feed = this.feedOf(tenant);
+    feed.seq++;
+    feed.ring.push(ids);
+    if (feed.ring.length > LOCAL_FEED_CHANGES) feed.ring.shift();
+  }
+
+  async readIndex(tenant: string): Promise<MemoryIndex | null> {
+    return guarded(() => readIndexFile(this.dataDir, this.indexFileOf(tenant)));
+  }
+
+  async createIndex(tenant: string, index: MemoryIndex): Promise<MemoryIndex> {
+    const file = this.indexFileOf(tenant);
+    return guarded(() =>
+      locks.run(file, async () => {
+        const current = await readIndexFile(this.dataDir, file);
+        if (current !== null) return current;
+        await refuseSymlinks(this.dataDir, this.tmpDir);
+        const { temp } = await writeDurableTempFile(
+          this.tmpDir,
+          Buffer.from(JSON.stringify({ dims: index.dims }), 'utf8'),
+        );
+        try {
+          await fs.mkdir(path.dirname(file), { recursive: true });
+          await fs.rename(temp, file);
+        } catch (error) {
+          await fs.rm(temp, { force: true });
+          throw error;
+        }
+        return { dims: index.dims };
+      }),
+    );
+  }
+
+  private indexFileOf(tenant: string): string {
+    return path.join(this.dataDir, 'memory-index', `${tenant}.json`);
   }
 
   async get(tenant: string, namespace: string, key: string): Promise<StoredFact | null> {
@@ -84,6 +179,7 @@ export class LocalMemoryStore implements MemoryStore {
             }
             // Acknowledged only once the new entry is on disk too.
             await syncFolder(path.dirname(file));
+            this.changed(tenant, [factId(fact.namespace, fact.key)]);
             return stored;
           }
         } catch (error) {
@@ -92,6 +188,23 @@ export class LocalMemoryStore implements MemoryStore {
         }
       }),
     );
+  }
+
+  async writeMany(
+    tenant: string,
+    writes: readonly { fact: FactWrite; ifEtag: string | null }[],
+  ): Promise<(StoredFact | null)[]> {
+    // One file per fact: each write on its own, as `write`.
+    const results: (StoredFact | null)[] = [];
+    for (const { fact, ifEtag } of writes) {
+      try {
+        results.push(await this.write(tenant, fact, ifEtag));
+      } catch (error) {
+        if (!(error instanceof PreconditionFailedError)) throw error;
+        results.push(null);
+      }
+    }
+    return results;
   }
 
   async delete(tenant: string, namespace: string, key: string, ifEtag?: string): Promise<boolean> {
@@ -104,6 +217,7 @@ export class LocalMemoryStore implements MemoryStore {
           throw new PreconditionFailedError('the fact has changed');
         }
         await unlinkDurably(file);
+        this.changed(tenant, [factId(namespace, key)]);
         await this.removeEmptyFolders(tenant, path.dirname(file));
         return true;
       }),
@@ -184,6 +298,7 @@ export class LocalMemoryStore implements MemoryStore {
           const fact = await readFact(this.dataDir, file);
           if (fact === null) return;
           await unlinkDurably(file);
+          this.changed(tenant, [factId(fact.namespace, fact.key)]);
           folders.add(path.dirname(file));
           if (fact.expiresAt === null || fact.expiresAt > options.now) deleted++;
         });
@@ -214,6 +329,7 @@ export class LocalMemoryStore implements MemoryStore {
           const current = await readFact(this.dataDir, file);
           if (current?.etag !== found.etag) return;
           await unlinkDurably(file);
+          this.changed(tenant, [factId(found.namespace, found.key)]);
           await this.removeEmptyFolders(tenant, path.dirname(file));
           deleted++;
         });
@@ -247,6 +363,23 @@ export class LocalMemoryStore implements MemoryStore {
 
 /** One lock table per process: two store objects on the same folder must not race each other. */
 const locks = new KeyedMutex();
+
+/** Changes a local feed remembers the ids of; a reader further behind reads afresh. */
+const LOCAL_FEED_CHANGES = 256;
+
+interface LocalFeed {
+  /** Given when the feed starts (in this process): positions of another epoch are unknown. */
+  readonly epoch: string;
+  seq: number;
+  /** The ids of the last changes, oldest first (change `seq` last). */
+  readonly ring: string[][];
+}
+
+/**
+ * The feeds of this process, per data folder and tenant (bounded: a feed dropped starts again
+ * with another epoch, and its readers read afresh).
+ */
+const feeds = lru<string, LocalFeed>(10_000);
 
 interface FactFile {
   readonly namespace: string;
@@ -291,6 +424,18 @@ async function readFact(dataDir: string, file: string): Promise<StoredFact | nul
   } catch {
     throw new IntegrityError('a stored fact file is damaged');
   }
+}
+
+async function readIndexFile(dataDir: string, file: string): Promise<MemoryIndex | null> {
+  const bytes = await readFileNoFollow(dataDir, file);
+  if (bytes === null) return null;
+  try {
+    const parsed = JSON.parse(bytes.toString('utf8')) as { dims?: unknown };
+    if (typeof parsed.dims === 'number' && Number.isSafeInteger(parsed.dims)) return { dims: parsed.dims };
+  } catch {
+    // Reported below.
+  }
+  throw new IntegrityError("a tenant's memory index file is damaged");
 }
 
 /** The names in `folder`; a symbolic link on its path or in it is refused (see refuseSymlinks). */

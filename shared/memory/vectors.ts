@@ -1,0 +1,184 @@
+import { InvalidArgumentError } from '../errors';
+import { isPlainText } from './facts';
+
+/**
+ * Vectors with facts: a fact may carry one vector per indexed field of its value (the field paths
+ * LangGraph indexes: `"$"` for the whole value, `"text"`, `"a.b[*]"`, `"a.b.0"`), computed by the
+ * caller (Cairn runs no model). Each vector is 1 to {@link MAX_VECTOR_DIMS} float32 numbers; every
+ * vector of a tenant has the same dimension count, fixed by the first vector the tenant stores
+ * (its index, see `MemoryStore.readIndex`).
+ *
+ * Vectors are stored inside the fact's value bytes, so they are sealed with the value when
+ * encryption is on, and deleted, expired, pruned, re-sealed and audited with it, with no second
+ * place to keep in step. The plaintext of a fact with vectors is
+ *
+ *     0x00 0x01 | u32 n | n bytes of the value's JSON | u16 count | count × (u16 p | p bytes of the
+ *     field path in UTF-8 | u16 d | d × float32)
+ *
+ * (little-endian). A value's JSON never starts with the byte 0x00, so a fact without vectors is
+ * stored exactly as before (its JSON) and older rows read as they are.
+ */
+
+export const MAX_VECTOR_DIMS = 4096;
+/** Vectors one fact may carry. */
+export const MAX_VECTORS_PER_FACT = 8;
+export const MAX_FIELD_PATH_BYTES = 256;
+
+/** Field path → vector. */
+export type FactVectors = ReadonlyMap<string, Float32Array>;
+
+export type Distance = 'cosine' | 'dot' | 'l2';
+export const DISTANCES: readonly Distance[] = ['cosine', 'dot', 'l2'];
+
+const MAGIC = 0x00;
+const VERSION = 0x01;
+
+/** Throws InvalidArgumentError naming `<field>.<path>` unless `input` is an object of vectors. */
+export function checkVectors(input: unknown, field = 'vectors'): Map<string, Float32Array> {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    throw new InvalidArgumentError(field, 'must be an object of field path → array of numbers');
+  }
+  const entries = Object.entries(input);
+  if (entries.length > MAX_VECTORS_PER_FACT) {
+    throw new InvalidArgumentError(field, `must hold at most ${MAX_VECTORS_PER_FACT} vectors`);
+  }
+  const vectors = new Map<string, Float32Array>();
+  for (const [path, vector] of entries) {
+    const where = `${field}.${path}`;
+    if (path === '' || Buffer.byteLength(path, 'utf8') > MAX_FIELD_PATH_BYTES || !isPlainText(path)) {
+      throw new InvalidArgumentError(
+        where,
+        `must be named by a field path of 1 to ${MAX_FIELD_PATH_BYTES} bytes without control characters`,
+      );
+    }
+    vectors.set(path, checkVector(vector, where));
+  }
+  return vectors;
+}
+
+/** Throws InvalidArgumentError naming `field` unless `input` is 1..4096 finite float32 numbers. */
+export function checkVector(input: unknown, field = 'vector'): Float32Array {
+  if (!Array.isArray(input) || input.length === 0 || input.length > MAX_VECTOR_DIMS) {
+    throw new InvalidArgumentError(field, `must be an array of 1 to ${MAX_VECTOR_DIMS} numbers`);
+  }
+  const vector = new Float32Array(input.length);
+  for (let i = 0; i < input.length; i++) {
+    const number: unknown = input[i];
+    if (typeof number !== 'number' || !Number.isFinite(Math.fround(number))) {
+      throw new InvalidArgumentError(field, 'must hold only finite numbers within float32 range');
+    }
+    vector[i] = number;
+  }
+  return vector;
+}
+
+/** The dimension count all `vectors` share, or null when there are none; 400 when they differ. */
+export function commonDims(vectors: FactVectors, field = 'vectors'): number | null {
+  let dims: number | null = null;
+  for (const [path, vector] of vectors) {
+    if (dims === null) dims = vector.length;
+    else if (vector.length !== dims) {
+      throw new InvalidArgumentError(
+        `${field}.${path}`,
+        `must have ${dims} dimensions, as the other vectors of the fact`,
+      );
+    }
+  }
+  return dims;
+}
+
+/** The plaintext to seal: the value's JSON alone when there are no vectors. */
+export function packFact(json: Buffer, vectors: FactVectors): Buffer {
+  if (vectors.size === 0) return json;
+  const parts: Buffer[] = [];
+  const head = Buffer.alloc(6);
+  head[0] = MAGIC;
+  head[1] = VERSION;
+  head.writeUInt32LE(json.length, 2);
+  parts.push(head, json);
+  const count = Buffer.alloc(2);
+  count.writeUInt16LE(vectors.size, 0);
+  parts.push(count);
+  for (const [path, vector] of vectors) {
+    const name = Buffer.from(path, 'utf8');
+    const sizes = Buffer.alloc(2);
+    sizes.writeUInt16LE(name.length, 0);
+    const dims = Buffer.alloc(2);
+    dims.writeUInt16LE(vector.length, 0);
+    const floats = Buffer.alloc(vector.length * 4);
+    for (let i = 0; i < vector.length; i++) floats.writeFloatLE(vector[i] as number, i * 4);
+    parts.push(sizes, name, dims, floats);
+  }
+  return Buffer.concat(parts);
+}
+
+/** The value's JSON and the vectors of a plaintext made by {@link packFact}; null when damaged. */
+export function unpackFact(plain: Buffer): { json: Buffer; vectors: Map<string, Float32Array> } | null {
+  if (plain.length === 0 || plain[0] !== MAGIC) return { json: plain, vectors: new Map() };
+  try {
+    if (plain[1] !== VERSION) return null;
+    const n = plain.readUInt32LE(2);
+    let at = 6 + n;
+    if (at > plain.length) return null;
+    const json = plain.subarray(6, at);
+    const count = plain.readUInt16LE(at);
+    at += 2;
+    const vectors = new Map<string, Float32Array>();
+    for (let v = 0; v < count; v++) {
+      const p = plain.readUInt16LE(at);
+      at += 2;
+      const path = plain.toString('utf8', at, at + p);
+      at += p;
+      const d = plain.readUInt16LE(at);
+      at += 2;
+      if (at + d * 4 > plain.length) return null;
+      const vector = new Float32Array(d);
+      for (let i = 0; i < d; i++) vector[i] = plain.readFloatLE(at + i * 4);
+      at += d * 4;
+      vectors.set(path, vector);
+    }
+    return at === plain.length ? { json, vectors } : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * How close `vector` is to `query` (same length), higher is closer: cosine similarity (0 when
+ * either is all zeros), the dot product, or the negated Euclidean distance.
+ */
+export function closeness(query: Float32Array, vector: Float32Array, distance: Distance): number {
+  let dot = 0;
+  let qq = 0;
+  let vv = 0;
+  let squares = 0;
+  for (let i = 0; i < query.length; i++) {
+    const q = query[i] as number;
+    const v = vector[i] as number;
+    dot += q * v;
+    qq += q * q;
+    vv += v * v;
+    const d = q - v;
+    squares += d * d;
+  }
+  if (distance === 'dot') return dot;
+  if (distance === 'l2') return -Math.sqrt(squares);
+  return qq > 0 && vv > 0 ? dot / Math.sqrt(qq * vv) : 0;
+}
+
+/**
+ * A {@link closeness} as a score in [0, 1], monotone (so ranking by either is the same): cosine
+ * `(1 + cos) / 2`; dot product `1 / (1 + e^-dot)` (the logistic function); L2 `1 / (1 + distance)`.
+ */
+export function vectorScore(closenessValue: number, distance: Distance): number {
+  const score =
+    distance === 'cosine'
+      ? (1 + closenessValue) / 2
+      : distance === 'dot'
+        ? 1 / (1 + Math.exp(-closenessValue))
+        : 1 / (1 - closenessValue);
+  return Math.min(1, Math.max(0, score));
+}
+
+/** The constant of reciprocal rank fusion: each list adds `1 / (RRF_K + rank)`, rank from 1. */
+export const RRF_K = 60;
