@@ -166,31 +166,47 @@ export class CheckpointCommits {
    * Appends the pending writes of one task to a checkpoint (see pendingWrites.ts for the merge
    * rule). The writer is checked on the current thread record before the append: a run fenced in
    * the moment between that check and the append still gets its writes stored (the append itself
-   * cannot be conditional on another key). They attach to a checkpoint, never move a head.
+   * cannot be conditional on another key). They attach to a checkpoint, never move a head. An absent
+   * thread is created (see created).
+   *
+   * The checkpoint need not be stored yet: LangGraph sends a step's writes before the put of their
+   * checkpoint when a graph has a DeltaChannel (its next put waits for them), as its own savers
+   * accept. Writes are only ever read through their checkpoint's record, so writes whose checkpoint
+   * never comes (a put refused or lost in a crash) are seen by no reader; retention removes them
+   * once past its grace, as any writes no record names. Two requests: the thread record, the append
+   * (and the creation of an absent thread).
    */
   async putWrites(tenant: string, threadId: string, put: WritesPut): Promise<{ writes: number }> {
     checkThreadId(threadId);
     checkWrites(put);
     const store = this.records.storeOf(tenant);
-    const current = await this.records.readThread(store, tenant, threadId);
-    if (current === null) throw noThread(threadId);
+    const current =
+      (await this.records.readThread(store, tenant, threadId)) ??
+      (await this.created(store, tenant, threadId));
     const thread = current.record;
     const refusal = writerRefusal(thread, put.runId, this.records.now());
     if (refusal !== null) throw refusal;
-    const keys = keysOf(thread);
-    if (
-      thread.heads.get(put.ns)?.record.id !== put.checkpointId &&
-      (await store.head(keys.record(put.checkpointId, put.ns))) === null
-    ) {
-      throw new NotFoundError(
-        `thread ${threadId} has no checkpoint ${put.checkpointId} in namespace "${put.ns}"`,
-      );
-    }
     await store.append(
-      keys.writes(put.ns, put.checkpointId),
+      keysOf(thread).writes(put.ns, put.checkpointId),
       encodeWritesLine(put.taskId, put.taskPath, put.writes, put.runId),
     );
     return { writes: put.writes.length };
+  }
+
+  /**
+   * Creates an absent thread for pending writes, as a put or a run start would: LangGraph with a
+   * DeltaChannel sends a new thread's first writes before its first put. Whoever creates it first
+   * wins; the others (this put's own put among them) find it created.
+   */
+  private async created(store: KeyValueStore, tenant: string, threadId: string): Promise<Snapshot> {
+    try {
+      return await this.records.commit(store, tenant, null, newThreadRecord(threadId, this.records.now()));
+    } catch (error) {
+      if (!(error instanceof PreconditionFailedError)) throw error;
+    }
+    const current = await this.records.readThread(store, tenant, threadId);
+    if (current === null) throw tooBusy(); // created and deleted in the same instant
+    return current;
   }
 
   /** The commit of a put (see putCheckpoint): the head moves in a compare-and-swap, retried. */

@@ -236,15 +236,6 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         await expect(threads.rewind(A, 'nope', { ns: '', checkpointId: 'c1' })).rejects.toBeInstanceOf(
           NotFoundError,
         );
-        await expect(
-          threads.putWrites(A, 'nope', {
-            ns: '',
-            checkpointId: 'c1',
-            taskId: 't',
-            taskPath: '',
-            writes: [{ channel: 'x', idx: 0, value: bytes('x') }],
-          }),
-        ).rejects.toBeInstanceOf(NotFoundError);
         await expect(threads.getRun(A, 'nope', 'run-1')).rejects.toBeInstanceOf(NotFoundError);
         expect(await allKeys(space())).toEqual([]);
       });
@@ -544,17 +535,75 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         );
       });
 
-      it('refuses writes to a checkpoint that is not stored', async () => {
+      it('takes writes before their checkpoint is stored, seen only through it once it is', async () => {
         await threads.putCheckpoint(A, 't', put('c1', { versions: { m: 1 }, values: { m: 'x' } }));
+        const early = (taskId: string, value: string) =>
+          threads.putWrites(A, 't', {
+            ns: '',
+            checkpointId: 'c2',
+            taskId,
+            taskPath: '',
+            writes: [{ channel: 'm', idx: 0, value: bytes(value) }],
+          });
+        // As LangGraph sends them with a DeltaChannel: the step's writes, then the put.
+        await early('task-b', 'b');
+        await early('task-a', 'a');
+        await early('task-a', 'a again'); // a retry of (task, index): kept as first stored
+        await expect(threads.getCheckpoint(A, 't', '', 'c2')).rejects.toBeInstanceOf(NotFoundError);
+        expect((await threads.getCheckpoint(A, 't', '')).pendingWrites).toEqual([]);
+        const page = await threads.listCheckpoints(A, 't', { limit: 10 });
+        expect(page.checkpoints.map((c) => [c.checkpointId, c.pendingWrites.length])).toEqual([['c1', 0]]);
+        await threads.putCheckpoint(A, 't', put('c2', { parent: 'c1', versions: { m: 1 } }));
+        const c2 = await threads.getCheckpoint(A, 't', '');
+        expect(c2.checkpointId).toBe('c2');
+        expect(c2.pendingWrites.map((w) => [w.taskId, text(w)])).toEqual([
+          ['task-a', 'a'],
+          ['task-b', 'b'],
+        ]);
+      });
+
+      it('creates a new thread with its first writes, racing its first put from another instance, and loses none', async () => {
+        const writes = (taskId: string) =>
+          instance().putWrites(A, 'fresh', {
+            ns: '',
+            checkpointId: 'c1',
+            taskId,
+            taskPath: '',
+            writes: [{ channel: 'm', idx: 0, value: bytes(taskId) }],
+          });
+        await Promise.all([
+          writes('task-1'),
+          instance().putCheckpoint(A, 'fresh', put('c1', { versions: { m: 1 }, values: { m: 'x' } })),
+          writes('task-2'),
+        ]);
+        const c1 = await threads.getCheckpoint(A, 'fresh', '');
+        expect(c1.checkpointId).toBe('c1');
+        expect(c1.pendingWrites.map((w) => text(w))).toEqual(['task-1', 'task-2']);
+        expect((await threads.listCheckpoints(A, 'fresh', { limit: 10 })).checkpoints).toHaveLength(1);
+      });
+
+      it('takes no early writes from a writer that may not write', async () => {
+        await threads.putCheckpoint(A, 't', put('c1', { versions: { m: 1 }, values: { m: 'x' } }));
+        await threads.startRun(A, 't', { onBusy: 'reject', busyTimeoutMs: 0, leaseMs: 60_000 });
         await expect(
           threads.putWrites(A, 't', {
-            ns: 'other',
-            checkpointId: 'c1',
+            ns: '',
+            checkpointId: 'c2',
             taskId: 'task',
             taskPath: '',
             writes: [{ channel: 'm', idx: 0, value: bytes('w') }],
           }),
-        ).rejects.toBeInstanceOf(NotFoundError);
+        ).rejects.toBeInstanceOf(ThreadBusyError);
+        await expect(
+          threads.putWrites(A, 't', {
+            ns: '',
+            checkpointId: 'c2',
+            taskId: 'task',
+            taskPath: '',
+            runId: 'run-other',
+            writes: [{ channel: 'm', idx: 0, value: bytes('w') }],
+          }),
+        ).rejects.toBeInstanceOf(RunFencedError);
         expect((await allKeys(space(), 'd/')).filter((key) => key.includes('/w/'))).toEqual([]);
       });
 
@@ -1132,6 +1181,20 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
           put('s1', { ns: 'sub', runId: run.runId, versions: { x: 1 }, values: { x: 'x' } }),
         );
         expect(calls, calls.join('\n')).toHaveLength(1 + 3);
+
+        // Pending writes: the thread record and the append, to any checkpoint, stored yet or not.
+        for (const checkpointId of ['c3', 'c1', 'c4']) {
+          calls.length = 0;
+          await counted.putWrites(A, 't', {
+            ns: '',
+            checkpointId,
+            taskId: 'task',
+            taskPath: '',
+            runId: run.runId,
+            writes: [{ channel: 'a', idx: 0, value: bytes('w') }],
+          });
+          expect(calls, calls.join('\n')).toHaveLength(2);
+        }
       });
     });
   });
