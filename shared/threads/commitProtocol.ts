@@ -20,10 +20,12 @@ import {
   decodeCheckpointRecord,
   encodeCheckpointRecord,
   encodeValue,
+  isInlineSource,
   ownValue,
   sameCheckpoint,
   setOwn,
   type ThreadRecord,
+  withoutInline,
 } from './records';
 import {
   cacheKey,
@@ -85,17 +87,20 @@ export class CheckpointCommits {
 
   /**
    * Stores a checkpoint and makes it its namespace's head. In this order, so that a crash at any
-   * point leaves the old head or the new one, never a head without its data: the changed channels'
-   * values (in parallel, create-only: a retry keeps what is stored), the checkpoint record
-   * (create-only), then the thread record (compare-and-swap on the ETag this instance last saw:
-   * the commit point, where the writer's run is checked). A put refused at the commit removes the
-   * record it created. A put of a stored checkpoint id with the same content is a retry (answered
-   * as stored, `created` false); with other content it is a 409 `conflict`.
+   * point leaves the old head or the new one, never a head without its data: the checkpoint record
+   * with the changed channels' values inline (one create-only object: a record is never stored
+   * without its values), then the thread record (compare-and-swap on the ETag this instance last
+   * saw: the commit point, where the writer's run is checked). A record that would not fit the
+   * value limit with its values stores them first, each in an object of its own (create-only: a
+   * retry keeps what is stored), as every put did before values went inline; reads take both. A put
+   * refused at the commit removes the record it created. A put of a stored checkpoint id with the
+   * same content is a retry (answered as stored, `created` false); with other content it is a 409
+   * `conflict`.
    *
    * Storage requests, when the thread record this instance holds is current and the namespace's
-   * head is the parent: k (changed channels with a value) + 2. A stale thread record adds a read
-   * and a retry; a parent that is not the head (a fork) adds its record's read; the first put of a
-   * namespace adds its mark.
+   * head is the parent: 2 (k + 2 when the values do not fit inline). A stale thread record adds a
+   * read and a retry; a parent that is not the head (a fork) adds its record's read; the first put
+   * of a namespace adds its mark, in parallel with the record.
    */
   async putCheckpoint(tenant: string, threadId: string, put: CheckpointPut): Promise<PutResult> {
     checkThreadId(threadId);
@@ -113,21 +118,38 @@ export class CheckpointCommits {
       if (refusal !== null) throw refusal;
       const keys = keysOf(thread);
       const parent = await this.parentOf(store, thread, put);
-      const encoded = encodedValues(put, this.sealed);
-      const record = this.recordOf(put, parent, now, encoded);
+      // The common path: the changed values go inline in the record, one create-only object, so
+      // that the put is two round trips (that object, then the thread record's compare-and-swap,
+      // the commit point) and a record is never stored without its values. A record that would not
+      // fit the storage's value limit with them keeps them in objects of their own, stored before
+      // it (three round trips, as every put did before values went inline).
+      let encoded = encodedValues(put, this.sealed, true);
+      let record = this.recordOf(put, parent, now, encoded);
       checkRecordSize(record, this.maxValueBytes);
+      const inline: Record<string, Buffer> = {};
+      for (const [channel, { bytes }] of encoded) setOwn(inline, channel, bytes);
+      const inlined =
+        encoded.size > 0 && encodeCheckpointRecord({ ...record, inline }).length <= this.maxValueBytes;
+      if (inlined) {
+        record = { ...record, inline };
+      } else {
+        encoded = encodedValues(put, this.sealed, false);
+        record = this.recordOf(put, parent, now, encoded);
+      }
       const newNamespace = !thread.heads.has(put.ns);
+      const marked = newNamespace
+        ? createOnly(store, keys.namespaceMark(put.ns), Buffer.alloc(0))
+        : Promise.resolve();
       // Values are keyed by their digest too: bytes a refused or crashed put left behind can never
       // stand for other content sent later under the same checkpoint id.
-      const [written] = await Promise.all([
-        Promise.all(
-          [...encoded].map(([channel, { bytes, source }]) =>
-            storeValue(store, keys.value(put.ns, source, channel), bytes),
-          ),
-        ),
-        newNamespace ? createOnly(store, keys.namespaceMark(put.ns), Buffer.alloc(0)) : Promise.resolve(),
-      ]);
-      const stored = await this.storeRecord(store, keys, record, encoded);
+      const written = inlined
+        ? []
+        : await Promise.all(
+            [...encoded].map(([channel, { bytes, source }]) =>
+              storeValue(store, keys.value(put.ns, source, channel), bytes),
+            ),
+          );
+      const [stored] = await Promise.all([this.storeRecord(store, keys, record, encoded), marked]);
       if (!stored.created) {
         // A retry, or other content under a stored id: the values this put wrote that the stored
         // record does not name go now (a crash before leaves them to retention, as any refused put's).
@@ -399,9 +421,9 @@ export class CheckpointCommits {
   /**
    * Whether a stored record and a put's record of the same checkpoint name the same value for each
    * channel. Unsealed, a value's source holds the digest of its bytes (type tag included), so equal
-   * sources are equal values. Sealed, the sources of the values the checkpoint stored itself carry
-   * random bytes: those values are read and compared byte for byte (only on this retry path).
-   * Inherited sources come from the parent, already compared.
+   * digests are equal values (whether held inline or apart). Sealed, the sources of the values the
+   * checkpoint stored itself carry random bytes: those values are compared byte for byte, read when
+   * held apart (only on this retry path). Inherited sources come from the parent, already compared.
    */
   private async sameValues(
     store: KeyValueStore,
@@ -411,22 +433,29 @@ export class CheckpointCommits {
     encoded: ReadonlyMap<string, EncodedValue>,
   ): Promise<boolean> {
     const own = `${record.id}/`;
+    const digest = (source: string) => source.slice(own.length).replace(/^~/, '');
     const channels = new Set([...Object.keys(existing.valueSources), ...Object.keys(record.valueSources)]);
-    const reads: { source: string; channel: string; bytes: Buffer }[] = [];
+    const compared: { source: string; channel: string; bytes: Buffer }[] = [];
     for (const channel of channels) {
       const was = ownValue(existing.valueSources, channel);
       const now = ownValue(record.valueSources, channel);
       if (was === now) continue;
       const sent = encoded.get(channel);
-      if (!this.sealed || was === undefined || !was.startsWith(own) || !now?.startsWith(own) || !sent) {
-        return false;
+      if (was === undefined || !was.startsWith(own) || !now?.startsWith(own) || !sent) return false;
+      if (!this.sealed) {
+        if (digest(was) !== digest(now)) return false;
+        continue;
       }
-      reads.push({ source: was, channel, bytes: sent.bytes });
+      compared.push({ source: was, channel, bytes: sent.bytes });
     }
     const stored = await Promise.all(
-      reads.map(({ source, channel }) => store.read(keys.value(record.ns, source, channel))),
+      compared.map(async ({ source, channel }) =>
+        isInlineSource(source)
+          ? (ownValue(existing.inline ?? {}, channel) ?? null)
+          : ((await store.read(keys.value(record.ns, source, channel)))?.value ?? null),
+      ),
     );
-    return reads.every(({ bytes }, index) => stored[index]?.value.equals(bytes) === true);
+    return compared.every(({ bytes }, index) => stored[index]?.equals(bytes) === true);
   }
 }
 
@@ -448,22 +477,23 @@ function withHead(
   }
   const heads = new Map(thread.heads);
   heads.delete(record.ns);
-  heads.set(record.ns, { record, since: iso(now) });
+  heads.set(record.ns, { record: withoutInline(record), since: iso(now) });
   return { ...thread, heads: fitHeads(heads), updatedAt: iso(now) };
 }
 
 /** Create-only write that keeps what is stored (first wins). */
 interface EncodedValue {
   readonly bytes: Buffer;
-  /** The record's value source: `<checkpoint id>/<16 bytes, base64url>` (see encodedValues). */
+  /** The record's value source: `<checkpoint id>/[~]<16 bytes, base64url>` (see encodedValues). */
   readonly source: string;
 }
 
 /**
  * The stored bytes of each channel value a put sends, with the source its record names: the first
- * 16 bytes of the bytes' SHA-256, or 16 random bytes when values are sealed (see ThreadStoreOptions).
+ * 16 bytes of the bytes' SHA-256, or 16 random bytes when values are sealed (see ThreadStoreOptions),
+ * after a `~` when the value goes inline in the record (see isInlineSource).
  */
-function encodedValues(put: CheckpointPut, sealed: boolean): Map<string, EncodedValue> {
+function encodedValues(put: CheckpointPut, sealed: boolean, inline: boolean): Map<string, EncodedValue> {
   const encoded = new Map<string, EncodedValue>();
   for (const [channel, value] of Object.entries(put.values)) {
     if (value === null) continue;
@@ -471,7 +501,7 @@ function encodedValues(put: CheckpointPut, sealed: boolean): Map<string, Encoded
     const digest = (
       sealed ? randomBytes(16) : createHash('sha256').update(bytes).digest().subarray(0, 16)
     ).toString('base64url');
-    encoded.set(channel, { bytes, source: `${put.checkpointId}/${digest}` });
+    encoded.set(channel, { bytes, source: `${put.checkpointId}/${inline ? '~' : ''}${digest}` });
   }
   return encoded;
 }

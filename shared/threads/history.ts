@@ -14,6 +14,8 @@ import {
   type CheckpointRecord,
   decodeCheckpointRecord,
   decodeValue,
+  isInlineSource,
+  ownValue,
   setOwn,
   type ThreadRecord,
   type TypedBytes,
@@ -71,9 +73,13 @@ export function matchesFilter(
 /** A value a record names is not stored: damage, unless the thread was deleted meanwhile. */
 class MissingValueError extends IntegrityError {}
 
-/** Reads values once per request (unchanged channels of several checkpoints share one). */
+/**
+ * Reads values once per request (unchanged channels of several checkpoints share one), and the
+ * records that hold values inline once each (all their channels come with one read).
+ */
 class ValueReader {
   private readonly pending = new Map<string, Promise<TypedBytes>>();
+  private readonly records = new Map<string, Promise<CheckpointRecord | null>>();
   bytes = 0;
 
   constructor(private readonly store: KeyValueStore) {}
@@ -89,6 +95,29 @@ class ValueReader {
       this.pending.set(key, value);
     }
     return value;
+  }
+
+  /** A record already read (its inline values then cost nothing more). */
+  know(key: string, record: CheckpointRecord): void {
+    if (record.inline !== undefined && !this.records.has(key)) this.records.set(key, Promise.resolve(record));
+  }
+
+  /**
+   * A value held inline in the record at `recordKey`; once retention removed that record, the
+   * value is at `valueKey` (retention put it there first).
+   */
+  async inline(recordKey: string, valueKey: string, channel: string, what: string): Promise<TypedBytes> {
+    let record = this.records.get(recordKey);
+    if (record === undefined) {
+      record = this.store.read(recordKey).then((stored) => {
+        if (stored === null) return null;
+        this.bytes += stored.value.length;
+        return decodeCheckpointRecord(stored.value, recordKey);
+      });
+      this.records.set(recordKey, record);
+    }
+    const bytes = ownValue((await record)?.inline ?? {}, channel);
+    return bytes === undefined ? this.read(valueKey, what) : decodeValue(bytes, what);
   }
 }
 
@@ -179,6 +208,8 @@ export class ThreadHistory {
           return stored === null ? null : decodeCheckpointRecord(stored.value, key);
         }),
       );
+      for (const record of records)
+        if (record !== null) reader.know(keys.record(record.id, record.ns), record);
       const matching = records.filter(
         (record): record is CheckpointRecord =>
           record !== null && (query.filter === undefined || matchesFilter(record.metadata, query.filter)),
@@ -253,16 +284,22 @@ export class ThreadHistory {
     const keys = keysOf(thread);
     const readWrites = async (checkpointId: string) =>
       mergeWrites((await store.read(keys.writes(record.ns, checkpointId)))?.value ?? null, checkpointId);
+    reader.know(keys.record(record.id, record.ns), record);
     const sources = Object.entries(record.valueSources);
     const [writes, values, sends] = await Promise.all([
       readWrites(record.id),
       Promise.all(
-        sources.map(([channel, producer]) =>
-          reader.read(
-            keys.value(record.ns, producer, channel),
-            `channel ${channel} of checkpoint ${record.id}`,
-          ),
-        ),
+        sources.map(([channel, source]) => {
+          const what = `channel ${channel} of checkpoint ${record.id}`;
+          if (!isInlineSource(source)) return reader.read(keys.value(record.ns, source, channel), what);
+          const producer = source.slice(0, source.lastIndexOf('/'));
+          return reader.inline(
+            keys.record(producer, record.ns),
+            keys.value(record.ns, source, channel),
+            channel,
+            what,
+          );
+        }),
       ),
       record.v < 4 && record.parent !== null
         ? readWrites(record.parent).then((parentWrites) =>

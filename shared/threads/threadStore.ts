@@ -9,7 +9,7 @@ import { ThreadHistory } from './history';
 import { checkCheckpointId, checkNamespace, checkRunId, checkThreadId } from './identifiers';
 import { KeyScan, type ScanStart } from './keyScan';
 import { keysOf, threadKey } from './layout';
-import { type RunView, type ThreadRecord, type ThreadView, threadView } from './records';
+import { type RunView, type ThreadRecord, type ThreadView, threadView, withoutInline } from './records';
 import { ThreadRuns } from './runs';
 import { threadDeletedEventId } from './threadAudit';
 import {
@@ -278,7 +278,7 @@ export class ThreadStore {
         }
         const heads = new Map(thread.heads);
         heads.delete(target.ns);
-        heads.set(target.ns, { record, since: iso(now), rewound: true });
+        heads.set(target.ns, { record: withoutInline(record), since: iso(now), rewound: true });
         const event: AuditEvent = {
           tenant,
           action: 'thread.rewound',
