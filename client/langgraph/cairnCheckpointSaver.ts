@@ -7,6 +7,7 @@ import {
   type CheckpointMetadata,
   type CheckpointPendingWrite,
   type CheckpointTuple,
+  type DeltaChannelHistory,
   getCheckpointId,
   maxChannelVersion,
   type PendingWrite,
@@ -40,8 +41,9 @@ import { ThreadNames } from './threadNames';
  * pending writes come ordered by (task path, task id, index), a regular write already stored is kept
  * and a special one replaced; a checkpoint of format below 4 gets its parent's pending sends. Where
  * the service differs: a checkpoint id stored again with other content is refused (409 `conflict`)
- * instead of replaced, writes need their checkpoint stored (404 otherwise), and a metadata filter
- * compares objects by content.
+ * instead of replaced, and a metadata filter compares objects by content. Pending writes may come
+ * before their checkpoint (LangGraph sends them so with a DeltaChannel); `getDeltaChannelHistory`
+ * reads the ancestors by history pages instead of one `getTuple` each.
  *
  * `scope` keeps one saver's threads apart from another's in the same tenant (see threadNames.ts
  * for how thread ids become Cairn names); `list` without a thread id covers the scope's threads
@@ -86,9 +88,8 @@ export class CairnCheckpointSaver extends BaseCheckpointSaver {
   private readonly names: ThreadNames;
   private readonly runId: string | undefined;
   /**
-   * Puts not yet answered, by thread name and namespace, then checkpoint id. LangGraph (durability
-   * "async") sends a step's pending writes without waiting for the put of their checkpoint, and
-   * Cairn stores writes only against a stored checkpoint: writes wait for that put here.
+   * Puts not yet answered, by thread name and namespace, then checkpoint id: writes to a checkpoint
+   * whose put is on its way follow that put (see putWrites).
    */
   private readonly unsettledPuts = new Map<string, Map<string, Promise<unknown>>>();
 
@@ -207,7 +208,13 @@ export class CairnCheckpointSaver extends BaseCheckpointSaver {
         value: await this.typed(value),
       })),
     );
-    await this.afterPutOf(name, ns, checkpointId);
+    // When this saver is sending the put of this checkpoint, the writes follow it (a thread's first
+    // put creates the thread). Nothing else is waited for: the service takes writes for a checkpoint
+    // not stored yet, as LangGraph sends them with a DeltaChannel (before it calls that put).
+    await this.unsettledPuts
+      .get(`${name}\n${ns}`)
+      ?.get(checkpointId)
+      ?.catch(() => undefined);
     await this.threads.putWrites(name, checkpointId, {
       ns,
       taskId,
@@ -220,6 +227,88 @@ export class CairnCheckpointSaver extends BaseCheckpointSaver {
   /** Deletes the thread with all its checkpoints and writes; a thread that is not there is no error. */
   async deleteThread(threadId: string): Promise<void> {
     await this.threads.delete(this.names.nameOf(threadId));
+  }
+
+  /**
+   * The writes and seed of each channel along the parent chain of a checkpoint, for LangGraph's
+   * `DeltaChannel` (the contract is `BaseCheckpointSaver.getDeltaChannelHistory`'s; this gives the
+   * same answer). The checkpoint is read as `getTuple` reads it, then its namespace's history
+   * before it, page by page (100 checkpoints a page, each with its values and pending writes),
+   * following the parent links: ids grow along a chain (uuid6), so each ancestor comes in the
+   * listing after its child. Requests: 1 + one per 100 checkpoints of the namespace from the
+   * checkpoint back to the deepest ancestor needed (abandoned branches in between count), instead of
+   * one `getTuple` per ancestor. A parent the listing does not hold where it should (an id not
+   * smaller than its child's) is read by id, as the default walk does.
+   */
+  override async getDeltaChannelHistory(options: {
+    config: RunnableConfig;
+    channels: string[];
+  }): Promise<Record<string, DeltaChannelHistory>> {
+    const { config, channels } = options;
+    if (channels.length === 0) return {};
+    const remaining = new Set(channels);
+    // Per channel, newest first: each checkpoint's block of writes is added reversed, then the whole
+    // is reversed, so the writes come oldest first and, within a checkpoint, in the service's order.
+    const collected = new Map<string, CheckpointPendingWrite[]>(channels.map((channel) => [channel, []]));
+    const seeds = new Map<string, unknown>();
+    const answer = () => {
+      const result: Record<string, DeltaChannelHistory> = {};
+      for (const channel of channels) {
+        const entry: DeltaChannelHistory = { writes: (collected.get(channel) ?? []).slice().reverse() };
+        if (seeds.has(channel)) entry.seed = seeds.get(channel);
+        Object.defineProperty(result, channel, { value: entry, enumerable: true });
+      }
+      return result;
+    };
+    const configurable = configurableOf(config);
+    const threadId = configurable['thread_id'];
+    if (threadId === undefined) return answer();
+    const name = this.names.nameOf(threadId);
+    const ns = namespaceOf(configurable['checkpoint_ns']);
+    const checkpointId = getCheckpointId(config);
+    if (checkpointId !== '' && !isCheckpointId(checkpointId)) return answer();
+    const target = await this.threads.getCheckpoint(name, {
+      ns,
+      ...(checkpointId === '' ? {} : { checkpointId }),
+    });
+    if (target === null) return answer();
+    const visit = async (stored: StoredCheckpoint) => {
+      for (const channel of remaining) {
+        const block = stored.pendingWrites.filter((write) => write.channel === channel);
+        const into = collected.get(channel) ?? [];
+        for (let index = block.length - 1; index >= 0; index -= 1) {
+          const write = block[index] as (typeof block)[number];
+          into.push([write.taskId, write.channel, await this.serde.loadsTyped(write.type, write.data)]);
+        }
+      }
+      for (const channel of [...remaining]) {
+        const value = Object.hasOwn(stored.values, channel) ? stored.values[channel] : undefined;
+        if (value === undefined) continue;
+        seeds.set(channel, await this.serde.loadsTyped(value.type, value.data));
+        remaining.delete(channel);
+      }
+    };
+    let wanted = target.parent;
+    if (wanted !== null) {
+      for await (const stored of this.threads.history(name, {
+        ns,
+        before: target.checkpointId,
+        pageSize: PAGE_SIZE,
+      })) {
+        if (stored.checkpointId > wanted) continue;
+        if (stored.checkpointId < wanted) break; // the listing passed it: read it by id below
+        await visit(stored);
+        wanted = stored.parent;
+        if (wanted === null || remaining.size === 0) break;
+      }
+    }
+    while (wanted !== null && remaining.size > 0) {
+      const stored = await this.threads.getCheckpoint(name, { ns, checkpointId: wanted });
+      if (stored === null) break;
+      await visit(stored);
+      wanted = stored.parent;
+    }
+    return answer();
   }
 
   private async sendPut(
@@ -271,26 +360,6 @@ export class CairnCheckpointSaver extends BaseCheckpointSaver {
       if (puts.size === 0 && this.unsettledPuts.get(key) === puts) this.unsettledPuts.delete(key);
     };
     sent.then(forget, forget);
-  }
-
-  /**
-   * Waits until the put of the checkpoint has been answered, when this saver is sending it or may be
-   * about to: LangGraph queues each put behind the previous one, so while earlier puts of the
-   * thread are unanswered, the one of this checkpoint may not have been called yet.
-   */
-  private async afterPutOf(name: string, ns: string, checkpointId: string): Promise<void> {
-    for (;;) {
-      const puts = this.unsettledPuts.get(`${name}\n${ns}`);
-      if (puts === undefined) return;
-      const own = puts.get(checkpointId);
-      if (own !== undefined) {
-        await own.catch(() => undefined);
-        return;
-      }
-      await Promise.allSettled([...puts.values()]);
-      // LangGraph calls the next queued put a few promise reactions after the previous one settled.
-      await new Promise((resolve) => setImmediate(resolve));
-    }
   }
 
   /** The thread ids to list and their names: the one asked for, else every one of the scope. */

@@ -892,7 +892,7 @@ const threadCheckpointWritesPath = {
     operationId: 'putPendingWrites',
     summary: 'Store the pending writes of one task against a checkpoint',
     description:
-      "A regular write (`idx` at least 0) already stored under (task id, index) is kept; a special write (below 0) replaces it. Parallel calls lose nothing. 404 when the checkpoint is not stored in the namespace; 413 also when the writes of the checkpoint would pass the storage's value limit (CAIRN_MAX_VALUE_BYTES). The writer is checked just before the append: a run fenced in that instant still gets this call's writes stored. " +
+      "A regular write (`idx` at least 0) already stored under (task id, index) is kept; a special write (below 0) replaces it. Parallel calls lose nothing. The checkpoint need not be stored yet (LangGraph sends a step's writes before the put of their checkpoint with a DeltaChannel): writes are read only through their checkpoint, so they show once it is stored. An absent thread is created, as a checkpoint put creates it. 413 also when the writes of the checkpoint would pass the storage's value limit (CAIRN_MAX_VALUE_BYTES). The writer is checked just before the append: a run fenced in that instant still gets this call's writes stored. " +
       WRITER_NOTE,
     tag: TAGS.threads,
     access: 'tenant',
@@ -930,7 +930,7 @@ const threadCheckpointWritesPath = {
     answers: {
       200: jsonAnswer('Stored; `writes` is how many were sent.', schemaRef('ThreadWritesStored')),
     },
-    errors: [400, 404, namedError(409, 'ThreadBusyOrRunFenced')],
+    errors: [400, namedError(409, 'ThreadBusyOrRunFenced')],
   }),
 };
 

@@ -42,6 +42,29 @@ export interface CheckpointRecord {
   readonly valueSources: Record<string, string>;
   /** The run that stored it, when one did. */
   readonly runId?: string;
+  /**
+   * The values this checkpoint stored in its own record (channel → the stored bytes: type tag, a
+   * line break, the bytes), named by sources whose digest starts with `~` (see isInlineSource).
+   * Only in the stored record: a head held in the thread record goes without (see withoutInline).
+   */
+  readonly inline?: Readonly<Record<string, Buffer>>;
+}
+
+/**
+ * Whether a value source names a value held in its producer's record (`<id>/~<digest>`) rather
+ * than a value object of its own (`<id>/<digest>`). Such a value, once retention removed that
+ * record, is at the value key of its source, where retention put it first.
+ */
+export function isInlineSource(source: string): boolean {
+  return source.charCodeAt(source.lastIndexOf('/') + 1) === 0x7e;
+}
+
+/** The record as a head is held in the thread record: without the values it holds inline. */
+export function withoutInline(record: CheckpointRecord): CheckpointRecord {
+  if (record.inline === undefined) return record;
+  const rest: { -readonly [K in keyof CheckpointRecord]: CheckpointRecord[K] } = { ...record };
+  delete rest.inline;
+  return rest;
 }
 
 export interface HeadEntry {
@@ -134,17 +157,47 @@ export function decodeThreadRecord(bytes: Buffer, threadId: string): ThreadRecor
   return { ...stored, heads: new Map(stored.heads.map(({ ns, head }) => [ns, head])) };
 }
 
+/**
+ * A checkpoint record as stored: its JSON; with values inline, the JSON (naming each inline
+ * channel and its length, in order, as `inlined`) then a line break and the values' bytes one after
+ * another. JSON never holds a raw line break, so the first one ends it; a record without one is
+ * JSON alone (as every record was before values went inline).
+ */
 export function encodeCheckpointRecord(record: CheckpointRecord): Buffer {
-  return Buffer.from(JSON.stringify(record));
+  const inline = Object.entries(record.inline ?? {});
+  if (inline.length === 0) return Buffer.from(JSON.stringify(withoutInline(record)));
+  const header = {
+    ...withoutInline(record),
+    inlined: inline.map(([channel, bytes]) => [channel, bytes.length]),
+  };
+  return Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`), ...inline.map(([, bytes]) => bytes)]);
 }
 
 export function decodeCheckpointRecord(bytes: Buffer, checkpointId: string): CheckpointRecord {
+  const end = bytes.indexOf(0x0a);
+  let parsed: CheckpointRecord & { inlined?: unknown };
   try {
-    return JSON.parse(bytes.toString('utf8')) as CheckpointRecord;
+    parsed = JSON.parse(bytes.subarray(0, end < 0 ? bytes.length : end).toString('utf8')) as typeof parsed;
   } catch {
     // No cause: a parser's message quotes the stored bytes, which must never reach a log.
     throw new IntegrityError(`the record of checkpoint ${checkpointId} is not JSON`);
   }
+  if (end < 0) return parsed;
+  const { inlined, ...record } = parsed;
+  const inline: Record<string, Buffer> = {};
+  let offset = end + 1;
+  for (const entry of Array.isArray(inlined) ? (inlined as unknown[]) : []) {
+    const [channel, length] = Array.isArray(entry) ? (entry as unknown[]) : [];
+    if (typeof channel !== 'string' || typeof length !== 'number' || offset + length > bytes.length) {
+      throw new IntegrityError(`the record of checkpoint ${checkpointId} has damaged inline values`);
+    }
+    setOwn(inline, channel, bytes.subarray(offset, offset + length));
+    offset += length;
+  }
+  if (offset !== bytes.length || !Array.isArray(inlined)) {
+    throw new IntegrityError(`the record of checkpoint ${checkpointId} has damaged inline values`);
+  }
+  return { ...record, inline };
 }
 
 /**

@@ -19,6 +19,8 @@ import {
   decodeCheckpointRecord,
   decodeThreadRecord,
   encodeCheckpointRecord,
+  isInlineSource,
+  ownValue,
   type ThreadRecord,
 } from './records';
 
@@ -367,6 +369,7 @@ async function pruneThread(thread: ThreadRecord, options: ThreadPassOptions): Pr
   const doomed = doomedRecords(listing, await keptRecords(thread, listing, reader, options), options);
   let current = thread;
   if (doomed.length > 0) {
+    await spillInline(store, thread, listing, doomed, reader);
     const complete = await deleteListed(store, doomed, budget, counts, {
       onVersion: false,
       counted: () => (counts.checkpointsDeleted += 1),
@@ -383,6 +386,51 @@ async function pruneThread(thread: ThreadRecord, options: ThreadPassOptions): Pr
     await restoreHeadRecords(store, current, listing);
   }
   return collectGarbage(current, listing, reader, options);
+}
+
+/**
+ * Before records go, the values they hold inline that a remaining record or a head still names are
+ * stored at their sources' value keys (create-only), where readers look once the holding record is
+ * gone; the collection then treats them as any value. Values no one else names go with their
+ * record. A run that dies in between leaves both, which the next visit sorts out the same way. A
+ * put in flight that inherits from a removed record has it as parent, and is refused by its check
+ * that the parent is still stored (see ThreadStore.checkParentStored).
+ */
+async function spillInline(
+  store: KeyValueStore,
+  thread: ThreadRecord,
+  listing: Listing,
+  doomed: readonly ListedItem[],
+  reader: RecordReader,
+): Promise<void> {
+  const keys = keysOf(thread);
+  const gone = new Set(doomed.map((item) => item.key));
+  const named = new Set<string>();
+  const add = (record: CheckpointRecord | null) => {
+    for (const [channel, source] of Object.entries(record?.valueSources ?? {})) {
+      if (isInlineSource(source)) named.add(keys.value(record?.ns ?? '', source, channel));
+    }
+  };
+  for (const head of thread.heads.values()) add(head.record);
+  await forEachLimited(
+    [...listing.records.keys()].filter((key) => !gone.has(key)),
+    READ_CONCURRENCY,
+    async (key) => add(await reader.read(key)),
+  );
+  await forEachLimited(doomed, READ_CONCURRENCY, async (item) => {
+    const record = await reader.read(item.key);
+    for (const [channel, bytes] of Object.entries(record?.inline ?? {})) {
+      const source = record === null ? undefined : ownValue(record.valueSources, channel);
+      if (record === null || source === undefined) continue;
+      const key = keys.value(record.ns, source, channel);
+      if (!named.has(key)) continue;
+      try {
+        await store.write(key, bytes, { ifAbsent: true });
+      } catch (error) {
+        if (!(error instanceof PreconditionFailedError)) throw error;
+      }
+    }
+  });
 }
 
 /**

@@ -12,6 +12,8 @@ import {
   type CheckpointRecord,
   decodeCheckpointRecord,
   decodeThreadRecord,
+  isInlineSource,
+  ownValue,
   type ThreadRecord,
 } from './records';
 
@@ -131,13 +133,38 @@ async function verifyThread(
     records.push(head.record);
   }
   const referenced = new Map<string, string>();
+  // Values held inline in a stored record are there with it (checked against their digest below);
+  // once retention removed that record, they are at their value key like any other value.
+  const holders = new Map(
+    records
+      .filter((record) => record.inline !== undefined)
+      .map((record) => [keys.record(record.id, record.ns), record]),
+  );
+  const inlineHeld = new Set<string>();
   for (const record of records) {
     for (const [channel, source] of Object.entries(record.valueSources)) {
-      referenced.set(keys.value(record.ns, source, channel), `checkpoint ${record.id} channel ${channel}`);
+      const key = keys.value(record.ns, source, channel);
+      referenced.set(key, `checkpoint ${record.id} channel ${channel}`);
+      if (!isInlineSource(source)) continue;
+      const holder = holders.get(keys.record(source.slice(0, source.lastIndexOf('/')), record.ns));
+      const bytes = holder?.inline === undefined ? undefined : ownValue(holder.inline, channel);
+      if (bytes === undefined) continue;
+      inlineHeld.add(key);
+      const digest = createHash('sha256').update(bytes).digest().subarray(0, 16).toString('base64url');
+      if (!sealed && !key.endsWith(`/~${digest}`)) {
+        collector.finding({
+          domain: 'threads',
+          kind: 'wrong_hash',
+          where,
+          key: keys.record(holder?.id ?? '', record.ns),
+          detail: `the bytes of checkpoint ${record.id} channel ${channel} held in its record do not match the digest of its source`,
+        });
+      }
     }
   }
   const present: string[] = [];
   for (const [key, what] of referenced) {
+    if (inlineHeld.has(key) && !byKey.has(key)) continue;
     if (byKey.has(key)) {
       present.push(key);
       continue;
@@ -172,7 +199,7 @@ async function verifyThread(
     // key) just checked that they are the bytes stored there.
     if (sealed) return;
     const digest = createHash('sha256').update(value.value).digest().subarray(0, 16).toString('base64url');
-    if (!key.endsWith(`/${digest}`)) {
+    if (!key.endsWith(`/${digest}`) && !key.endsWith(`/~${digest}`)) {
       collector.finding({
         domain: 'threads',
         kind: 'wrong_hash',

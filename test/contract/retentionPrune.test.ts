@@ -8,7 +8,7 @@ import { noTransactionalAuditLog } from '../../shared/audit/pending';
 import { ConflictError, NotFoundError } from '../../shared/errors';
 import type { PruneReport, TenantPruneReport } from '../../shared/jobs/retentionPrune';
 import { MemoryFacts } from '../../shared/memory/memory';
-import { parseDataKey } from '../../shared/threads/layout';
+import { keysOf, parseDataKey } from '../../shared/threads/layout';
 import { ThreadStore } from '../../shared/threads/threadStore';
 import { azurite } from '../support/azurite';
 import { allItems, fileBytes, publishFile, put, putLine, restored } from '../support/retentionSeed';
@@ -186,14 +186,16 @@ describe.each<Backend>(['local', 'blob'])('retention prune on the %s backend', (
 
   it('collects the values a refused put left once they are older than the grace, and spares younger ones', async () => {
     await putLine(world.threads, T, 't', 1);
-    // Another instance starts a run; this one, which has not seen it, puts without a runId: the put
-    // stores its value and record, is refused at its commit, and removes the record; the value stays.
-    const other = world.anotherThreadStore();
-    const { run } = await other.startRun(T, 't', { onBusy: 'reject', busyTimeoutMs: 0, leaseMs: 60_000 });
-    await expect(world.threads.putCheckpoint(T, 't', put('c002', 'c001', { version: 5 }))).rejects.toThrow(
-      'held by run',
-    );
-    await other.finishRun(T, 't', run.runId, 'finished');
+    // A refused put whose values went inline leaves nothing (they go with its record). One whose
+    // values were too big to go inline stored them apart first, and its refusal leaves them: as here,
+    // a value of c002 no record names.
+    const { incarnation } = (await world.threads.auditOutbox(T, 't'))!;
+    await world
+      .threadSpace(T)
+      .write(
+        keysOf({ threadId: 't', incarnation }).value('', 'c002/left', 'messages'),
+        Buffer.from('json\n"x"'),
+      );
     const orphans = (await allItems(world.threadSpace(T), 'd/')).filter((item) =>
       item.key.includes('/c002/'),
     );
@@ -371,8 +373,8 @@ describe.each<Backend>(['local', 'blob'])('retention prune on the %s backend', (
       expect(totals.runs).toBeLessThan(50);
     }
     expect(totals.runs).toBeGreaterThan(2);
-    // 6 threads × 3 removed checkpoints, each with its record, value and pending writes.
-    expect(totals).toMatchObject({ checkpointsDeleted: 18, objectsDeleted: 18 * 3 });
+    // 6 threads × 3 removed checkpoints, each with its record (holding its value) and pending writes.
+    expect(totals).toMatchObject({ checkpointsDeleted: 18, objectsDeleted: 18 * 2 });
     expect(await world.verifier().verifyTenant(T, { readData: false })).toMatchObject({
       ok: true,
       orphanCount: 0,

@@ -26,7 +26,7 @@ import type {
   WriteResult,
 } from '../../shared/storage/keyValueStore';
 import { parseDataKey, THREAD_RECORD_PREFIX } from '../../shared/threads/layout';
-import type { TypedBytes } from '../../shared/threads/records';
+import { decodeCheckpointRecord, type TypedBytes } from '../../shared/threads/records';
 import { SealedThreadSpace } from '../../shared/threads/sealedThreadSpace';
 import { type CheckpointPut, ThreadStore } from '../../shared/threads/threadStore';
 
@@ -236,15 +236,6 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         await expect(threads.rewind(A, 'nope', { ns: '', checkpointId: 'c1' })).rejects.toBeInstanceOf(
           NotFoundError,
         );
-        await expect(
-          threads.putWrites(A, 'nope', {
-            ns: '',
-            checkpointId: 'c1',
-            taskId: 't',
-            taskPath: '',
-            writes: [{ channel: 'x', idx: 0, value: bytes('x') }],
-          }),
-        ).rejects.toBeInstanceOf(NotFoundError);
         await expect(threads.getRun(A, 'nope', 'run-1')).rejects.toBeInstanceOf(NotFoundError);
         expect(await allKeys(space())).toEqual([]);
       });
@@ -341,8 +332,9 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
           ),
         );
         expect(refused).toBeInstanceOf(PayloadTooLargeError);
-        const valueKeys = (await allKeys(space(), 'd/')).filter((key) => key.includes('/v/'));
-        expect(valueKeys).toHaveLength(1);
+        // Nothing of the refused put: c1's record alone, holding its value.
+        expect((await allKeys(space(), 'd/')).filter((key) => key.includes('/v/'))).toEqual([]);
+        expect((await recordKeys()).map(idOf)).toEqual(['c1']);
         // The same checkpoint id, other content: its own value, never bytes an earlier attempt left.
         await threads.putCheckpoint(
           A,
@@ -371,8 +363,15 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
           't',
           put('c3', { parent: 'c2', versions: { a: 2, b: 2, c: 1, empty: 1 }, values: { b: 'b2' } }),
         );
-        const valueKeys = (await allKeys(space(), 'd/')).filter((key) => key.includes('/v/'));
-        expect(valueKeys).toHaveLength(5);
+        // Each changed channel's value once, inline in the record of the checkpoint that changed it.
+        expect((await allKeys(space(), 'd/')).filter((key) => key.includes('/v/'))).toEqual([]);
+        const opened = codec === undefined ? space() : new SealedThreadSpace(space(), A, codec);
+        const inline: Record<string, string[]> = {};
+        for (const key of await recordKeys()) {
+          const record = decodeCheckpointRecord((await opened.read(key))!.value, key);
+          inline[record.id] = Object.keys(record.inline ?? {}).sort();
+        }
+        expect(inline).toEqual({ c1: ['a', 'b', 'c'], c2: ['a'], c3: ['b'] });
 
         const latest = await instance().getCheckpoint(A, 't', '');
         expect(latest).toMatchObject({ checkpointId: 'c3', parent: 'c2', ns: '', v: 4, metadata: {} });
@@ -544,17 +543,75 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         );
       });
 
-      it('refuses writes to a checkpoint that is not stored', async () => {
+      it('takes writes before their checkpoint is stored, seen only through it once it is', async () => {
         await threads.putCheckpoint(A, 't', put('c1', { versions: { m: 1 }, values: { m: 'x' } }));
+        const early = (taskId: string, value: string) =>
+          threads.putWrites(A, 't', {
+            ns: '',
+            checkpointId: 'c2',
+            taskId,
+            taskPath: '',
+            writes: [{ channel: 'm', idx: 0, value: bytes(value) }],
+          });
+        // As LangGraph sends them with a DeltaChannel: the step's writes, then the put.
+        await early('task-b', 'b');
+        await early('task-a', 'a');
+        await early('task-a', 'a again'); // a retry of (task, index): kept as first stored
+        await expect(threads.getCheckpoint(A, 't', '', 'c2')).rejects.toBeInstanceOf(NotFoundError);
+        expect((await threads.getCheckpoint(A, 't', '')).pendingWrites).toEqual([]);
+        const page = await threads.listCheckpoints(A, 't', { limit: 10 });
+        expect(page.checkpoints.map((c) => [c.checkpointId, c.pendingWrites.length])).toEqual([['c1', 0]]);
+        await threads.putCheckpoint(A, 't', put('c2', { parent: 'c1', versions: { m: 1 } }));
+        const c2 = await threads.getCheckpoint(A, 't', '');
+        expect(c2.checkpointId).toBe('c2');
+        expect(c2.pendingWrites.map((w) => [w.taskId, text(w)])).toEqual([
+          ['task-a', 'a'],
+          ['task-b', 'b'],
+        ]);
+      });
+
+      it('creates a new thread with its first writes, racing its first put from another instance, and loses none', async () => {
+        const writes = (taskId: string) =>
+          instance().putWrites(A, 'fresh', {
+            ns: '',
+            checkpointId: 'c1',
+            taskId,
+            taskPath: '',
+            writes: [{ channel: 'm', idx: 0, value: bytes(taskId) }],
+          });
+        await Promise.all([
+          writes('task-1'),
+          instance().putCheckpoint(A, 'fresh', put('c1', { versions: { m: 1 }, values: { m: 'x' } })),
+          writes('task-2'),
+        ]);
+        const c1 = await threads.getCheckpoint(A, 'fresh', '');
+        expect(c1.checkpointId).toBe('c1');
+        expect(c1.pendingWrites.map((w) => text(w))).toEqual(['task-1', 'task-2']);
+        expect((await threads.listCheckpoints(A, 'fresh', { limit: 10 })).checkpoints).toHaveLength(1);
+      });
+
+      it('takes no early writes from a writer that may not write', async () => {
+        await threads.putCheckpoint(A, 't', put('c1', { versions: { m: 1 }, values: { m: 'x' } }));
+        await threads.startRun(A, 't', { onBusy: 'reject', busyTimeoutMs: 0, leaseMs: 60_000 });
         await expect(
           threads.putWrites(A, 't', {
-            ns: 'other',
-            checkpointId: 'c1',
+            ns: '',
+            checkpointId: 'c2',
             taskId: 'task',
             taskPath: '',
             writes: [{ channel: 'm', idx: 0, value: bytes('w') }],
           }),
-        ).rejects.toBeInstanceOf(NotFoundError);
+        ).rejects.toBeInstanceOf(ThreadBusyError);
+        await expect(
+          threads.putWrites(A, 't', {
+            ns: '',
+            checkpointId: 'c2',
+            taskId: 'task',
+            taskPath: '',
+            runId: 'run-other',
+            writes: [{ channel: 'm', idx: 0, value: bytes('w') }],
+          }),
+        ).rejects.toBeInstanceOf(RunFencedError);
         expect((await allKeys(space(), 'd/')).filter((key) => key.includes('/w/'))).toEqual([]);
       });
 
@@ -912,7 +969,10 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
 
     describe('what retention relies on', () => {
       it('a put that finds its value stored already writes it again (a new version), so a collector that listed the old one cannot delete it', async () => {
-        await threads.putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: 'x' } }));
+        // A value stored apart: too big to go inline in a store whose values are at most 4 KiB.
+        const x = 'x'.repeat(3900);
+        const small = () => instance(undefined, 4096);
+        await small().putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: x } }));
         const listed = async () =>
           (await space().listItems({ prefix: 'd/', limit: 100 })).items.filter((item) =>
             item.key.includes('/v/'),
@@ -921,8 +981,7 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         expect(before).toBeDefined();
         // A retry of the same put (another instance, as after a lost answer).
         expect(
-          (await instance().putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: 'x' } })))
-            .created,
+          (await small().putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: x } }))).created,
         ).toBe(false);
         const afterRetry = await listed();
         if (codec !== undefined) {
@@ -939,7 +998,7 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
           expect(after?.etag).not.toBe(before?.etag);
           await expect(space().delete(before!.key, { ifMatch: before!.etag })).rejects.toThrow();
         }
-        expect(text((await threads.getCheckpoint(A, 't', '')).values['a'])).toBe('x');
+        expect(text((await threads.getCheckpoint(A, 't', '')).values['a'])).toBe(x);
       });
 
       it('refuses a fork whose parent record is removed after the put read it, and leaves no record of it', async () => {
@@ -1067,7 +1126,8 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         let deleted = false;
         const reading = wrapped((inner) => ({
           read: async (key) => {
-            if (!deleted && key.includes('/v/')) {
+            // The read of a value: apart, or in the record that holds it inline.
+            if (!deleted && (key.includes('/v/') || key.includes('/c/'))) {
               deleted = true;
               await threads.deleteThread(A, 't');
             }
@@ -1079,8 +1139,62 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
       });
     });
 
+    describe('values inline', () => {
+      it('reads and extends checkpoints whose values are stored apart (the earlier layout, and values too big to go inline)', async () => {
+        // A store whose values are at most 8 KiB: two values of 4,000 bytes do not fit one record.
+        const small = instance(undefined, 8 * 1024);
+        const big = (fill: string) => fill.repeat(4000);
+        await small.putCheckpoint(
+          A,
+          't',
+          put('c1', { versions: { a: 1, b: 1, c: 1 }, values: { a: big('a'), b: big('b'), c: 'c' } }),
+        );
+        // Too big together for one record: every value of c1 is an object of its own, as before.
+        const valueKeys = (await allKeys(space(), 'd/')).filter((key) => key.includes('/v/'));
+        expect(valueKeys).toHaveLength(3);
+        expect(valueKeys.every((key) => !key.includes('/~'))).toBe(true);
+        await threads.putCheckpoint(
+          A,
+          't',
+          put('c2', { parent: 'c1', versions: { a: 1, b: 1, c: 2 }, values: { c: 'c2' } }),
+        );
+        expect((await allKeys(space(), 'd/')).filter((key) => key.includes('/v/'))).toHaveLength(3);
+        const latest = await instance().getCheckpoint(A, 't', '');
+        expect([latest.checkpointId, text(latest.values['c']), text(latest.values['a'])?.length]).toEqual([
+          'c2',
+          'c2',
+          big('a').length,
+        ]);
+        const page = await instance().listCheckpoints(A, 't', { limit: 10 });
+        expect(
+          page.checkpoints.map((c) => [c.checkpointId, text(c.values['c']), text(c.values['b'])?.length]),
+        ).toEqual([
+          ['c2', 'c2', big('b').length],
+          ['c1', 'c', big('b').length],
+        ]);
+        // A retry of each is answered as stored; other content under c2 is refused.
+        expect(
+          (
+            await instance().putCheckpoint(
+              A,
+              't',
+              put('c2', { parent: 'c1', versions: { a: 1, b: 1, c: 2 }, values: { c: 'c2' } }),
+            )
+          ).created,
+        ).toBe(false);
+        await expect(
+          instance().putCheckpoint(
+            A,
+            't',
+            put('c2', { parent: 'c1', versions: { a: 1, b: 1, c: 2 }, values: { c: 'other' } }),
+          ),
+        ).rejects.toBeInstanceOf(ConflictError);
+        expect((await threads.getCheckpoint(A, 't', '', 'c2')).values['c']).toEqual(bytes('c2'));
+      });
+    });
+
     describe('storage requests', () => {
-      it('a put makes k + 2 requests, a getTuple of the latest 2 + one per value; a stale thread record costs a read and a retry', async () => {
+      it('a put makes 2 requests (its record with the changed values inline, then the thread record), a getTuple of the latest 2 + one per record holding its values; a stale thread record costs a read and a retry', async () => {
         const calls: string[] = [];
         const counted = instance(calls);
         const { run } = await counted.startRun(A, 't', {
@@ -1105,13 +1219,14 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
             values: { a: 'a2', b: 'b2' },
           }),
         );
-        expect(calls, calls.join('\n')).toHaveLength(2 + 2);
-        expect(calls.filter((call) => call.startsWith('write'))).toHaveLength(4);
+        expect(calls, calls.join('\n')).toHaveLength(2);
+        expect(calls.filter((call) => call.startsWith('write'))).toHaveLength(2);
 
         calls.length = 0;
         const latest = await counted.getCheckpoint(A, 't', '');
         expect(Object.keys(latest.values)).toHaveLength(3);
-        expect(calls, calls.join('\n')).toHaveLength(2 + 3);
+        // The thread record, the pending writes, c2's record (a, b) and c1's (c).
+        expect(calls, calls.join('\n')).toHaveLength(2 + 2);
 
         // Another instance renews the lease: this instance's thread record is stale.
         await instance().heartbeat(A, 't', run.runId);
@@ -1121,7 +1236,7 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
           't',
           put('c3', { parent: 'c2', runId: run.runId, versions: { a: 3, b: 2, c: 1 }, values: { a: 'a3' } }),
         );
-        expect(calls, calls.join('\n')).toHaveLength(1 + 2 + 2);
+        expect(calls, calls.join('\n')).toHaveLength(2 + 2);
         expect((await threads.getCheckpoint(A, 't', '')).checkpointId).toBe('c3');
 
         // The first put of a namespace also marks the namespace.
@@ -1131,7 +1246,21 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
           't',
           put('s1', { ns: 'sub', runId: run.runId, versions: { x: 1 }, values: { x: 'x' } }),
         );
-        expect(calls, calls.join('\n')).toHaveLength(1 + 3);
+        expect(calls, calls.join('\n')).toHaveLength(1 + 2);
+
+        // Pending writes: the thread record and the append, to any checkpoint, stored yet or not.
+        for (const checkpointId of ['c3', 'c1', 'c4']) {
+          calls.length = 0;
+          await counted.putWrites(A, 't', {
+            ns: '',
+            checkpointId,
+            taskId: 'task',
+            taskPath: '',
+            runId: run.runId,
+            writes: [{ channel: 'a', idx: 0, value: bytes('w') }],
+          });
+          expect(calls, calls.join('\n')).toHaveLength(2);
+        }
       });
     });
   });

@@ -1,6 +1,10 @@
 import { randomUUID } from 'node:crypto';
 
-import { validate } from '@langchain/langgraph-checkpoint-validation';
+import {
+  type CheckpointSaverTestInitializer,
+  deltaChannelHistoryTests,
+  validate,
+} from '@langchain/langgraph-checkpoint-validation';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 
 import { CairnClient } from '../../client';
@@ -19,8 +23,9 @@ import { scaled } from '../support/timeouts';
 /**
  * LangGraph's own conformance suite for checkpointers (`@langchain/langgraph-checkpoint-validation`,
  * the suite every official saver runs) against `CairnCheckpointSaver` and the real app over HTTP,
- * on both backends, none of its tests skipped. Each saver the suite asks for gets a scope of its
- * own, so the suite's fixed thread ids ("1", "thread-1") of one part never meet another part's.
+ * on both backends, none of its tests skipped, with its opt-in part on `getDeltaChannelHistory`.
+ * Each saver the suite asks for gets a scope of its own, so the suite's fixed thread ids ("1",
+ * "thread-1") of one part never meet another part's.
  */
 
 // The suite is written against vitest's globals; this project imports them instead.
@@ -31,7 +36,7 @@ describe.each<Backend>(['local', 'blob'])('LangGraph conformance on the %s backe
   let app: RunningApp | undefined;
   let client: CairnClient;
 
-  validate<CairnCheckpointSaver>({
+  const initializer: CheckpointSaverTestInitializer<CairnCheckpointSaver> = {
     checkpointerName: `CairnCheckpointSaver (${backend})`,
     beforeAllTimeout: scaled(60_000),
     async beforeAll() {
@@ -51,5 +56,8 @@ describe.each<Backend>(['local', 'blob'])('LangGraph conformance on the %s backe
       for await (const name of client.threads.list({ prefix })) await client.threads.delete(name);
       expect(await client.threads.listPage({ prefix })).toEqual({ threads: [], next: null });
     },
-  });
+  };
+  validate(initializer);
+  // Opt-in in the suite (the method is beta): the walk a DeltaChannel is rebuilt from.
+  deltaChannelHistoryTests(initializer);
 });

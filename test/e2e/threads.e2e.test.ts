@@ -201,16 +201,6 @@ describe.each<Backend>(['local', 'blob'])('thread API on the %s backend', (backe
       ['/api/threads/shared/checkpoints/latest', { method: 'GET' }],
       ['/api/threads/shared/checkpoints/a1', { method: 'GET' }],
       ['/api/threads/shared/checkpoints', { method: 'GET' }],
-      [
-        '/api/threads/shared/checkpoints/a1/writes',
-        {
-          method: 'POST',
-          body: JSON.stringify({
-            taskId: 't',
-            writes: [{ channel: 'm', idx: 0, type: 'json', data: b64(1) }],
-          }),
-        },
-      ],
       ['/api/threads/shared/rewind', { method: 'POST', body: JSON.stringify({ checkpointId: 'a1' }) }],
       ['/api/threads/shared/runs/run-x', { method: 'GET' }],
       ['/api/threads/shared/runs/run-x/heartbeat', { method: 'POST' }],
@@ -454,9 +444,10 @@ describe.each<Backend>(['local', 'blob'])('thread API on the %s backend', (backe
     };
     expect(thread.heads[ns]).toMatchObject({ checkpointId: 'c2', parent: 'c1' });
 
-    // The writes' refusals: an absent checkpoint, a parent not stored, a run the thread never had,
-    // a body over the limit.
-    const absent = await post(
+    // Writes to a checkpoint not stored yet are taken (LangGraph sends them so with a DeltaChannel)
+    // and seen by no reader until it is; the refusals: a parent not stored, a run the thread never
+    // had, a body over the limit.
+    const early = await post(
       asAlpha,
       '/api/threads/shapes/checkpoints/c9/writes',
       JSON.stringify({
@@ -466,7 +457,9 @@ describe.each<Backend>(['local', 'blob'])('thread API on the %s backend', (backe
         writes: [{ channel: 'm', idx: 0, type: 'json', data: '' }],
       }),
     );
-    expect([absent.status, (await errorOf(absent)).code]).toEqual([404, 'not_found']);
+    expect(await early.json()).toEqual({ threadId: 'shapes', ns, checkpointId: 'c9', writes: 1 });
+    const unseen = await asAlpha(`/api/threads/shapes/checkpoints/c9?ns=${encodeURIComponent(ns)}`);
+    expect([unseen.status, (await errorOf(unseen)).code]).toEqual([404, 'not_found']);
     const orphan = await post(
       asAlpha,
       '/api/threads/shapes/checkpoints',

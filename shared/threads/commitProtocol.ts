@@ -1,0 +1,569 @@
+import { createHash, randomBytes } from 'node:crypto';
+
+import {
+  ConflictError,
+  InvalidArgumentError,
+  NotFoundError,
+  PayloadTooLargeError,
+  PreconditionFailedError,
+  RunFencedError,
+  ThreadBusyError,
+} from '../errors';
+import { casPause } from '../retry';
+import type { KeyValueStore } from '../storage/keyValueStore';
+import type { ThreadHistory } from './history';
+import { checkThreadId } from './identifiers';
+import { keysOf } from './layout';
+import { encodeWritesLine } from './pendingWrites';
+import {
+  type CheckpointRecord,
+  decodeCheckpointRecord,
+  encodeCheckpointRecord,
+  encodeValue,
+  isInlineSource,
+  ownValue,
+  sameCheckpoint,
+  setOwn,
+  type ThreadRecord,
+  withoutInline,
+} from './records';
+import {
+  cacheKey,
+  fitHeads,
+  iso,
+  MAX_CAS_ATTEMPTS,
+  newThreadRecord,
+  noThread,
+  type Snapshot,
+  type ThreadRecords,
+  tooBusy,
+  writerRefusal,
+} from './threadRecords';
+import type { CheckpointPut, PutResult, ThreadStoreOptions, WritesPut } from './threadTypes';
+import { checkPut, checkWrites } from './validation';
+
+/**
+ * The commit protocol: how a checkpoint put and a pending-writes put reach storage so that a crash
+ * at any point leaves either the old head or the new one, a fenced run stores nothing a reader can
+ * see, a retry with the same content is answered as stored and other content under a stored id is
+ * refused. The thread record's compare-and-swap is the commit point (see putCheckpoint).
+ */
+
+type ThreadKeys = ReturnType<typeof keysOf>;
+
+/** How long a put's commit keeps retrying lost compare-and-swaps (at least MAX_CAS_ATTEMPTS times). */
+const COMMIT_BUDGET_MS = 10_000;
+
+/** Errors that refuse a put outright: its record must then not stay visible. */
+function isRefusal(error: unknown): boolean {
+  return (
+    error instanceof ThreadBusyError ||
+    error instanceof RunFencedError ||
+    error instanceof NotFoundError ||
+    error instanceof ConflictError
+  );
+}
+
+/** The put's checkpoint was stored under an incarnation that lost the race to create the thread. */
+class LostCreation extends Error {}
+
+/** Every compare-and-swap of a put's commit lost (within the budget): it certainly did not commit. */
+class CommitExhausted extends Error {}
+
+export class CheckpointCommits {
+  private readonly maxValueBytes: number;
+  private readonly sealed: boolean;
+  private readonly commitBudgetMs: number;
+
+  constructor(
+    private readonly records: ThreadRecords,
+    private readonly history: ThreadHistory,
+    options: ThreadStoreOptions,
+  ) {
+    this.maxValueBytes = options.maxValueBytes;
+    this.sealed = options.sealed ?? false;
+    this.commitBudgetMs = options.commitBudgetMs ?? COMMIT_BUDGET_MS;
+  }
+
+  /**
+   * Stores a checkpoint and makes it its namespace's head. In this order, so that a crash at any
+   * point leaves the old head or the new one, never a head without its data: the checkpoint record
+   * with the changed channels' values inline (one create-only object: a record is never stored
+   * without its values), then the thread record (compare-and-swap on the ETag this instance last
+   * saw: the commit point, where the writer's run is checked). A record that would not fit the
+   * value limit with its values stores them first, each in an object of its own (create-only: a
+   * retry keeps what is stored), as every put did before values went inline; reads take both. A put
+   * refused at the commit removes the record it created. A put of a stored checkpoint id with the
+   * same content is a retry (answered as stored, `created` false); with other content it is a 409
+   * `conflict`.
+   *
+   * Storage requests, when the thread record this instance holds is current and the namespace's
+   * head is the parent: 2 (k + 2 when the values do not fit inline). A stale thread record adds a
+   * read and a retry; a parent that is not the head (a fork) adds its record's read; the first put
+   * of a namespace adds its mark, in parallel with the record.
+   */
+  async putCheckpoint(tenant: string, threadId: string, put: CheckpointPut): Promise<PutResult> {
+    checkThreadId(threadId);
+    checkPut(put, this.maxValueBytes);
+    const store = this.records.storeOf(tenant);
+    for (let restart = 0; ; restart++) {
+      let snapshot = this.records.known.get(cacheKey(tenant, threadId)) ?? null;
+      if (snapshot === null || writerRefusal(snapshot.record, put.runId, this.records.now()) !== null) {
+        // Refuse only on the current record, never on a kept one.
+        snapshot = await this.records.readThread(store, tenant, threadId);
+      }
+      const now = this.records.now();
+      const thread = snapshot?.record ?? newThreadRecord(threadId, now);
+      const refusal = writerRefusal(thread, put.runId, now);
+      if (refusal !== null) throw refusal;
+      const keys = keysOf(thread);
+      const parent = await this.parentOf(store, thread, put);
+      // The common path: the changed values go inline in the record, one create-only object, so
+      // that the put is two round trips (that object, then the thread record's compare-and-swap,
+      // the commit point) and a record is never stored without its values. A record that would not
+      // fit the storage's value limit with them keeps them in objects of their own, stored before
+      // it (three round trips, as every put did before values went inline).
+      let encoded = encodedValues(put, this.sealed, true);
+      let record = this.recordOf(put, parent, now, encoded);
+      checkRecordSize(record, this.maxValueBytes);
+      const inline: Record<string, Buffer> = {};
+      for (const [channel, { bytes }] of encoded) setOwn(inline, channel, bytes);
+      const inlined =
+        encoded.size > 0 && encodeCheckpointRecord({ ...record, inline }).length <= this.maxValueBytes;
+      if (inlined) {
+        record = { ...record, inline };
+      } else {
+        encoded = encodedValues(put, this.sealed, false);
+        record = this.recordOf(put, parent, now, encoded);
+      }
+      const newNamespace = !thread.heads.has(put.ns);
+      const marked = newNamespace
+        ? createOnly(store, keys.namespaceMark(put.ns), Buffer.alloc(0))
+        : Promise.resolve();
+      // Values are keyed by their digest too: bytes a refused or crashed put left behind can never
+      // stand for other content sent later under the same checkpoint id.
+      const written = inlined
+        ? []
+        : await Promise.all(
+            [...encoded].map(([channel, { bytes, source }]) =>
+              storeValue(store, keys.value(put.ns, source, channel), bytes),
+            ),
+          );
+      const [stored] = await Promise.all([this.storeRecord(store, keys, record, encoded), marked]);
+      if (!stored.created) {
+        // A retry, or other content under a stored id: the values this put wrote that the stored
+        // record does not name go now (a crash before leaves them to retention, as any refused put's).
+        await discardUnnamed(store, keys, stored.record, written);
+        if (!stored.same) {
+          throw new ConflictError(
+            `checkpointId: checkpoint ${record.id} of namespace "${record.ns}" is stored with other content; checkpoint ids are immutable`,
+          );
+        }
+      }
+      try {
+        return await this.commitPut(
+          store,
+          tenant,
+          snapshot,
+          thread,
+          stored.record,
+          stored.created,
+          put.runId,
+        );
+      } catch (error) {
+        if (error instanceof LostCreation && restart === 0) continue;
+        // A put that certainly did not commit (refused, or every compare-and-swap lost) leaves no
+        // visible record. (A storage fault leaves it: the commit may have happened.) A crash right
+        // here would leave the record in the history, never as a head.
+        if (stored.created && (isRefusal(error) || error instanceof CommitExhausted)) {
+          await this.removeUncommitted(store, tenant, thread, put);
+        }
+        if (error instanceof LostCreation || error instanceof CommitExhausted) throw tooBusy();
+        throw error;
+      }
+    }
+  }
+
+  /**
+   * Appends the pending writes of one task to a checkpoint (see pendingWrites.ts for the merge
+   * rule). The writer is checked on the current thread record before the append: a run fenced in
+   * the moment between that check and the append still gets its writes stored (the append itself
+   * cannot be conditional on another key). They attach to a checkpoint, never move a head. An absent
+   * thread is created (see created).
+   *
+   * The checkpoint need not be stored yet: LangGraph sends a step's writes before the put of their
+   * checkpoint when a graph has a DeltaChannel (its next put waits for them), as its own savers
+   * accept. Writes are only ever read through their checkpoint's record, so writes whose checkpoint
+   * never comes (a put refused or lost in a crash) are seen by no reader; retention removes them
+   * once past its grace, as any writes no record names. Two requests: the thread record, the append
+   * (and the creation of an absent thread).
+   */
+  async putWrites(tenant: string, threadId: string, put: WritesPut): Promise<{ writes: number }> {
+    checkThreadId(threadId);
+    checkWrites(put);
+    const store = this.records.storeOf(tenant);
+    const current =
+      (await this.records.readThread(store, tenant, threadId)) ??
+      (await this.created(store, tenant, threadId));
+    const thread = current.record;
+    const refusal = writerRefusal(thread, put.runId, this.records.now());
+    if (refusal !== null) throw refusal;
+    await store.append(
+      keysOf(thread).writes(put.ns, put.checkpointId),
+      encodeWritesLine(put.taskId, put.taskPath, put.writes, put.runId),
+    );
+    return { writes: put.writes.length };
+  }
+
+  /**
+   * Creates an absent thread for pending writes, as a put or a run start would: LangGraph with a
+   * DeltaChannel sends a new thread's first writes before its first put. Whoever creates it first
+   * wins; the others (this put's own put among them) find it created.
+   */
+  private async created(store: KeyValueStore, tenant: string, threadId: string): Promise<Snapshot> {
+    try {
+      return await this.records.commit(store, tenant, null, newThreadRecord(threadId, this.records.now()));
+    } catch (error) {
+      if (!(error instanceof PreconditionFailedError)) throw error;
+    }
+    const current = await this.records.readThread(store, tenant, threadId);
+    if (current === null) throw tooBusy(); // created and deleted in the same instant
+    return current;
+  }
+
+  /** The commit of a put (see putCheckpoint): the head moves in a compare-and-swap, retried. */
+  private async commitPut(
+    store: KeyValueStore,
+    tenant: string,
+    snapshot: Snapshot | null,
+    thread: ThreadRecord,
+    record: CheckpointRecord,
+    created: boolean,
+    runId: string | undefined,
+  ): Promise<PutResult> {
+    let current = snapshot;
+    let base = thread;
+    let parentSeen = false;
+    // A time budget, not a count: many instances committing to one thread (each to its own
+    // namespace) lose many rounds each, yet all get through within it.
+    const deadline = performance.now() + this.commitBudgetMs;
+    for (let attempt = 0; attempt < MAX_CAS_ATTEMPTS || performance.now() < deadline; attempt++) {
+      if (!parentSeen && record.parent !== null && base.heads.get(record.ns)?.record.id !== record.parent) {
+        await this.checkParentStored(store, base, record);
+        parentSeen = true;
+      }
+      const now = this.records.now();
+      const next = withHead(base, record, created, now);
+      const result = (head: string) => ({
+        created,
+        threadId: base.threadId,
+        ns: record.ns,
+        checkpointId: record.id,
+        head,
+      });
+      if (next === null) return result(base.heads.get(record.ns)?.record.id ?? record.id);
+      try {
+        await this.records.commit(store, tenant, current, next);
+        return result(record.id);
+      } catch (error) {
+        if (!(error instanceof PreconditionFailedError)) throw error;
+      }
+      const creating = current === null;
+      current = await this.records.readThread(store, tenant, base.threadId);
+      if (current === null) throw noThread(base.threadId);
+      if (current.record.incarnation !== base.incarnation) {
+        if (creating) throw new LostCreation();
+        throw new ConflictError(
+          `thread ${base.threadId} was deleted and created again while the checkpoint was stored`,
+        );
+      }
+      const refusal = writerRefusal(current.record, runId, this.records.now());
+      if (refusal !== null) throw refusal;
+      base = current.record;
+      await casPause(attempt);
+    }
+    throw new CommitExhausted();
+  }
+
+  /**
+   * A put whose parent is not the head of the thread record it commits over (a fork, or a head that
+   * moved meanwhile) makes sure, after its own record is stored, that the parent's record still is:
+   * retention may remove checkpoints that are no head. Either the parent is still there now, and a
+   * collector that removes it later lists this put's record (stored before) and keeps the values it
+   * names; or it is gone, and the put is refused (409, its record removed) rather than committing a
+   * checkpoint whose inherited values may go. A head is never removed.
+   */
+  private async checkParentStored(
+    store: KeyValueStore,
+    thread: ThreadRecord,
+    record: CheckpointRecord,
+  ): Promise<void> {
+    const parent = record.parent as string;
+    if ((await store.head(keysOf(thread).record(parent, record.ns))) === null) {
+      throw new ConflictError(
+        `parent: thread ${thread.threadId} has no checkpoint ${parent} in namespace "${record.ns}" any more (retention removed it)`,
+      );
+    }
+  }
+
+  /**
+   * Removes the record a put created but did not commit, unless the thread's head names it now:
+   * another instance retrying the same put (which found the record stored, so did not create it)
+   * may have committed it meanwhile.
+   */
+  private async removeUncommitted(
+    store: KeyValueStore,
+    tenant: string,
+    thread: ThreadRecord,
+    put: CheckpointPut,
+  ): Promise<void> {
+    const now = await this.records.readThread(store, tenant, thread.threadId);
+    if (
+      now !== null &&
+      now.record.incarnation === thread.incarnation &&
+      now.record.heads.get(put.ns)?.record.id === put.checkpointId
+    ) {
+      return;
+    }
+    await store.delete(keysOf(thread).record(put.checkpointId, put.ns));
+  }
+
+  /** The parent's record: the namespace's head when it is the parent, else read. */
+  private async parentOf(
+    store: KeyValueStore,
+    thread: ThreadRecord,
+    put: CheckpointPut,
+  ): Promise<CheckpointRecord | null> {
+    if (put.parent === null) return null;
+    const head = thread.heads.get(put.ns);
+    if (head?.record.id === put.parent) return head.record;
+    const parent = await this.history.recordIn(store, thread, put.parent, put.ns);
+    if (parent === null) {
+      throw new ConflictError(
+        `parent: thread ${thread.threadId} has no checkpoint ${put.parent} in namespace "${put.ns}"`,
+      );
+    }
+    return parent;
+  }
+
+  /**
+   * The record of a put: each channel with a value points at the checkpoint holding it (this one
+   * for the channels sent, the parent's source for the others, which must have the parent's version).
+   */
+  private recordOf(
+    put: CheckpointPut,
+    parent: CheckpointRecord | null,
+    now: number,
+    encoded: ReadonlyMap<string, EncodedValue>,
+  ): CheckpointRecord {
+    const valueSources: Record<string, string> = {};
+    for (const [channel, version] of Object.entries(put.channelVersions)) {
+      if (Object.hasOwn(put.values, channel)) {
+        const value = encoded.get(channel);
+        if (value !== undefined) setOwn(valueSources, channel, value.source);
+        continue;
+      }
+      const parentVersion = parent === null ? undefined : ownValue(parent.channelVersions, channel);
+      if (parentVersion !== version) {
+        throw new InvalidArgumentError(
+          `values.${channel}`,
+          `the channel has version ${JSON.stringify(version)}, the parent ${
+            parentVersion === undefined ? 'none' : JSON.stringify(parentVersion)
+          }: a changed channel's value must be sent (null when it has none)`,
+        );
+      }
+      const source = parent === null ? undefined : ownValue(parent.valueSources, channel);
+      if (source !== undefined) setOwn(valueSources, channel, source);
+    }
+    return {
+      id: put.checkpointId,
+      ns: put.ns,
+      parent: put.parent,
+      createdAt: iso(now),
+      v: put.v,
+      type: put.checkpoint.type,
+      checkpoint: put.checkpoint.data.toString('base64'),
+      metadata: put.metadata,
+      channelVersions: put.channelVersions,
+      valueSources,
+      ...(put.runId === undefined ? {} : { runId: put.runId }),
+    };
+  }
+
+  /**
+   * Creates the record, or finds the one stored by an earlier put of its id: `same` tells whether
+   * that one has this put's content, its values included (see sameValues).
+   */
+  private async storeRecord(
+    store: KeyValueStore,
+    keys: ThreadKeys,
+    record: CheckpointRecord,
+    encoded: ReadonlyMap<string, EncodedValue>,
+  ): Promise<{ record: CheckpointRecord; created: boolean; same: boolean }> {
+    const key = keys.record(record.id, record.ns);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        await store.write(key, encodeCheckpointRecord(record), { ifAbsent: true });
+        return { record, created: true, same: true };
+      } catch (error) {
+        if (!(error instanceof PreconditionFailedError)) throw error;
+      }
+      const stored = await store.read(key);
+      if (stored === null) continue; // removed by a refused put in between: create it again
+      const existing = decodeCheckpointRecord(stored.value, record.id);
+      const same =
+        sameCheckpoint(existing, record) && (await this.sameValues(store, keys, existing, record, encoded));
+      return { record: existing, created: false, same };
+    }
+    throw tooBusy();
+  }
+
+  /**
+   * Whether a stored record and a put's record of the same checkpoint name the same value for each
+   * channel. Unsealed, a value's source holds the digest of its bytes (type tag included), so equal
+   * digests are equal values (whether held inline or apart). Sealed, the sources of the values the
+   * checkpoint stored itself carry random bytes: those values are compared byte for byte, read when
+   * held apart (only on this retry path). Inherited sources come from the parent, already compared.
+   */
+  private async sameValues(
+    store: KeyValueStore,
+    keys: ThreadKeys,
+    existing: CheckpointRecord,
+    record: CheckpointRecord,
+    encoded: ReadonlyMap<string, EncodedValue>,
+  ): Promise<boolean> {
+    const own = `${record.id}/`;
+    const digest = (source: string) => source.slice(own.length).replace(/^~/, '');
+    const channels = new Set([...Object.keys(existing.valueSources), ...Object.keys(record.valueSources)]);
+    const compared: { source: string; channel: string; bytes: Buffer }[] = [];
+    for (const channel of channels) {
+      const was = ownValue(existing.valueSources, channel);
+      const now = ownValue(record.valueSources, channel);
+      if (was === now) continue;
+      const sent = encoded.get(channel);
+      if (was === undefined || !was.startsWith(own) || !now?.startsWith(own) || !sent) return false;
+      if (!this.sealed) {
+        if (digest(was) !== digest(now)) return false;
+        continue;
+      }
+      compared.push({ source: was, channel, bytes: sent.bytes });
+    }
+    const stored = await Promise.all(
+      compared.map(async ({ source, channel }) =>
+        isInlineSource(source)
+          ? (ownValue(existing.inline ?? {}, channel) ?? null)
+          : ((await store.read(keys.value(record.ns, source, channel)))?.value ?? null),
+      ),
+    );
+    return compared.every(({ bytes }, index) => stored[index]?.equals(bytes) === true);
+  }
+}
+
+/**
+ * The thread with `record` as its namespace's head, or null when the head stays (a retry of a put
+ * whose head already moved on: it moves only when the head is still the record's parent or older).
+ */
+function withHead(
+  thread: ThreadRecord,
+  record: CheckpointRecord,
+  created: boolean,
+  now: number,
+): ThreadRecord | null {
+  const head = thread.heads.get(record.ns);
+  if (!created) {
+    if (head?.record.id === record.id) return null;
+    const moves = head === undefined || head.record.id === record.parent || record.id > head.record.id;
+    if (!moves) return null;
+  }
+  const heads = new Map(thread.heads);
+  heads.delete(record.ns);
+  heads.set(record.ns, { record: withoutInline(record), since: iso(now) });
+  return { ...thread, heads: fitHeads(heads), updatedAt: iso(now) };
+}
+
+/** Create-only write that keeps what is stored (first wins). */
+interface EncodedValue {
+  readonly bytes: Buffer;
+  /** The record's value source: `<checkpoint id>/[~]<16 bytes, base64url>` (see encodedValues). */
+  readonly source: string;
+}
+
+/**
+ * The stored bytes of each channel value a put sends, with the source its record names: the first
+ * 16 bytes of the bytes' SHA-256, or 16 random bytes when values are sealed (see ThreadStoreOptions),
+ * after a `~` when the value goes inline in the record (see isInlineSource).
+ */
+function encodedValues(put: CheckpointPut, sealed: boolean, inline: boolean): Map<string, EncodedValue> {
+  const encoded = new Map<string, EncodedValue>();
+  for (const [channel, value] of Object.entries(put.values)) {
+    if (value === null) continue;
+    const bytes = encodeValue(value);
+    const digest = (
+      sealed ? randomBytes(16) : createHash('sha256').update(bytes).digest().subarray(0, 16)
+    ).toString('base64url');
+    encoded.set(channel, { bytes, source: `${put.checkpointId}/${inline ? '~' : ''}${digest}` });
+  }
+  return encoded;
+}
+
+/** A record over the value limit is refused before anything of the put is written. */
+function checkRecordSize(record: CheckpointRecord, maxValueBytes: number): void {
+  if (encodeCheckpointRecord(record).length > maxValueBytes) {
+    throw new PayloadTooLargeError(maxValueBytes, 'the checkpoint record (metadata, channels, versions)');
+  }
+}
+
+/**
+ * Stores a value create-only. One already stored (a retry, or bytes a refused or crashed put left)
+ * is written again with the same bytes (its key holds their digest): that gives it a new version
+ * and modification time, so that a collector that listed it as old and unreferenced, and deletes
+ * only the version it listed, leaves it; and one that deleted it already finds it stored again. So
+ * a value this put names is never one a collector is about to remove.
+ */
+async function storeValue(store: KeyValueStore, key: string, value: Buffer): Promise<WrittenValue> {
+  try {
+    const { etag } = await store.write(key, value, { ifAbsent: true });
+    return { key, etag, created: true };
+  } catch (error) {
+    if (!(error instanceof PreconditionFailedError)) throw error;
+    const { etag } = await store.write(key, value);
+    return { key, etag, created: false };
+  }
+}
+
+/** A value a put wrote: `created` when the put created the key (no other put had it then). */
+interface WrittenValue {
+  readonly key: string;
+  readonly etag: string;
+  readonly created: boolean;
+}
+
+/**
+ * Deletes the values a put created that `kept` (the record stored under its id) does not name: a
+ * sealed retry's copies, or the values of other content refused under a stored id. Only a key this
+ * put created, and only the version it wrote: a key another put wrote since (the same content,
+ * which rewrites it) stays. Best effort: what a failure leaves, retention collects.
+ */
+async function discardUnnamed(
+  store: KeyValueStore,
+  keys: ThreadKeys,
+  kept: CheckpointRecord,
+  written: readonly WrittenValue[],
+): Promise<void> {
+  const named = new Set(
+    Object.entries(kept.valueSources).map(([channel, source]) => keys.value(kept.ns, source, channel)),
+  );
+  await Promise.all(
+    written
+      .filter((value) => value.created && !named.has(value.key))
+      .map((value) => store.delete(value.key, { ifMatch: value.etag }).catch(() => false)),
+  );
+}
+
+async function createOnly(store: KeyValueStore, key: string, value: Buffer): Promise<void> {
+  try {
+    await store.write(key, value, { ifAbsent: true });
+  } catch (error) {
+    if (!(error instanceof PreconditionFailedError)) throw error;
+  }
+}

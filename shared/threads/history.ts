@@ -1,0 +1,330 @@
+import { IntegrityError, InvalidArgumentError, NotFoundError } from '../errors';
+import type { KeyValueStore } from '../storage/keyValueStore';
+import {
+  checkCheckpointId,
+  checkNamespace,
+  checkThreadId,
+  invertedId,
+  namespaceSegment,
+} from './identifiers';
+import { KeyScan, type ScanStart } from './keyScan';
+import { keysOf, namespaceOfRecordKey } from './layout';
+import { canonicalOrder, mergeWrites } from './pendingWrites';
+import {
+  type CheckpointRecord,
+  decodeCheckpointRecord,
+  decodeValue,
+  isInlineSource,
+  ownValue,
+  setOwn,
+  type ThreadRecord,
+  type TypedBytes,
+} from './records';
+import { noThread, type ThreadRecords } from './threadRecords';
+import { type CheckpointTuple, type HistoryPage, type HistoryQuery, SENDS_CHANNEL } from './threadTypes';
+
+/**
+ * The history of a thread: a checkpoint (the head of a namespace, or one by id) with its values
+ * and pending writes, and the listing of checkpoints newest first. Checkpoint records are
+ * create-only under `d/<threadId>/<incarnation>/c/<inverted id>/<namespace>`, so ascending key
+ * order is newest first across every namespace and a thread's history is one listing; each value
+ * is read from the checkpoint that stored it (its record's `valueSources`).
+ */
+
+/** A history page reads at most this many records (a filter may skip most), then hands a cursor. */
+const MAX_EXAMINED_PER_PAGE = 256;
+/** A history page stops adding checkpoints once their values pass this many bytes. */
+const PAGE_VALUE_BUDGET_BYTES = 8 * 1024 * 1024;
+const PARALLEL_READS = 16;
+/** A history page lists at most this many pages of keys (a namespace may be rare among them). */
+const MAX_LISTINGS_PER_PAGE = 20;
+
+/**
+ * Equality of JSON values as JSON sees them. Not `node:util`'s `isDeepStrictEqual`: it tells -0 from
+ * 0 (Object.is), while JSON writes both as `0`, so a filter holding -0 (JSON.parse('-0')) would stop
+ * matching the stored metadata it was written from.
+ */
+function jsonEquals(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a) && Array.isArray(b)) {
+    return a.length === b.length && a.every((item, index) => jsonEquals(item, b[index]));
+  }
+  const x = a as Record<string, unknown>;
+  const y = b as Record<string, unknown>;
+  const keys = Object.keys(x);
+  return (
+    keys.length === Object.keys(y).length &&
+    keys.every((key) => Object.hasOwn(y, key) && jsonEquals(x[key], y[key]))
+  );
+}
+
+/** Equality on the metadata's top-level keys; values compare as JSON (objects by content). */
+export function matchesFilter(
+  metadata: Readonly<Record<string, unknown>>,
+  filter: Readonly<Record<string, unknown>>,
+): boolean {
+  return Object.entries(filter).every(
+    ([key, value]) => Object.hasOwn(metadata, key) && jsonEquals(metadata[key], value),
+  );
+}
+
+/** A value a record names is not stored: damage, unless the thread was deleted meanwhile. */
+class MissingValueError extends IntegrityError {}
+
+/**
+ * Reads values once per request (unchanged channels of several checkpoints share one), and the
+ * records that hold values inline once each (all their channels come with one read).
+ */
+class ValueReader {
+  private readonly pending = new Map<string, Promise<TypedBytes>>();
+  private readonly records = new Map<string, Promise<CheckpointRecord | null>>();
+  bytes = 0;
+
+  constructor(private readonly store: KeyValueStore) {}
+
+  read(key: string, what: string): Promise<TypedBytes> {
+    let value = this.pending.get(key);
+    if (value === undefined) {
+      value = this.store.read(key).then((stored) => {
+        if (stored === null) throw new MissingValueError(`the stored value of ${what} is missing`);
+        this.bytes += stored.value.length;
+        return decodeValue(stored.value, what);
+      });
+      this.pending.set(key, value);
+    }
+    return value;
+  }
+
+  /** A record already read (its inline values then cost nothing more). */
+  know(key: string, record: CheckpointRecord): void {
+    if (record.inline !== undefined && !this.records.has(key)) this.records.set(key, Promise.resolve(record));
+  }
+
+  /**
+   * A value held inline in the record at `recordKey`; once retention removed that record, the
+   * value is at `valueKey` (retention put it there first).
+   */
+  async inline(recordKey: string, valueKey: string, channel: string, what: string): Promise<TypedBytes> {
+    let record = this.records.get(recordKey);
+    if (record === undefined) {
+      record = this.store.read(recordKey).then((stored) => {
+        if (stored === null) return null;
+        this.bytes += stored.value.length;
+        return decodeCheckpointRecord(stored.value, recordKey);
+      });
+      this.records.set(recordKey, record);
+    }
+    const bytes = ownValue((await record)?.inline ?? {}, channel);
+    return bytes === undefined ? this.read(valueKey, what) : decodeValue(bytes, what);
+  }
+}
+
+export class ThreadHistory {
+  constructor(private readonly records: ThreadRecords) {}
+
+  /** The latest checkpoint (the head) of a namespace, or the one with `checkpointId`. */
+  async getCheckpoint(
+    tenant: string,
+    threadId: string,
+    ns: string,
+    checkpointId?: string,
+  ): Promise<CheckpointTuple> {
+    checkThreadId(threadId);
+    checkNamespace(ns);
+    if (checkpointId !== undefined) checkCheckpointId(checkpointId);
+    const store = this.records.storeOf(tenant);
+    const current = await this.records.readThread(store, tenant, threadId);
+    if (current === null) throw noThread(threadId);
+    const thread = current.record;
+    const record =
+      checkpointId === undefined
+        ? await this.latestOf(store, thread, ns)
+        : await this.recordIn(store, thread, checkpointId, ns);
+    if (record === null) {
+      throw new NotFoundError(
+        checkpointId === undefined
+          ? `thread ${threadId} has no checkpoint in namespace "${ns}"`
+          : `thread ${threadId} has no checkpoint ${checkpointId} in namespace "${ns}"`,
+      );
+    }
+    return this.unlessDeleted(store, tenant, thread, () =>
+      this.tupleOf(store, thread, record, new ValueReader(store)),
+    );
+  }
+
+  /**
+   * Checkpoints newest first (by id, descending, across namespaces unless `ns` is given), each with
+   * its values and pending writes. A page holds at most `limit`, reads at most 256 records (a
+   * filter may skip many) and stops early past 8 MiB of values; `next` continues it. Checkpoint ids
+   * are taken to be unique within a thread (LangGraph's are): `before` skips every checkpoint of
+   * that id.
+   */
+  async listCheckpoints(tenant: string, threadId: string, query: HistoryQuery): Promise<HistoryPage> {
+    checkThreadId(threadId);
+    if (query.ns !== undefined) checkNamespace(query.ns);
+    if (query.before !== undefined) checkCheckpointId(query.before, 'before');
+    if (query.before !== undefined && query.cursor !== undefined) {
+      throw new InvalidArgumentError('cursor', 'cannot be combined with before');
+    }
+    const store = this.records.storeOf(tenant);
+    const current = await this.records.readThread(store, tenant, threadId);
+    if (current === null) throw noThread(threadId);
+    const thread = current.record;
+    const keys = keysOf(thread);
+    const start: ScanStart =
+      query.cursor !== undefined
+        ? { cursor: query.cursor }
+        : query.before !== undefined
+          ? // Every key of that id: `<inverted id>/<namespace>`, namespaces being below DEL.
+            { afterKey: `${keys.checkpoints}${invertedId(query.before)}/\u007f` }
+          : {};
+    const scan = new KeyScan(store, keys.checkpoints, start);
+    const wanted = query.ns === undefined ? undefined : namespaceSegment(query.ns);
+    const reader = new ValueReader(store);
+    const found: CheckpointTuple[] = [];
+    let examined = 0;
+    while (
+      found.length < query.limit &&
+      examined < MAX_EXAMINED_PER_PAGE &&
+      scan.pagesRead < MAX_LISTINGS_PER_PAGE &&
+      reader.bytes <= PAGE_VALUE_BUDGET_BYTES
+    ) {
+      // The next keys of the wanted namespace (no more than could still be answered), read in parallel.
+      const batch: string[] = [];
+      const room = Math.min(PARALLEL_READS, query.limit - found.length, MAX_EXAMINED_PER_PAGE - examined);
+      while (batch.length < room && scan.pagesRead < MAX_LISTINGS_PER_PAGE) {
+        const key = await scan.next();
+        if (key === null) break;
+        if (wanted === undefined || namespaceOfRecordKey(key, keys.checkpoints) === wanted) batch.push(key);
+      }
+      if (batch.length === 0) break;
+      examined += batch.length;
+      const records = await Promise.all(
+        batch.map(async (key) => {
+          const stored = await store.read(key);
+          // Absent: removed after a refused put, between the listing and the read.
+          return stored === null ? null : decodeCheckpointRecord(stored.value, key);
+        }),
+      );
+      for (const record of records)
+        if (record !== null) reader.know(keys.record(record.id, record.ns), record);
+      const matching = records.filter(
+        (record): record is CheckpointRecord =>
+          record !== null && (query.filter === undefined || matchesFilter(record.metadata, query.filter)),
+      );
+      found.push(
+        ...(await this.unlessDeleted(store, tenant, thread, () =>
+          Promise.all(matching.map((record) => this.tupleOf(store, thread, record, reader))),
+        )),
+      );
+    }
+    return { checkpoints: found, next: (await scan.hasMore()) ? scan.position() : null };
+  }
+
+  /**
+   * Runs `read` of `thread`'s values; a value found missing because the thread was deleted (or
+   * deleted and created again) meanwhile answers that the thread does not exist, as a read that
+   * came a moment later would. A value missing from a thread that is still there is damage.
+   */
+  private async unlessDeleted<T>(
+    store: KeyValueStore,
+    tenant: string,
+    thread: ThreadRecord,
+    read: () => Promise<T>,
+  ): Promise<T> {
+    try {
+      return await read();
+    } catch (error) {
+      if (!(error instanceof MissingValueError)) throw error;
+      const now = await this.records.readThread(store, tenant, thread.threadId);
+      if (now === null || now.record.incarnation !== thread.incarnation) throw noThread(thread.threadId);
+      throw error;
+    }
+  }
+
+  async recordIn(
+    store: KeyValueStore,
+    thread: ThreadRecord,
+    checkpointId: string,
+    ns: string,
+  ): Promise<CheckpointRecord | null> {
+    const head = thread.heads.get(ns);
+    if (head?.record.id === checkpointId) return head.record;
+    const stored = await store.read(keysOf(thread).record(checkpointId, ns));
+    return stored === null ? null : decodeCheckpointRecord(stored.value, checkpointId);
+  }
+
+  /**
+   * The head of a namespace: inline in the thread record, else (a namespace whose head was pushed
+   * out by newer ones) the newest checkpoint of that namespace in the history.
+   */
+  async latestOf(store: KeyValueStore, thread: ThreadRecord, ns: string): Promise<CheckpointRecord | null> {
+    const head = thread.heads.get(ns);
+    if (head !== undefined) return head.record;
+    const keys = keysOf(thread);
+    if ((await store.head(keys.namespaceMark(ns))) === null) return null;
+    const wanted = namespaceSegment(ns);
+    const scan = new KeyScan(store, keys.checkpoints, {});
+    for (let key = await scan.next(); key !== null; key = await scan.next()) {
+      if (namespaceOfRecordKey(key, keys.checkpoints) !== wanted) continue;
+      const stored = await store.read(key);
+      if (stored !== null) return decodeCheckpointRecord(stored.value, key);
+    }
+    return null;
+  }
+
+  private async tupleOf(
+    store: KeyValueStore,
+    thread: ThreadRecord,
+    record: CheckpointRecord,
+    reader: ValueReader,
+  ): Promise<CheckpointTuple> {
+    const keys = keysOf(thread);
+    const readWrites = async (checkpointId: string) =>
+      mergeWrites((await store.read(keys.writes(record.ns, checkpointId)))?.value ?? null, checkpointId);
+    reader.know(keys.record(record.id, record.ns), record);
+    const sources = Object.entries(record.valueSources);
+    const [writes, values, sends] = await Promise.all([
+      readWrites(record.id),
+      Promise.all(
+        sources.map(([channel, source]) => {
+          const what = `channel ${channel} of checkpoint ${record.id}`;
+          if (!isInlineSource(source)) return reader.read(keys.value(record.ns, source, channel), what);
+          const producer = source.slice(0, source.lastIndexOf('/'));
+          return reader.inline(
+            keys.record(producer, record.ns),
+            keys.value(record.ns, source, channel),
+            channel,
+            what,
+          );
+        }),
+      ),
+      record.v < 4 && record.parent !== null
+        ? readWrites(record.parent).then((parentWrites) =>
+            parentWrites
+              .filter((write) => write.channel === SENDS_CHANNEL)
+              .map(({ type, data }) => ({ type, data })),
+          )
+        : Promise.resolve(undefined),
+    ]);
+    const valueMap: Record<string, TypedBytes> = {};
+    sources.forEach(([channel], index) => setOwn(valueMap, channel, values[index] as TypedBytes));
+    return {
+      threadId: thread.threadId,
+      ns: record.ns,
+      checkpointId: record.id,
+      parent: record.parent,
+      createdAt: record.createdAt,
+      v: record.v,
+      checkpoint: { type: record.type, data: Buffer.from(record.checkpoint, 'base64') },
+      metadata: record.metadata,
+      channelVersions: record.channelVersions,
+      values: valueMap,
+      pendingWrites: canonicalOrder(writes),
+      ...(sends === undefined ? {} : { pendingSends: sends }),
+      ...(record.runId === undefined ? {} : { runId: record.runId }),
+    };
+  }
+}
