@@ -1404,41 +1404,51 @@ const memoryBatchPath = {
             minItems: 1,
             maxItems: MAX_BATCH_OPERATIONS,
             items: {
-              oneOf: [
-                batchOperation('get', batchFact, ['namespace', 'key']),
-                batchOperation(
-                  'put',
-                  {
-                    ...batchFact,
-                    value: { description: 'Any JSON value.' },
-                    ttl: { type: 'integer', minimum: 1, maximum: MAX_TTL_SECONDS },
-                    vectors: { type: 'object', additionalProperties: schemaRef('MemoryVector') },
-                    ifMatch: batchIfMatch,
-                    ifNoneMatch: { const: '*' },
-                  },
-                  ['namespace', 'key', 'value'],
-                ),
-                batchOperation('delete', { ...batchFact, ifMatch: batchIfMatch }, ['namespace', 'key']),
-                batchOperation(
-                  'search',
-                  {
-                    namespace: { anyOf: [schemaRef('MemoryNamespace'), { const: '' }] },
-                    text: { type: 'string' },
-                    vector: schemaRef('MemoryVector'),
-                    distance: { enum: ['cosine', 'dot', 'l2'] },
-                    limit: { type: 'integer', minimum: 1, maximum: MAX_SEARCH_LIMIT },
-                    offset: { type: 'integer', minimum: 0, maximum: MAX_SEARCH_OFFSET },
-                    filter: schemaRef('MemoryFilter'),
-                  },
-                  ['namespace'],
-                ),
-                batchOperation('listNamespaces', {
-                  prefix: { type: 'string' },
-                  suffix: { type: 'string' },
-                  maxDepth: { type: 'integer', minimum: 1, maximum: MAX_NAMESPACE_SEGMENTS },
-                  limit: { type: 'integer', minimum: 1, maximum: MAX_NAMESPACE_LIMIT },
-                  offset: { type: 'integer', minimum: 0, maximum: MAX_LISTED_NAMESPACES },
-                }),
+              // The route answers any object in its place (a bad one gets its own 400 naming
+              // `operations.<i>.<field>`; the others run), so the document accepts any item too.
+              anyOf: [
+                {
+                  oneOf: [
+                    batchOperation('get', batchFact, ['namespace', 'key']),
+                    batchOperation(
+                      'put',
+                      {
+                        ...batchFact,
+                        value: { description: 'Any JSON value.' },
+                        ttl: { type: 'integer', minimum: 1, maximum: MAX_TTL_SECONDS },
+                        vectors: { type: 'object', additionalProperties: schemaRef('MemoryVector') },
+                        ifMatch: batchIfMatch,
+                        ifNoneMatch: { const: '*' },
+                      },
+                      ['namespace', 'key', 'value'],
+                    ),
+                    batchOperation('delete', { ...batchFact, ifMatch: batchIfMatch }, ['namespace', 'key']),
+                    batchOperation(
+                      'search',
+                      {
+                        namespace: { anyOf: [schemaRef('MemoryNamespace'), { const: '' }] },
+                        text: { type: 'string' },
+                        vector: schemaRef('MemoryVector'),
+                        distance: { enum: ['cosine', 'dot', 'l2'] },
+                        limit: { type: 'integer', minimum: 1, maximum: MAX_SEARCH_LIMIT },
+                        offset: { type: 'integer', minimum: 0, maximum: MAX_SEARCH_OFFSET },
+                        filter: schemaRef('MemoryFilter'),
+                      },
+                      ['namespace'],
+                    ),
+                    batchOperation('listNamespaces', {
+                      prefix: { type: 'string' },
+                      suffix: { type: 'string' },
+                      maxDepth: { type: 'integer', minimum: 1, maximum: MAX_NAMESPACE_SEGMENTS },
+                      limit: { type: 'integer', minimum: 1, maximum: MAX_NAMESPACE_LIMIT },
+                      offset: { type: 'integer', minimum: 0, maximum: MAX_LISTED_NAMESPACES },
+                    }),
+                  ],
+                },
+                {
+                  description:
+                    'Anything else: answered in its place with its own 400 error naming the field (`operations.<i>.<field>`); the other operations run.',
+                },
               ],
             },
           },
