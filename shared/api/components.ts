@@ -1,5 +1,4 @@
 import { BLOCK_BYTES, MAX_DATA_BYTES, MAX_FILES_PER_CHECKPOINT } from '../archive/identifiers';
-import { MAX_KEY_BYTES } from '../keys';
 import { MAX_FACT_KEY_BYTES, MAX_NAMESPACE_BYTES, MAX_NAMESPACE_SEGMENTS } from '../memory/facts';
 import { MAX_FILTER_FIELDS } from '../memory/valueFilter';
 import {
@@ -212,29 +211,6 @@ const memorySchemas: Record<string, Schema> = {
 };
 
 const schemas: Record<string, Schema> = {
-  ReadinessChecks: {
-    type: 'object',
-    description:
-      'Each configured store by name and whether it answered: `backend` (the Blob container or the local data folder) always; `sessionIndex`, `memory` and `audit` (their tables) and `emailWindowQueue` when configured. Names only: no endpoint, account, path or error text.',
-    required: ['backend'],
-    additionalProperties: false,
-    properties: Object.fromEntries(
-      ['backend', 'sessionIndex', 'memory', 'audit', 'emailWindowQueue'].map((store) => [
-        store,
-        { enum: ['ok', 'failed', 'timeout'] },
-      ]),
-    ),
-  },
-  Key: {
-    type: 'string',
-    minLength: 1,
-    maxLength: MAX_KEY_BYTES,
-    pattern: String.raw`^(?!/)(?!.*/$)(?!.*//)(?!(?:.*/)?\.\.?(?:/|$))[^\\\u0000-\u001F\u007F\uFDD0-\uFDEF\uFFFE\uFFFF]+$`,
-    description:
-      `A key: 1-${MAX_KEY_BYTES} bytes of UTF-8, "/"-separated non-empty segments, no "." or ".." ` +
-      'segment, no backslash, no control characters, no Unicode noncharacters (U+FDD0-U+FDEF, ' +
-      'U+FFFE and U+FFFF in every plane), no unpaired surrogates.',
-  },
   Id: {
     type: 'string',
     pattern: ID_PATTERN,
@@ -254,34 +230,7 @@ const schemas: Record<string, Schema> = {
       'A chat id: no whitespace, "/", "\\", "?", "#", "%" or control characters; at most 250 bytes once percent-encoded.',
   },
   ClaimId: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
-  Etag: {
-    type: 'string',
-    pattern: String.raw`^"[^"\u0000-\u001F\u007F]*"$`,
-    description: 'An opaque ETag, quoted, as Cairn returned it. It changes on every successful write.',
-  },
   Timestamp: timestamp,
-  WriteResult: {
-    type: 'object',
-    required: ['key', 'etag', 'size'],
-    additionalProperties: false,
-    properties: {
-      key: schemaRef('Key'),
-      etag: schemaRef('Etag'),
-      size: { type: 'integer', minimum: 0, description: 'The size of the stored value in bytes.' },
-    },
-  },
-  KeyPage: {
-    type: 'object',
-    required: ['keys', 'cursor'],
-    additionalProperties: false,
-    properties: {
-      keys: { type: 'array', items: schemaRef('Key') },
-      cursor: nullable({
-        type: 'string',
-        description: 'Opaque; pass it as `cursor` for the next page. Null on the last page.',
-      }),
-    },
-  },
   ObjectStored: {
     type: 'object',
     required: ['key', 'size'],

@@ -17,7 +17,10 @@ import {
   MAX_SEARCH_SCAN_BYTES,
   MAX_SEARCH_SCAN_ROWS,
 } from '../memory/memory';
-import { MAX_READINESS_MS } from '../readiness';
+import { ROUTE_SPECS } from '../protocol';
+import { DEFAULT_MAX_VALUE_BYTES } from '../protocol/fields';
+import { generatePaths } from '../protocol/openapi';
+import { TAGS } from '../protocol/tags';
 import { MAX_POLICY_BODY_BYTES } from '../retention/policy';
 import { PART_BYTES } from '../snapshots/identifiers';
 import { MAX_PUBLISH_BODY_BYTES } from '../snapshots/manifest';
@@ -45,7 +48,6 @@ import {
   type JsonObject,
   namedError,
   operation,
-  OPERATION_METHODS,
   pathParameter,
   queryParameter,
   ref,
@@ -60,139 +62,10 @@ import {
  * with one `operation(...)` per method, or the tests fail.
  */
 
-const TAGS = {
-  service: 'service',
-  kv: 'key/value',
-  sessions: 'session archives',
-  coordination: 'fleet coordination',
-  threads: 'threads',
-  snapshots: 'workspace snapshots',
-  memory: 'memory',
-  migrations: 'migrations',
-  encryption: 'encryption',
-  audit: 'audit',
-  retention: 'retention',
-  mcp: 'mcp',
-} as const;
-
 const KiB = 1024;
-const DEFAULT_MAX_VALUE_BYTES = 2 * 1024 * 1024;
 
-const etagHeader = header('The ETag of the stored value.', schemaRef('Etag'));
 const json = (schema: JsonObject) => ({ mediaType: 'application/json', schema }) as const;
-
-// ---------------------------------------------------------------------------------------------
-// Key/value
-
-const keyParameter = pathParameter(
-  'key',
-  'The key: the rest of the path, each segment percent-encoded on its own.',
-  schemaRef('Key'),
-  { restOfPath: true },
-);
 const writeConditions = [ref('#/components/parameters/IfMatch'), ref('#/components/parameters/IfNoneMatch')];
-const valueBody = (description: string) => ({
-  mediaType: 'application/octet-stream' as const,
-  description: `${description} Any media type: the bytes are stored as sent. The limit below is the default of the setting CAIRN_MAX_VALUE_BYTES.`,
-  schema: { type: 'string', contentMediaType: 'application/octet-stream' },
-  limitBytes: DEFAULT_MAX_VALUE_BYTES,
-  required: false,
-});
-
-const kvPath = {
-  parameters: [keyParameter],
-  get: operation({
-    operationId: 'getValue',
-    summary: 'Read a value',
-    tag: TAGS.kv,
-    access: 'tenant',
-    answers: { 200: bytesAnswer('The value.', { ETag: etagHeader }) },
-    errors: [400, 404],
-  }),
-  head: operation({
-    operationId: 'headValue',
-    summary: "A value's ETag and size",
-    description: 'Answers carry no body, errors included.',
-    tag: TAGS.kv,
-    access: 'tenant',
-    answers: {
-      200: emptyAnswer('The value exists.', {
-        ETag: etagHeader,
-        'Content-Length': header('The size of the value in bytes.', { type: 'integer', minimum: 0 }),
-      }),
-      404: emptyAnswer('No value is stored at this key.'),
-    },
-    errors: [400],
-  }),
-  put: operation({
-    operationId: 'putValue',
-    summary: 'Write a value',
-    description:
-      'Without a precondition, overwrites. On the local backend a key cannot also be the folder of another key (`a/b` when `a` exists, or `a` when `a/b` exists): 409, nothing changed.',
-    tag: TAGS.kv,
-    access: 'tenant',
-    parameters: writeConditions,
-    body: valueBody('The value.'),
-    answers: {
-      200: jsonAnswer('Replaced.', schemaRef('WriteResult'), { ETag: etagHeader }),
-      201: jsonAnswer('Created.', schemaRef('WriteResult'), { ETag: etagHeader }),
-    },
-    errors: [400, 409, 412],
-  }),
-  post: operation({
-    operationId: 'appendValue',
-    summary: 'Append to a value',
-    description:
-      'Atomic: concurrent appends are all kept, each contiguous, in some order. `size` is the size after the append.',
-    tag: TAGS.kv,
-    access: 'tenant',
-    parameters: writeConditions,
-    body: valueBody('The bytes to append.'),
-    answers: {
-      200: jsonAnswer('Appended.', schemaRef('WriteResult'), { ETag: etagHeader }),
-      201: jsonAnswer('Created.', schemaRef('WriteResult'), { ETag: etagHeader }),
-    },
-    errors: [400, 409, 412],
-  }),
-  delete: operation({
-    operationId: 'deleteValue',
-    summary: 'Delete a value',
-    description: 'Also 204 when the key is absent (unless a precondition says otherwise).',
-    tag: TAGS.kv,
-    access: 'tenant',
-    parameters: writeConditions,
-    answers: { 204: emptyAnswer('Deleted, or absent.') },
-    errors: [400, 412],
-  }),
-};
-
-const keysPath = {
-  get: operation({
-    operationId: 'listKeys',
-    summary: 'List keys',
-    description: 'Ascending; every key is returned exactly once across the pages.',
-    tag: TAGS.kv,
-    access: 'tenant',
-    parameters: [
-      queryParameter(
-        'prefix',
-        'Keys starting with this string (a plain prefix, not a folder; it may end with "/" or inside a segment); empty: all. It must be the beginning of some valid key: the characters of a key, no leading "/", no empty, "." or ".." segment before its last "/", at most 1024 bytes (else 400).',
-        {
-          type: 'string',
-        },
-      ),
-      queryParameter('limit', 'Keys per page.', {
-        type: 'integer',
-        minimum: 1,
-        maximum: 5000,
-        default: 1000,
-      }),
-      queryParameter('cursor', 'The `cursor` of the previous page.', { type: 'string', minLength: 1 }),
-    ],
-    answers: { 200: jsonAnswer('One page of keys.', schemaRef('KeyPage')) },
-    errors: [400],
-  }),
-};
 
 // ---------------------------------------------------------------------------------------------
 // Session archives
@@ -1834,95 +1707,69 @@ const mcpPath = {
 // ---------------------------------------------------------------------------------------------
 // Service
 
-const healthPath = {
-  get: operation({
-    operationId: 'getHealth',
-    summary: 'Liveness',
-    description:
-      'The process answers; touches no storage (`GET /api/health/ready` checks it). Reveals no endpoint, container, path or secret.',
-    tag: TAGS.service,
-    access: 'anonymous',
-    answers: {
-      200: jsonAnswer('The service is up.', {
-        type: 'object',
-        required: ['status', 'backend', 'version'],
-        additionalProperties: false,
-        properties: {
-          status: { const: 'ok' },
-          backend: { enum: ['local', 'blob'] },
-          version: { type: 'string', minLength: 1 },
-        },
-      }),
-    },
-  }),
+/**
+ * The paths generated from the route specs (shared/protocol/), with the component schemas they
+ * reference. The paths below are the routes not declared as specs yet, documented by hand.
+ */
+const generated = generatePaths(ROUTE_SPECS);
+
+/** The paths documented by hand (a shrinking list: a route converted to a spec leaves it). */
+export const HAND_WRITTEN_PATHS: Readonly<Record<string, JsonObject>> = {
+  '/api/sessions': sessionsPath,
+  '/api/sessions/{sid}': sessionPath,
+  '/api/sessions/{sid}/objects/{objectKey}': sessionObjectPath,
+  '/api/sessions/{sid}/checkpoints': checkpointsPath,
+  '/api/sessions/{sid}/checkpoints/{cid}': checkpointPath,
+  '/api/sessions/{sid}/checkpoints/{cid}/files/{path}': checkpointFilePath,
+  '/api/poll/email-cursor': emailCursorPath,
+  '/api/poll/email-cursor/init': emailCursorInitPath,
+  '/api/poll/email-cursor/claim': emailCursorClaimPath,
+  '/api/poll/email-cursor/settle': emailCursorSettlePath,
+  '/api/poll/watched-chats': watchedChatsPath,
+  '/api/chats/{chatId}/cursor': chatCursorPath,
+  '/api/chats/{chatId}/claims': chatClaimsPath,
+  '/api/promises': promisesPath,
+  '/api/promises/{id}/resolve': promiseResolvePath,
+  '/api/interactions': interactionsPath,
+  '/api/interactions/{day}': interactionDayPath,
+  '/api/threads': threadListPath,
+  '/api/threads/{threadId}': threadPath,
+  '/api/threads/{threadId}/checkpoints': threadCheckpointsPath,
+  '/api/threads/{threadId}/checkpoints/latest': threadCheckpointLatestPath,
+  '/api/threads/{threadId}/checkpoints/{checkpointId}': threadCheckpointPath,
+  '/api/threads/{threadId}/checkpoints/{checkpointId}/writes': threadCheckpointWritesPath,
+  '/api/threads/{threadId}/rewind': threadRewindPath,
+  '/api/threads/{threadId}/runs': threadRunsPath,
+  '/api/threads/{threadId}/runs/{runId}': threadRunPath,
+  '/api/threads/{threadId}/runs/{runId}/heartbeat': threadRunHeartbeatPath,
+  '/api/threads/{threadId}/runs/{runId}/finish': threadRunFinishPath,
+  '/api/memory/facts': memoryFactsPath,
+  '/api/memory/search': memorySearchPath,
+  '/api/memory/namespaces': memoryNamespacesPath,
+  '/api/workspaces/{workspaceId}/snapshots': workspaceSnapshotsPath,
+  '/api/workspaces/{workspaceId}/snapshots/objects/{sha256}/{part}': snapshotPartPath,
+  '/api/workspaces/{workspaceId}/snapshots/{snapshotId}': workspaceSnapshotPath,
+  '/api/snapshots/{snapshotId}': snapshotByIdPath,
+  '/api/snapshot-keys/{tenant}': snapshotKeysPath,
+  '/api/retention/policies/{tenant}': retentionPolicyPath,
+  '/api/retention/prune': retentionPrunePath,
+  '/api/verify': verifyPath,
+  '/api/tenants': tenantsPath,
+  '/api/migrations': migrationsPath,
+  '/api/migrations/{id}': migrationPath,
+  '/api/audit/records': auditRecordsPath,
+  '/api/audit/verify': auditVerifyPath,
+  '/api/audit/heads': auditHeadsPath,
+  '/api/encryption/rewraps': rewrapsPath,
+  '/api/encryption/rewraps/{id}': rewrapPath,
+  '/api/mcp': mcpPath,
 };
 
-const healthReadyPath = {
-  get: operation({
-    operationId: 'getReadiness',
-    summary: 'Readiness: every configured store answers',
-    description: `One cheap request per configured store, all at once, answered within ${MAX_READINESS_MS / 1000} seconds (or the storage timeout, when shorter); concurrent probes share one check, reused for a second. What a load balancer probes; \`GET /api/health\` is liveness and touches no storage.`,
-    tag: TAGS.service,
-    access: 'anonymous',
-    answers: {
-      200: jsonAnswer('Every configured store answered.', {
-        type: 'object',
-        required: ['status', 'checks'],
-        additionalProperties: false,
-        properties: {
-          status: { const: 'ready' },
-          checks: schemaRef('ReadinessChecks'),
-        },
-      }),
-      503: ref('#/components/responses/NotReady'),
-    },
-  }),
-};
+for (const name of Object.keys(generated.schemas)) {
+  if (name in components.schemas) throw new Error(`schema ${name} is both generated and written by hand`);
+}
 
-const openApiPath = {
-  get: operation({
-    operationId: 'getOpenApiDocument',
-    summary: 'This document',
-    tag: TAGS.service,
-    access: 'anonymous',
-    answers: {
-      200: jsonAnswer('The OpenAPI 3.1 document of the API.', {
-        type: 'object',
-        required: ['openapi', 'info', 'paths'],
-        properties: {
-          openapi: { type: 'string', pattern: String.raw`^3\.1\.\d+$` },
-          info: { type: 'object' },
-          paths: { type: 'object' },
-        },
-      }),
-    },
-  }),
-};
-
-/** Every path no other operation serves answers 404 with the error JSON, whatever the method. */
-const noRoutePath = {
-  parameters: [
-    pathParameter(
-      'path',
-      'Any path that no other operation serves.',
-      { type: 'string' },
-      { restOfPath: true },
-    ),
-  ],
-  ...Object.fromEntries(
-    OPERATION_METHODS.map((method) => [
-      method,
-      operation({
-        operationId: `noRoute${method[0]?.toUpperCase() ?? ''}${method.slice(1)}`,
-        summary: 'Any other path: 404',
-        tag: TAGS.service,
-        access: 'anonymous',
-        answers: {},
-        errors: [404],
-      }),
-    ]),
-  ),
-};
+const { '/api/{path}': noRoutePath, ...specPaths } = generated.paths;
 
 export const openApiDocument = {
   openapi: '3.1.0',
@@ -1989,62 +1836,12 @@ export const openApiDocument = {
   ],
   security: [{ apiKey: [] }, { entraId: [] }],
   paths: {
-    '/api/health': healthPath,
-    '/api/health/ready': healthReadyPath,
-    '/api/openapi.json': openApiPath,
-    '/api/kv/{key}': kvPath,
-    '/api/keys': keysPath,
-    '/api/sessions': sessionsPath,
-    '/api/sessions/{sid}': sessionPath,
-    '/api/sessions/{sid}/objects/{objectKey}': sessionObjectPath,
-    '/api/sessions/{sid}/checkpoints': checkpointsPath,
-    '/api/sessions/{sid}/checkpoints/{cid}': checkpointPath,
-    '/api/sessions/{sid}/checkpoints/{cid}/files/{path}': checkpointFilePath,
-    '/api/poll/email-cursor': emailCursorPath,
-    '/api/poll/email-cursor/init': emailCursorInitPath,
-    '/api/poll/email-cursor/claim': emailCursorClaimPath,
-    '/api/poll/email-cursor/settle': emailCursorSettlePath,
-    '/api/poll/watched-chats': watchedChatsPath,
-    '/api/chats/{chatId}/cursor': chatCursorPath,
-    '/api/chats/{chatId}/claims': chatClaimsPath,
-    '/api/promises': promisesPath,
-    '/api/promises/{id}/resolve': promiseResolvePath,
-    '/api/interactions': interactionsPath,
-    '/api/interactions/{day}': interactionDayPath,
-    '/api/threads': threadListPath,
-    '/api/threads/{threadId}': threadPath,
-    '/api/threads/{threadId}/checkpoints': threadCheckpointsPath,
-    '/api/threads/{threadId}/checkpoints/latest': threadCheckpointLatestPath,
-    '/api/threads/{threadId}/checkpoints/{checkpointId}': threadCheckpointPath,
-    '/api/threads/{threadId}/checkpoints/{checkpointId}/writes': threadCheckpointWritesPath,
-    '/api/threads/{threadId}/rewind': threadRewindPath,
-    '/api/threads/{threadId}/runs': threadRunsPath,
-    '/api/threads/{threadId}/runs/{runId}': threadRunPath,
-    '/api/threads/{threadId}/runs/{runId}/heartbeat': threadRunHeartbeatPath,
-    '/api/threads/{threadId}/runs/{runId}/finish': threadRunFinishPath,
-    '/api/memory/facts': memoryFactsPath,
-    '/api/memory/search': memorySearchPath,
-    '/api/memory/namespaces': memoryNamespacesPath,
-    '/api/workspaces/{workspaceId}/snapshots': workspaceSnapshotsPath,
-    '/api/workspaces/{workspaceId}/snapshots/objects/{sha256}/{part}': snapshotPartPath,
-    '/api/workspaces/{workspaceId}/snapshots/{snapshotId}': workspaceSnapshotPath,
-    '/api/snapshots/{snapshotId}': snapshotByIdPath,
-    '/api/snapshot-keys/{tenant}': snapshotKeysPath,
-    '/api/retention/policies/{tenant}': retentionPolicyPath,
-    '/api/retention/prune': retentionPrunePath,
-    '/api/verify': verifyPath,
-    '/api/tenants': tenantsPath,
-    '/api/migrations': migrationsPath,
-    '/api/migrations/{id}': migrationPath,
-    '/api/audit/records': auditRecordsPath,
-    '/api/audit/verify': auditVerifyPath,
-    '/api/audit/heads': auditHeadsPath,
-    '/api/encryption/rewraps': rewrapsPath,
-    '/api/encryption/rewraps/{id}': rewrapPath,
-    '/api/mcp': mcpPath,
-    '/api/{path}': noRoutePath,
+    ...specPaths,
+    ...HAND_WRITTEN_PATHS,
+    // Last: the path of every path no other operation serves.
+    ...(noRoutePath === undefined ? {} : { '/api/{path}': noRoutePath }),
   },
-  components,
+  components: { ...components, schemas: { ...components.schemas, ...generated.schemas } },
 } satisfies JsonObject;
 
 export type OpenApiDocument = typeof openApiDocument;
