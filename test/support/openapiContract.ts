@@ -175,6 +175,12 @@ export interface Answer {
   header(name: string): string | undefined;
   /** The body parsed as JSON when the answer says `application/json`; undefined when it has none. */
   readonly json?: unknown;
+  /**
+   * The request's body as sent, when the sender knows it (text or bytes). A request the service
+   * accepted (2xx) is checked against the operation's JSON request body: a body the document
+   * refuses but the service takes means the two disagree.
+   */
+  readonly requestBody?: string | Uint8Array;
 }
 
 const DOCUMENT_ID = 'cairn-openapi.json';
@@ -263,7 +269,37 @@ export class AnswerChecker {
       'responses',
       String(answer.status),
     ]);
-    return this.checkResponse(answer, responsePointer, where);
+    return [
+      ...this.checkRequestBody(answer, ['paths', found.path, operationKey], where),
+      ...this.checkResponse(answer, responsePointer, where),
+    ];
+  }
+
+  /** The JSON body of a request the service accepted, against the operation's request body. */
+  private checkRequestBody(answer: Answer, operationAt: string[], where: string): string[] {
+    if (answer.status < 200 || answer.status > 299 || answer.requestBody === undefined) return [];
+    const operation = this.at(operationAt);
+    if (!isObject(operation['requestBody'])) return [];
+    const bodyAt = this.resolvedPointer([...operationAt, 'requestBody']);
+    const content = this.at(bodyAt)['content'];
+    if (!isObject(content) || !isObject(content['application/json'])) return [];
+    const text =
+      typeof answer.requestBody === 'string'
+        ? answer.requestBody
+        : Buffer.from(answer.requestBody).toString('utf8');
+    // An empty body where the document allows none (`required: false`) is no JSON to check.
+    if (text === '' && this.at(bodyAt)['required'] !== true) return [];
+    let value: unknown;
+    try {
+      value = JSON.parse(text) as unknown;
+    } catch {
+      return [`${where}: the service accepted a request body that is not JSON: ${text.slice(0, 200)}`];
+    }
+    const validate = this.validator(this.bodies, [...bodyAt, 'content', 'application/json', 'schema']);
+    if (validate(value)) return [];
+    return [
+      `${where}: the service accepted the request body ${text.slice(0, 500)}, which the document refuses: ${this.bodies.errorsText(validate.errors, { dataVar: 'requestBody' })}`,
+    ];
   }
 
   /** A method the path does not list: 405 with the error JSON and `Allow` naming the documented ones. */

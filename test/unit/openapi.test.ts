@@ -356,6 +356,51 @@ describe('the answer checker', () => {
     ]);
   });
 
+  it('rejects a request body the document refuses when the service accepted it', () => {
+    const promise = {
+      id: 'p-1',
+      createdAt: '2026-11-29T21:16:51.123Z',
+      chatId: 'c1',
+      description: 'call back',
+      dueBy: null,
+      status: 'open',
+    };
+    const created = (requestBody: string, status = 201) =>
+      checker.check(
+        answer({
+          method: 'POST',
+          path: '/api/promises',
+          status,
+          json: status === 201 ? promise : { error: { code: 'invalid_argument', message: 'x: y' } },
+          requestBody,
+        }),
+      );
+    expect(created(JSON.stringify({ chatId: 'c1', description: 'call back' }))).toEqual([]);
+    expect(created(JSON.stringify({ chatId: 'c1' }))).toEqual([
+      expect.stringMatching(
+        /POST \/api\/promises → 201: the service accepted the request body .*, which the document refuses: requestBody must have required property 'description'/,
+      ),
+    ]);
+    expect(created('not json')).toEqual([
+      expect.stringMatching(/the service accepted a request body that is not JSON/),
+    ]);
+    // A refused request is not held to the document: bad bodies are what the tests of 400 send.
+    expect(created(JSON.stringify({ chatId: 'c1' }), 400)).toEqual([]);
+    // Bytes (a key/value value) are not JSON to check.
+    expect(
+      checker.check(
+        answer({
+          method: 'PUT',
+          path: '/api/kv/notes/a',
+          status: 201,
+          json: { key: 'notes/a', etag: '"e1"', size: 3 },
+          headers: { etag: '"e1"' },
+          requestBody: 'abc',
+        }),
+      ),
+    ).toEqual([]);
+  });
+
   it('rejects a status the operation does not document', () => {
     expect(checker.check(answer({ status: 418 }))).toEqual([
       expect.stringMatching(/status 418 is not documented for GET \/api\/health/),
