@@ -10,7 +10,8 @@ import { parseQuery, readBody } from './request';
 
 /**
  * The one way a route validates its request: by its spec (shared/protocol/). For the operation of
- * the request's method, in this order: the admin check (403, before anything is read), the body's
+ * the request's method, in this order: the admin check (403, before anything is read), the route's
+ * own `before` check (501 for a part that is off), the body's
  * size (413 whatever else is wrong with it), the path parameters, the query, then the body's JSON
  * syntax, nesting and shape (400 naming the field). The handler gets the parsed input and only
  * calls `shared/` and shapes the answer.
@@ -35,7 +36,19 @@ function invalid(issues: readonly { path: PropertyKey[]; message: string }[], fa
   throw new InvalidArgumentError(String(issue?.path[0] ?? fallback), issue?.message ?? 'is invalid');
 }
 
-export function specHandler<R extends RouteSpec>(spec: R, handlers: SpecHandlers<R>): SpecRouteHandler<R> {
+export interface SpecHandlerOptions {
+  /**
+   * Runs before anything of the request is read, after the admin check: a route of a part that
+   * may be off answers 501 `not_configured` whatever its input (docs/api.md).
+   */
+  readonly before?: (call: AuthenticatedCall) => void;
+}
+
+export function specHandler<R extends RouteSpec>(
+  spec: R,
+  handlers: SpecHandlers<R>,
+  options: SpecHandlerOptions = {},
+): SpecRouteHandler<R> {
   const operations = Object.entries(spec.operations);
   const anonymous = operations.filter(([, operation]) => operation?.auth === 'none').length;
   if (anonymous !== 0 && anonymous !== operations.length) {
@@ -55,6 +68,7 @@ export function specHandler<R extends RouteSpec>(spec: R, handlers: SpecHandlers
           if (operation.auth === 'admin') {
             requireAdmin(call as AuthenticatedCall, operation.adminWhat ?? 'these routes');
           }
+          options.before?.(call as AuthenticatedCall);
           const body = operation.body;
           const bytes =
             body === undefined

@@ -1183,51 +1183,6 @@ const schemas: Record<string, Schema> = {
       },
     },
   },
-  AuditRecord: {
-    type: 'object',
-    description:
-      "One record of the audit trail. `hash` = SHA-256 hex of `prevHash` followed by the canonical JSON (RFC 8785) of the record without `hash`; the first record's `prevHash` is 64 zeros.",
-    required: ['seq', 'atMs', 'action', 'outcome', 'eventId', 'prevHash', 'hash'],
-    additionalProperties: false,
-    properties: {
-      seq: { type: 'integer', minimum: 1, description: '1, 2, 3, … without gaps.' },
-      atMs: { type: 'integer', description: 'When the record was appended (Unix ms).' },
-      action: { type: 'string', description: '`<area>.<verb>`, e.g. `run.started`.' },
-      actor: {
-        type: 'string',
-        description: 'The credential that asked: the token subject, or the tenant id.',
-      },
-      threadId: { type: 'string' },
-      runId: { type: 'string' },
-      subject: { type: 'string', description: 'What the action was about (a checkpoint id, a job id, …).' },
-      outcome: { type: 'string', description: '`ok`, or an error code.' },
-      details: {
-        type: 'object',
-        additionalProperties: { type: ['string', 'number', 'boolean', 'null'] },
-        description: 'Ids, names, codes and counts.',
-      },
-      eventId: { type: 'string', description: 'The event recorded: an event is recorded at most once.' },
-      prevHash: { type: 'string', pattern: '^[0-9a-f]{64}$' },
-      hash: { type: 'string', pattern: '^[0-9a-f]{64}$' },
-    },
-  },
-  SignedHead: {
-    type: 'object',
-    description:
-      'An Ed25519 signature (base64) of the canonical JSON of `{hash, prevHash, prevSeq, seq, signedAtMs, tenant}` (without `prevHash` and `prevSeq` for a head signed before they existed), by the key whose id is `keyId` (first 16 hex digits of the SHA-256 of its SPKI DER). `prevSeq` and `prevHash` name the signed head of the key this one extends (0 and 64 zeros for its first head of the tenant).',
-    required: ['tenant', 'seq', 'hash', 'signedAtMs', 'keyId', 'signature'],
-    additionalProperties: false,
-    properties: {
-      tenant: { type: 'string' },
-      seq: { type: 'integer', minimum: 1 },
-      hash: { type: 'string', pattern: '^[0-9a-f]{64}$' },
-      signedAtMs: { type: 'integer' },
-      prevSeq: { type: 'integer', minimum: 0, description: 'The seq of the signed head this one extends.' },
-      prevHash: { type: 'string', pattern: '^[0-9a-f]{64}$', description: "That head's hash." },
-      keyId: { type: 'string', pattern: '^[0-9a-f]{16}$' },
-      signature: { type: 'string' },
-    },
-  },
   RewrapReport: {
     type: 'object',
     required: ['firstKeyId', 'tenants', 'examined', 'resealed', 'sealedWith', 'remaining', 'errors'],

@@ -1487,125 +1487,6 @@ const migrationPath = {
 // ---------------------------------------------------------------------------------------------
 // Audit trail
 
-const seqParameter = (name: string, description: string) =>
-  queryParameter(name, description, { type: 'integer', minimum: 0, default: 0 });
-const pageLimit = queryParameter('limit', 'At most this many, 1-1000.', {
-  type: 'integer',
-  minimum: 1,
-  maximum: 1000,
-  default: 100,
-});
-const nextSeq: JsonObject = {
-  oneOf: [{ type: 'integer', minimum: 1 }, { type: 'null' }],
-  description: 'Pass as `afterSeq` for the next page; null on the last page.',
-};
-
-const auditRecordsPath = {
-  get: operation({
-    operationId: 'listAuditRecords',
-    summary: "The tenant's audit records, oldest first",
-    description:
-      'Filtered by thread and action, paged with `afterSeq`. 501 `not_configured` naming CAIRN_AUDIT when the audit trail is off.',
-    tag: TAGS.audit,
-    access: 'tenant',
-    parameters: [
-      queryParameter('threadId', "Only this thread's records.", {
-        type: 'string',
-        pattern: '^[A-Za-z0-9._-]{1,128}$',
-      }),
-      queryParameter('action', 'Only records of this action, e.g. `run.started`.', { type: 'string' }),
-      seqParameter('afterSeq', 'Only records after this seq (the `next` of a page).'),
-      pageLimit,
-    ],
-    answers: {
-      200: jsonAnswer('A page of records.', {
-        type: 'object',
-        required: ['records', 'next'],
-        additionalProperties: false,
-        properties: { records: { type: 'array', items: schemaRef('AuditRecord') }, next: nextSeq },
-      }),
-    },
-    errors: [400, 501],
-  }),
-};
-
-const auditVerifyPath = {
-  get: operation({
-    operationId: 'verifyAuditTrail',
-    summary: "Checks the tenant's hash chain",
-    description:
-      "`firstBroken` is the first record whose fields, link or place is wrong (a changed field, a deleted record, records reordered), or, against a signed head of CAIRN_AUDIT_SIGNING_KEY's key or an expected head kept elsewhere, the first missing seq of a cut tail or the head's seq when its hash differs (a rewritten chain), or the seq of a signed head that does not hold (its signature does not verify, or it was removed from before a head that extends it); `problems` says what, in words. With CAIRN_AUDIT_SIGNING_KEY the head found is signed and kept (`signedHead`, naming the key's last signed head it extends) only when `ok`; otherwise `notSigned` says why (a head already signed by the key is answered, not signed again). A trail rebuilt after every signed head was removed verifies: only a head kept elsewhere catches it. 501 `not_configured` naming CAIRN_AUDIT when the audit trail is off.",
-    tag: TAGS.audit,
-    access: 'tenant',
-    parameters: [
-      queryParameter('expectedSeq', 'A head kept elsewhere: its seq (with expectedHash).', {
-        type: 'integer',
-        minimum: 1,
-      }),
-      queryParameter('expectedHash', 'A head kept elsewhere: its hash (with expectedSeq).', {
-        type: 'string',
-        pattern: '^[0-9a-f]{64}$',
-      }),
-    ],
-    answers: {
-      200: jsonAnswer('The result.', {
-        type: 'object',
-        required: ['ok', 'records', 'firstBroken', 'head', 'problems'],
-        additionalProperties: false,
-        properties: {
-          ok: { type: 'boolean' },
-          problems: {
-            type: 'array',
-            items: { type: 'string' },
-            description: 'What does not hold, in words; empty when `ok`.',
-          },
-          notSigned: {
-            type: 'string',
-            description:
-              'With CAIRN_AUDIT_SIGNING_KEY: why the head was not signed (the chain or a signed head does not hold).',
-          },
-          records: { type: 'integer', minimum: 0, description: 'Records checked.' },
-          firstBroken: { oneOf: [{ type: 'integer', minimum: 1 }, { type: 'null' }] },
-          head: {
-            type: 'array',
-            prefixItems: [
-              { type: 'integer', minimum: 0 },
-              { type: 'string', pattern: '^[0-9a-f]{64}$' },
-            ],
-            minItems: 2,
-            maxItems: 2,
-            items: false,
-            description: "The last record's [seq, hash]; [0, 64 zeros] for an empty trail.",
-          },
-          signedHead: schemaRef('SignedHead'),
-        },
-      }),
-    },
-    errors: [400, 501],
-  }),
-};
-
-const auditHeadsPath = {
-  get: operation({
-    operationId: 'listSignedAuditHeads',
-    summary: "The tenant's signed heads, by seq",
-    description:
-      'Heads signed on verify and by the auditHeadSign timer when the trail verifies, one per seq, each naming the signed head it extends. `cairn audit verify --public-key` checks a trail against them (and against heads kept elsewhere with `--heads`). 501 `not_configured` naming CAIRN_AUDIT when the audit trail is off.',
-    tag: TAGS.audit,
-    access: 'tenant',
-    parameters: [seqParameter('afterSeq', 'Only heads after this seq.'), pageLimit],
-    answers: {
-      200: jsonAnswer('A page of signed heads.', {
-        type: 'object',
-        required: ['heads', 'next'],
-        additionalProperties: false,
-        properties: { heads: { type: 'array', items: schemaRef('SignedHead') }, next: nextSeq },
-      }),
-    },
-    errors: [400, 501],
-  }),
-};
-
 // ---------------------------------------------------------------------------------------------
 // Encryption at rest
 
@@ -1757,9 +1638,6 @@ export const HAND_WRITTEN_PATHS: Readonly<Record<string, JsonObject>> = {
   '/api/tenants': tenantsPath,
   '/api/migrations': migrationsPath,
   '/api/migrations/{id}': migrationPath,
-  '/api/audit/records': auditRecordsPath,
-  '/api/audit/verify': auditVerifyPath,
-  '/api/audit/heads': auditHeadsPath,
   '/api/encryption/rewraps': rewrapsPath,
   '/api/encryption/rewraps/{id}': rewrapPath,
   '/api/mcp': mcpPath,

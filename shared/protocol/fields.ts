@@ -47,3 +47,15 @@ export const Etag = z.string().regex(ETAG_PATTERN).meta({
 
 /** The id of a request, the caller's or one the service makes. */
 export const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Thread names, checkpoint ids and run ids: the session-id alphabet. */
+const NAME = /^[A-Za-z0-9._-]{1,128}$/;
+export const NAME_RULE = 'must be 1-128 characters of [A-Za-z0-9._-], not "." or ".."';
+
+/** Whether `value` is a name of the session-id alphabet (thread names, checkpoint and run ids). */
+export function isName(value: string): boolean {
+  return NAME.test(value) && value !== '.' && value !== '..';
+}
+
+/** 64 lowercase hex digits: a SHA-256. */
+export const SHA256_HEX = /^[0-9a-f]{64}$/;

@@ -1,3 +1,4 @@
+import { auditHeadsRoute, auditRecordsRoute, auditVerifyRoute } from './audit';
 import { keysRoute, kvRoute } from './kv';
 import { healthReadyRoute, healthRoute, notFoundRoute, openApiRoute } from './service';
 import type { RouteSpec } from './spec';
@@ -13,5 +14,8 @@ export const ROUTE_SPECS: readonly RouteSpec[] = [
   openApiRoute,
   kvRoute,
   keysRoute,
+  auditRecordsRoute,
+  auditVerifyRoute,
+  auditHeadsRoute,
   notFoundRoute,
 ];
