@@ -1,5 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import type { z } from 'zod';
+
+import type {
+  MigrationReport as MigrationReportSchema,
+  MigrationStarted,
+  MigrationStatus as MigrationStatusSchema,
+  startMigrationBody,
+} from '../shared/protocol/migrations';
 import { readJson, segment, type Transport } from './transport';
 
 /**
@@ -8,38 +16,19 @@ import { readJson, segment, type Transport } from './transport';
  * overwritten, so running a migration again copies nothing new.
  */
 
-export interface MigrationSource {
-  /** A folder on the host running Cairn. */
-  readonly root: string;
-  /** Key prefix in the target ('' or absent: the root of the tenant's space). */
-  readonly prefix?: string;
-}
+type Deep<T> = T extends object ? { readonly [K in keyof T]: Deep<T[K]> } : T;
 
-export interface MigrationRequest {
-  readonly tenant: string;
-  readonly sources: readonly MigrationSource[];
-  /** Count what would be copied, write nothing. */
-  readonly dryRun?: boolean;
-}
+/** A source: `root`, a folder on the host running Cairn; `prefix`, the key prefix in the target. */
+export type MigrationSource = Deep<z.input<typeof startMigrationBody>['sources'][number]>;
 
-export interface MigrationReport {
-  readonly copied: number;
-  readonly skipped: number;
-  readonly bytesCopied: number;
-  readonly keysCopied: readonly string[];
-  /** `[key, message]` for every file that could not be copied. */
-  readonly errors: readonly (readonly [string, string])[];
-}
+/** What to copy for which tenant; `dryRun` counts what would be copied and writes nothing. */
+export type MigrationRequest = Deep<z.input<typeof startMigrationBody>>;
 
-export interface MigrationStatus {
-  readonly id: string;
-  readonly status: 'pending' | 'running' | 'completed' | 'failed';
-  readonly progress: { readonly total: number; readonly done: number };
-  /** Set once the migration completed. */
-  readonly report: MigrationReport | null;
-  /** Why it failed, when it did. */
-  readonly error?: string;
-}
+/** What a migration copied; `errors` holds `[key, message]` for every file that could not be. */
+export type MigrationReport = Deep<z.output<typeof MigrationReportSchema>>;
+
+/** A migration's status: `report` once completed, `error` why it failed when it did. */
+export type MigrationStatus = Deep<z.output<typeof MigrationStatusSchema>>;
 
 export interface WaitOptions {
   /** Between two status reads (default 500 ms). */
@@ -57,7 +46,7 @@ export class MigrationsClient {
    * Starts a migration; resolves with its id. Not idempotent: a start whose answer was lost is not
    * sent again (a second start would run a second migration, which copies nothing new).
    */
-  async start(request: MigrationRequest): Promise<{ id: string; statusUri: string }> {
+  async start(request: MigrationRequest): Promise<z.output<typeof MigrationStarted>> {
     const reply = await this.transport.call('POST', '/migrations', { json: request });
     return readJson(reply, 202);
   }

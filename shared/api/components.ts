@@ -217,11 +217,6 @@ const schemas: Record<string, Schema> = {
     description:
       'A session id, generation or checkpoint id, a thread name or a run id: 1-128 characters of [A-Za-z0-9._-], not "." or "..".',
   },
-  TenantId: {
-    type: 'string',
-    pattern: String.raw`^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$`,
-    description: 'A tenant id: 1-64 characters of [A-Za-z0-9._-], not "." or "..".',
-  },
   ChatId: {
     type: 'string',
     minLength: 1,
@@ -1153,32 +1148,6 @@ const schemas: Record<string, Schema> = {
               description: 'Where the tenant stores data.',
             },
           },
-        },
-      },
-    },
-  },
-  MigrationReport: {
-    type: 'object',
-    required: ['copied', 'skipped', 'bytesCopied', 'keysCopied', 'errors'],
-    additionalProperties: false,
-    properties: {
-      copied: { type: 'integer', minimum: 0 },
-      skipped: {
-        type: 'integer',
-        minimum: 0,
-        description: 'Keys the target already held (never overwritten).',
-      },
-      bytesCopied: { type: 'integer', minimum: 0 },
-      keysCopied: { type: 'array', items: { type: 'string' }, description: 'The keys written.' },
-      errors: {
-        type: 'array',
-        items: {
-          type: 'array',
-          prefixItems: [{ type: 'string' }, { type: 'string' }],
-          minItems: 2,
-          maxItems: 2,
-          items: false,
-          description: '[key, message]',
         },
       },
     },

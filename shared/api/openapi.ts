@@ -1387,107 +1387,6 @@ const tenantsPath = {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Migrations
-
-const migrationsPath = {
-  post: operation({
-    operationId: 'startMigration',
-    summary: 'Start a migration of local state to Blob storage',
-    description:
-      "Copies the files under each source root into the tenant's key/value space on the Blob backend, as keys `prefix/relative/path`. Existing keys are skipped, never overwritten; sources are never changed. A root that does not exist on the service's host, or is not a folder, is a 400 naming `sources.N.root` and the path. 501 `not_configured` naming CAIRN_BLOB_ENDPOINT when the service runs on the local backend.",
-    tag: TAGS.migrations,
-    access: 'admin',
-    body: {
-      ...json({
-        type: 'object',
-        required: ['tenant', 'sources'],
-        additionalProperties: false,
-        properties: {
-          tenant: schemaRef('TenantId'),
-          sources: {
-            type: 'array',
-            minItems: 1,
-            maxItems: 100,
-            items: {
-              type: 'object',
-              required: ['root'],
-              additionalProperties: false,
-              properties: {
-                root: { type: 'string', minLength: 1, description: 'A folder on the host.' },
-                prefix: {
-                  type: 'string',
-                  default: '',
-                  description: 'Empty, or a key to put the copied keys under.',
-                },
-              },
-            },
-          },
-          dryRun: {
-            type: 'boolean',
-            default: false,
-            description: 'Count what would be copied; write nothing.',
-          },
-        },
-      }),
-      description: 'What to copy, for which tenant.',
-      limitBytes: 64 * KiB,
-    },
-    answers: {
-      202: jsonAnswer(
-        'Started.',
-        {
-          type: 'object',
-          required: ['id', 'statusUri'],
-          additionalProperties: false,
-          properties: { id: { type: 'string', minLength: 1 }, statusUri: { type: 'string', format: 'uri' } },
-        },
-        { Location: header('The status URI.', { type: 'string', format: 'uri' }) },
-      ),
-    },
-    errors: [400, 501],
-  }),
-};
-
-const migrationPath = {
-  parameters: [
-    pathParameter(
-      'id',
-      'The migration id, as the start answered it. An id of other characters names no migration (404).',
-      { type: 'string', pattern: '^[A-Za-z0-9_-]{1,128}$' },
-    ),
-  ],
-  get: operation({
-    operationId: 'getMigration',
-    summary: "A migration's status",
-    tag: TAGS.migrations,
-    access: 'admin',
-    answers: {
-      200: jsonAnswer('The status; `report` once completed (a dry run too).', {
-        type: 'object',
-        required: ['id', 'status', 'progress', 'report'],
-        additionalProperties: false,
-        properties: {
-          id: { type: 'string' },
-          status: { enum: ['pending', 'running', 'completed', 'failed'] },
-          progress: {
-            type: 'object',
-            required: ['total', 'done'],
-            additionalProperties: false,
-            properties: { total: { type: 'integer', minimum: 0 }, done: { type: 'integer', minimum: 0 } },
-          },
-          report: { oneOf: [schemaRef('MigrationReport'), { type: 'null' }] },
-          error: { type: 'string', description: 'Why it failed; only when `status` is failed.' },
-        },
-      }),
-    },
-    errors: [404],
-  }),
-};
-
-// ---------------------------------------------------------------------------------------------
-// Audit trail
-
-// ---------------------------------------------------------------------------------------------
 // Encryption at rest
 
 const rewrapsPath = {
@@ -1636,8 +1535,6 @@ export const HAND_WRITTEN_PATHS: Readonly<Record<string, JsonObject>> = {
   '/api/retention/prune': retentionPrunePath,
   '/api/verify': verifyPath,
   '/api/tenants': tenantsPath,
-  '/api/migrations': migrationsPath,
-  '/api/migrations/{id}': migrationPath,
   '/api/encryption/rewraps': rewrapsPath,
   '/api/encryption/rewraps/{id}': rewrapPath,
   '/api/mcp': mcpPath,

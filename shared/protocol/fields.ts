@@ -59,3 +59,22 @@ export function isName(value: string): boolean {
 
 /** 64 lowercase hex digits: a SHA-256. */
 export const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+export const TENANT_ID_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
+
+/** What a tenant id must be, as error messages say it. */
+export const TENANT_ID_RULE = 'must be 1-64 of [A-Za-z0-9._-]';
+
+/** A tenant id: 1-64 characters of `[A-Za-z0-9._-]`; `.` and `..` are refused because tenants name folders. */
+export function isValidTenantId(tenant: string): boolean {
+  return TENANT_ID_PATTERN.test(tenant) && tenant !== '.' && tenant !== '..';
+}
+
+export const TenantId = z
+  .string()
+  .refine(isValidTenantId, TENANT_ID_RULE)
+  .meta({
+    id: 'TenantId',
+    description: 'A tenant id: 1-64 characters of [A-Za-z0-9._-], not "." or "..".',
+    pattern: String.raw`^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$`,
+  });

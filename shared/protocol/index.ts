@@ -1,5 +1,6 @@
 import { auditHeadsRoute, auditRecordsRoute, auditVerifyRoute } from './audit';
 import { keysRoute, kvRoute } from './kv';
+import { migrationStatusRoute, startMigrationRoute } from './migrations';
 import { healthReadyRoute, healthRoute, notFoundRoute, openApiRoute } from './service';
 import type { RouteSpec } from './spec';
 
@@ -17,5 +18,7 @@ export const ROUTE_SPECS: readonly RouteSpec[] = [
   auditRecordsRoute,
   auditVerifyRoute,
   auditHeadsRoute,
+  startMigrationRoute,
+  migrationStatusRoute,
   notFoundRoute,
 ];
