@@ -9,6 +9,7 @@ import type {
   startMigrationBody,
 } from '../shared/protocol/migrations';
 import { readJson, segment, type Transport } from './transport';
+import type { Wire } from './wire';
 
 /**
  * Migrations of local state (folders on the service's host) into a tenant's key/value space on the
@@ -16,19 +17,17 @@ import { readJson, segment, type Transport } from './transport';
  * overwritten, so running a migration again copies nothing new.
  */
 
-type Deep<T> = T extends object ? { readonly [K in keyof T]: Deep<T[K]> } : T;
-
 /** A source: `root`, a folder on the host running Cairn; `prefix`, the key prefix in the target. */
-export type MigrationSource = Deep<z.input<typeof startMigrationBody>['sources'][number]>;
+export type MigrationSource = Wire<z.input<typeof startMigrationBody>['sources'][number]>;
 
 /** What to copy for which tenant; `dryRun` counts what would be copied and writes nothing. */
-export type MigrationRequest = Deep<z.input<typeof startMigrationBody>>;
+export type MigrationRequest = Wire<z.input<typeof startMigrationBody>>;
 
 /** What a migration copied; `errors` holds `[key, message]` for every file that could not be. */
-export type MigrationReport = Deep<z.output<typeof MigrationReportSchema>>;
+export type MigrationReport = Wire<z.output<typeof MigrationReportSchema>>;
 
 /** A migration's status: `report` once completed, `error` why it failed when it did. */
-export type MigrationStatus = Deep<z.output<typeof MigrationStatusSchema>>;
+export type MigrationStatus = Wire<z.output<typeof MigrationStatusSchema>>;
 
 export interface WaitOptions {
   /** Between two status reads (default 500 ms). */

@@ -1152,39 +1152,6 @@ const schemas: Record<string, Schema> = {
       },
     },
   },
-  RewrapReport: {
-    type: 'object',
-    required: ['firstKeyId', 'tenants', 'examined', 'resealed', 'sealedWith', 'remaining', 'errors'],
-    additionalProperties: false,
-    properties: {
-      firstKeyId: { type: 'string', description: 'The key every value is re-sealed with.' },
-      tenants: { type: 'integer', minimum: 0, description: 'Tenants that stored sealed values.' },
-      examined: { type: 'integer', minimum: 0, description: 'Sealed values looked at.' },
-      resealed: { type: 'integer', minimum: 0, description: 'Values re-sealed with the first key.' },
-      sealedWith: {
-        type: 'object',
-        additionalProperties: { type: 'integer', minimum: 0 },
-        description: 'Key id → values found sealed with it before the job re-sealed them.',
-      },
-      remaining: {
-        type: 'object',
-        additionalProperties: { type: 'integer', minimum: 0 },
-        description:
-          'Every configured key id other than the first (and any other id found) → values still sealed with it. 0 for a key: it can be removed.',
-      },
-      errors: {
-        type: 'array',
-        items: {
-          type: 'array',
-          prefixItems: [{ type: 'string' }, { type: 'string' }],
-          minItems: 2,
-          maxItems: 2,
-          items: false,
-          description: '[where, message]',
-        },
-      },
-    },
-  },
 };
 
 /**

@@ -1387,79 +1387,6 @@ const tenantsPath = {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Encryption at rest
-
-const rewrapsPath = {
-  post: operation({
-    operationId: 'startRewrap',
-    summary: 'Start re-sealing every stored sealed value with the first key',
-    description:
-      "Re-seals, with the first key of CAIRN_ENCRYPTION_KEYS, every value of every tenant that was sealed with another key: thread records, checkpoints, channel values, pending writes, memory facts (their ETags change), and the key/value values and session archives (objects, manifests, index data; re-sealed in place, same content) of the tenants CAIRN_ENCRYPT_TENANTS lists. Idempotent and resumable: running it again re-seals nothing twice. When the report's `remaining` is 0 for a key, that key can be removed. 501 `not_configured` naming CAIRN_ENCRYPTION_KEYS when encryption is off.",
-    tag: TAGS.encryption,
-    access: 'admin',
-    body: {
-      ...json({ type: 'object', additionalProperties: false, properties: {} }),
-      description: 'Nothing (an empty body or `{}`).',
-      limitBytes: 1024,
-      required: false,
-    },
-    answers: {
-      202: jsonAnswer(
-        'Started.',
-        {
-          type: 'object',
-          required: ['id', 'statusUri'],
-          additionalProperties: false,
-          properties: { id: { type: 'string', minLength: 1 }, statusUri: { type: 'string', format: 'uri' } },
-        },
-        { Location: header('The status URI.', { type: 'string', format: 'uri' }) },
-      ),
-    },
-    errors: [400, 501],
-  }),
-};
-
-const rewrapPath = {
-  parameters: [
-    pathParameter(
-      'id',
-      'The job id, as the start answered it. An id of other characters names no job (404).',
-      { type: 'string', pattern: '^[A-Za-z0-9_-]{1,128}$' },
-    ),
-  ],
-  get: operation({
-    operationId: 'getRewrap',
-    summary: "A rewrap job's status",
-    tag: TAGS.encryption,
-    access: 'admin',
-    answers: {
-      200: jsonAnswer('The status; `report` once completed.', {
-        type: 'object',
-        required: ['id', 'status', 'progress', 'report'],
-        additionalProperties: false,
-        properties: {
-          id: { type: 'string' },
-          status: { enum: ['pending', 'running', 'completed', 'failed'] },
-          progress: {
-            type: 'object',
-            required: ['tenants', 'examined', 'resealed'],
-            additionalProperties: false,
-            properties: {
-              tenants: { type: 'integer', minimum: 0, description: 'Tenants finished.' },
-              examined: { type: 'integer', minimum: 0 },
-              resealed: { type: 'integer', minimum: 0 },
-            },
-          },
-          report: { oneOf: [schemaRef('RewrapReport'), { type: 'null' }] },
-          error: { type: 'string', description: 'Why it failed; only when `status` is failed.' },
-        },
-      }),
-    },
-    errors: [404],
-  }),
-};
-
-// ---------------------------------------------------------------------------------------------
 // MCP
 
 const mcpPath = {
@@ -1535,8 +1462,6 @@ export const HAND_WRITTEN_PATHS: Readonly<Record<string, JsonObject>> = {
   '/api/retention/prune': retentionPrunePath,
   '/api/verify': verifyPath,
   '/api/tenants': tenantsPath,
-  '/api/encryption/rewraps': rewrapsPath,
-  '/api/encryption/rewraps/{id}': rewrapPath,
   '/api/mcp': mcpPath,
 };
 

@@ -1,6 +1,7 @@
 import { auditHeadsRoute, auditRecordsRoute, auditVerifyRoute } from './audit';
 import { keysRoute, kvRoute } from './kv';
 import { migrationStatusRoute, startMigrationRoute } from './migrations';
+import { rewrapStatusRoute, startRewrapRoute } from './rewrap';
 import { healthReadyRoute, healthRoute, notFoundRoute, openApiRoute } from './service';
 import type { RouteSpec } from './spec';
 
@@ -20,5 +21,7 @@ export const ROUTE_SPECS: readonly RouteSpec[] = [
   auditHeadsRoute,
   startMigrationRoute,
   migrationStatusRoute,
+  startRewrapRoute,
+  rewrapStatusRoute,
   notFoundRoute,
 ];

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 
 import { KiB, TenantId } from './fields';
+import { jobIdParams, JobStarted, JobState, statusUriHeader } from './jobs';
 import { route } from './spec';
 import { TAGS } from './tags';
 import { keyProblem } from './text';
@@ -37,11 +38,11 @@ export const MigrationReport = z
   })
   .meta({ id: 'MigrationReport' });
 
-export const MigrationStarted = z.object({ id: z.string().min(1), statusUri: z.url() });
+export const MigrationStarted = JobStarted;
 
 export const MigrationStatus = z.object({
   id: z.string(),
-  status: z.enum(['pending', 'running', 'completed', 'failed']),
+  status: JobState,
   progress: z.object({ total: z.number().int().min(0), done: z.number().int().min(0) }),
   report: MigrationReport.nullable(),
   error: z.string().optional().describe('Why it failed; only when `status` is failed.'),
@@ -69,7 +70,7 @@ export const startMigrationRoute = route({
         202: {
           description: 'Started.',
           body: MigrationStarted,
-          headers: { Location: { description: 'The status URI.', schema: z.url() } },
+          headers: statusUriHeader,
         },
       },
       errors: [400, 501],
@@ -80,14 +81,7 @@ export const startMigrationRoute = route({
 export const migrationStatusRoute = route({
   name: 'migrationStatus',
   route: 'migrations/{id}',
-  params: z.object({
-    // Any text: an id of other characters names no migration (404, not 400).
-    id: z.string().meta({
-      description:
-        'The migration id, as the start answered it. An id of other characters names no migration (404).',
-      pattern: '^[A-Za-z0-9_-]{1,128}$',
-    }),
-  }),
+  params: jobIdParams('migration'),
   operations: {
     GET: {
       operationId: 'getMigration',
