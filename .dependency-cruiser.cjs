@@ -8,6 +8,13 @@
 /** The domains: each owns its data and gives the jobs its parts (retention, verify, rewrap, repair). */
 const DOMAINS = '^shared/(archive|audit|coordination|crypto|memory|migration|snapshots|threads|tenants)/';
 
+/**
+ * The HTTP protocol declared as data (route specs, field rules, the OpenAPI generator): it depends
+ * on zod only, so that it can become a package of its own; the domain, the functions and the client
+ * import it, never the reverse.
+ */
+const PROTOCOL = '^shared/protocol/';
+
 /** The composition root and what may wire implementations as it does: development and test code. */
 const COMPOSERS = ['^shared/services[.]ts$', '^dev/', '^test/'];
 
@@ -66,6 +73,15 @@ const allowedTargets = [...new Set(CLIENT_SHARED_ALLOW_LIST.map(([, to]) => to))
 module.exports = {
   forbidden: [
     {
+      name: 'protocol-depends-on-zod-only',
+      comment:
+        'shared/protocol/ imports only itself and zod: the domain imports its field rules from there, ' +
+        'not the reverse, and it can be published on its own.',
+      severity: 'error',
+      from: { path: PROTOCOL },
+      to: { pathNot: [PROTOCOL, '(^|/)node_modules/zod/'] },
+    },
+    {
       name: 'no-cycles',
       comment: 'Import cycles (type-only imports included): move the shared part to a module both import.',
       severity: 'error',
@@ -115,11 +131,11 @@ module.exports = {
     {
       name: 'client-imports-no-server-code',
       comment:
-        'The client talks HTTP: it imports no server code but the shared modules of the allow-list ' +
-        '(CLIENT_SHARED_ALLOW_LIST, a shrinking list).',
+        'The client talks HTTP: it imports no server code but the route specs (shared/protocol/) and ' +
+        'the shared modules of the allow-list (CLIENT_SHARED_ALLOW_LIST, a shrinking list).',
       severity: 'error',
       from: { path: '^client/' },
-      to: { path: '^(shared|functions|dev|test)/', pathNot: allowedTargets.map(exactly) },
+      to: { path: '^(shared|functions|dev|test)/', pathNot: [...allowedTargets.map(exactly), PROTOCOL] },
     },
     ...allowedTargets.map((target) => ({
       name: 'client-imports-no-server-code',

@@ -1,6 +1,9 @@
+import type { z } from 'zod';
+
 import type { AuditRecord } from '../shared/audit/chain';
 import type { VerifyAnswer } from '../shared/audit/headChain';
 import type { SignedHead } from '../shared/audit/headSignature';
+import type { AuditRecordPage, SignedHeadPage } from '../shared/protocol/audit';
 import { readJson, type Transport } from './transport';
 
 /**
@@ -33,7 +36,7 @@ export class AuditClient {
 
   async records(query: AuditRecordQuery = {}): Promise<AuditPage<AuditRecord>> {
     const reply = await this.transport.call('GET', '/audit/records', { query: { ...query } });
-    const page = await readJson<{ records: AuditRecord[]; next: number | null }>(reply, 200);
+    const page = await readJson<z.output<typeof AuditRecordPage>>(reply, 200);
     return { items: page.records, next: page.next };
   }
 
@@ -59,7 +62,7 @@ export class AuditClient {
 
   async heads(afterSeq = 0, limit = 1000): Promise<AuditPage<SignedHead>> {
     const reply = await this.transport.call('GET', '/audit/heads', { query: { afterSeq, limit } });
-    const page = await readJson<{ heads: SignedHead[]; next: number | null }>(reply, 200);
+    const page = await readJson<z.output<typeof SignedHeadPage>>(reply, 200);
     return { items: page.heads, next: page.next };
   }
 

@@ -1,6 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import type { z } from 'zod';
+
+import type { JobStarted } from '../shared/protocol/jobs';
+import type {
+  RewrapReport as RewrapReportSchema,
+  RewrapStatus as RewrapStatusSchema,
+} from '../shared/protocol/rewrap';
 import { readJson, segment, type Transport } from './transport';
+import type { Wire } from './wire';
 
 /**
  * Encryption at rest (admin): the `rewrap` job re-seals every stored sealed value with the first key
@@ -8,32 +16,17 @@ import { readJson, segment, type Transport } from './transport';
  * nothing is left sealed with it. Idempotent: running it again re-seals nothing twice.
  */
 
-export interface RewrapReport {
-  readonly firstKeyId: string;
-  readonly tenants: number;
-  readonly examined: number;
-  readonly resealed: number;
-  /** Key id → values found sealed with it before the job re-sealed them. */
-  readonly sealedWith: Readonly<Record<string, number>>;
-  /** Every configured key other than the first → values still sealed with it (0: removable). */
-  readonly remaining: Readonly<Record<string, number>>;
-  /** `[where, message]` for values that could not be re-sealed. */
-  readonly errors: readonly (readonly [string, string])[];
-}
+/** What a rewrap job re-sealed; `remaining` per key: 0 means the key can be removed. */
+export type RewrapReport = Wire<z.output<typeof RewrapReportSchema>>;
 
-export interface RewrapStatus {
-  readonly id: string;
-  readonly status: 'pending' | 'running' | 'completed' | 'failed';
-  readonly progress: { readonly tenants: number; readonly examined: number; readonly resealed: number };
-  readonly report: RewrapReport | null;
-  readonly error?: string;
-}
+/** A rewrap job's status: `report` once completed, `error` why it failed when it did. */
+export type RewrapStatus = Wire<z.output<typeof RewrapStatusSchema>>;
 
 export class EncryptionClient {
   constructor(private readonly transport: Transport) {}
 
   /** Starts a rewrap job (not resent after an ambiguous failure: a second job would only re-check). */
-  async startRewrap(): Promise<{ id: string; statusUri: string }> {
+  async startRewrap(): Promise<z.output<typeof JobStarted>> {
     return readJson(await this.transport.call('POST', '/encryption/rewraps', { json: {} }), 202);
   }
 

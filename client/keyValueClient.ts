@@ -1,3 +1,6 @@
+import type { z } from 'zod';
+
+import type { KeyPage as KeyPageSchema, WriteResult as WriteResultSchema } from '../shared/protocol/kv';
 import { failure, type HttpReply, keyPath, readJson, type Transport } from './transport';
 
 /**
@@ -30,20 +33,14 @@ export interface ValueInfo {
   readonly size: number;
 }
 
-export interface WriteResult {
-  readonly key: string;
-  readonly etag: string;
-  /** Bytes stored under the key after the write. */
-  readonly size: number;
-  /** True when the key did not exist before. */
+/** The answer to a write or append (its `size`: bytes stored under the key after the write). */
+export interface WriteResult extends Readonly<z.output<typeof WriteResultSchema>> {
+  /** True when the key did not exist before (the answer was 201). */
   readonly created: boolean;
 }
 
-export interface KeyPage {
-  readonly keys: string[];
-  /** Pass as `cursor` for the next page; null after the last one. */
-  readonly cursor: string | null;
-}
+/** One page of keys; pass `cursor` for the next page, null after the last one. */
+export type KeyPage = Readonly<z.output<typeof KeyPageSchema>>;
 
 export interface ListOptions {
   /** Keys starting with this string (a plain prefix, not a folder); default all. */
@@ -139,7 +136,7 @@ function conditionHeaders(conditions: WriteConditions): Record<string, string> {
 }
 
 async function writeResult(reply: HttpReply): Promise<WriteResult> {
-  const body = await readJson<{ key: string; etag: string; size: number }>(reply, 200, 201);
+  const body = await readJson<z.output<typeof WriteResultSchema>>(reply, 200, 201);
   return { key: body.key, etag: body.etag, size: body.size, created: reply.status === 201 };
 }
 

@@ -1,6 +1,15 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import type { z } from 'zod';
+
+import type {
+  MigrationReport as MigrationReportSchema,
+  MigrationStarted,
+  MigrationStatus as MigrationStatusSchema,
+  startMigrationBody,
+} from '../shared/protocol/migrations';
 import { readJson, segment, type Transport } from './transport';
+import type { Wire } from './wire';
 
 /**
  * Migrations of local state (folders on the service's host) into a tenant's key/value space on the
@@ -8,38 +17,17 @@ import { readJson, segment, type Transport } from './transport';
  * overwritten, so running a migration again copies nothing new.
  */
 
-export interface MigrationSource {
-  /** A folder on the host running Cairn. */
-  readonly root: string;
-  /** Key prefix in the target ('' or absent: the root of the tenant's space). */
-  readonly prefix?: string;
-}
+/** A source: `root`, a folder on the host running Cairn; `prefix`, the key prefix in the target. */
+export type MigrationSource = Wire<z.input<typeof startMigrationBody>['sources'][number]>;
 
-export interface MigrationRequest {
-  readonly tenant: string;
-  readonly sources: readonly MigrationSource[];
-  /** Count what would be copied, write nothing. */
-  readonly dryRun?: boolean;
-}
+/** What to copy for which tenant; `dryRun` counts what would be copied and writes nothing. */
+export type MigrationRequest = Wire<z.input<typeof startMigrationBody>>;
 
-export interface MigrationReport {
-  readonly copied: number;
-  readonly skipped: number;
-  readonly bytesCopied: number;
-  readonly keysCopied: readonly string[];
-  /** `[key, message]` for every file that could not be copied. */
-  readonly errors: readonly (readonly [string, string])[];
-}
+/** What a migration copied; `errors` holds `[key, message]` for every file that could not be. */
+export type MigrationReport = Wire<z.output<typeof MigrationReportSchema>>;
 
-export interface MigrationStatus {
-  readonly id: string;
-  readonly status: 'pending' | 'running' | 'completed' | 'failed';
-  readonly progress: { readonly total: number; readonly done: number };
-  /** Set once the migration completed. */
-  readonly report: MigrationReport | null;
-  /** Why it failed, when it did. */
-  readonly error?: string;
-}
+/** A migration's status: `report` once completed, `error` why it failed when it did. */
+export type MigrationStatus = Wire<z.output<typeof MigrationStatusSchema>>;
 
 export interface WaitOptions {
   /** Between two status reads (default 500 ms). */
@@ -57,7 +45,7 @@ export class MigrationsClient {
    * Starts a migration; resolves with its id. Not idempotent: a start whose answer was lost is not
    * sent again (a second start would run a second migration, which copies nothing new).
    */
-  async start(request: MigrationRequest): Promise<{ id: string; statusUri: string }> {
+  async start(request: MigrationRequest): Promise<z.output<typeof MigrationStarted>> {
     const reply = await this.transport.call('POST', '/migrations', { json: request });
     return readJson(reply, 202);
   }

@@ -1,14 +1,14 @@
 import { app } from '@azure/functions';
-import { z } from 'zod';
 
 import type { AuditTrail } from '#shared/audit/auditTrail';
 import { auditSignScheduleFrom } from '#shared/config';
 import { InvalidArgumentError, NotConfiguredError } from '#shared/errors';
+import { auditHeadsRoute, auditRecordsRoute, auditVerifyRoute } from '#shared/protocol/audit';
 import { getServices } from '#shared/services';
-import { isName, NAME_RULE } from '#shared/threads/identifiers';
 
-import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
-import { json, parseQuery } from './http/request';
+import type { AuthenticatedCall } from './http/pipeline';
+import { json } from './http/request';
+import { registerRoute, specHandler } from './http/route';
 import { timerHandler } from './timer';
 
 /**
@@ -27,88 +27,62 @@ function trailOf(call: AuthenticatedCall): AuditTrail {
   return trail;
 }
 
-const LIMIT_RULE = 'must be a whole number from 1 to 1000';
-const SEQ_RULE = 'must be a whole number, 0 or more';
-const seq = z.coerce
-  .number({ error: SEQ_RULE })
-  .int(SEQ_RULE)
-  .min(0, SEQ_RULE)
-  .max(Number.MAX_SAFE_INTEGER, SEQ_RULE);
-const limit = z.coerce
-  .number({ error: LIMIT_RULE })
-  .int(LIMIT_RULE)
-  .min(1, LIMIT_RULE)
-  .max(1000, LIMIT_RULE)
-  .default(100);
+const requireTrail = { before: (call: AuthenticatedCall) => void trailOf(call) };
 
-const recordsQuery = z.object({
-  threadId: z.string().refine(isName, NAME_RULE).optional(),
-  action: z
-    .string()
-    .regex(/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/, 'must be an action such as run.started')
-    .optional(),
-  afterSeq: seq.default(0),
-  limit,
-});
-
-const verifyQuery = z.object({
-  expectedSeq: z.coerce.number({ error: 'must be a whole number from 1' }).int().min(1).optional(),
-  expectedHash: z
-    .string()
-    .regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex digits')
-    .optional(),
-});
-
-const headsQuery = z.object({ afterSeq: seq.default(0), limit });
-
-export const auditRecords = httpHandler('auditRecords', {
-  GET: async (request, call) => {
-    const trail = trailOf(call);
-    const query = parseQuery(request, recordsQuery);
-    const records = await trail.records(call.principal.tenant, {
-      afterSeq: query.afterSeq,
-      limit: query.limit + 1,
-      ...(query.threadId === undefined ? {} : { threadId: query.threadId }),
-      ...(query.action === undefined ? {} : { action: query.action }),
-    });
-    const more = records.length > query.limit;
-    if (more) records.length = query.limit;
-    return json(200, { records, next: more ? (records.at(-1)?.seq ?? null) : null });
+export const auditRecords = specHandler(
+  auditRecordsRoute,
+  {
+    GET: async ({ query }, _request, call) => {
+      const records = await trailOf(call).records(call.principal.tenant, {
+        afterSeq: query.afterSeq,
+        limit: query.limit + 1,
+        ...(query.threadId === undefined ? {} : { threadId: query.threadId }),
+        ...(query.action === undefined ? {} : { action: query.action }),
+      });
+      const more = records.length > query.limit;
+      if (more) records.length = query.limit;
+      return json(200, { records, next: more ? (records.at(-1)?.seq ?? null) : null });
+    },
   },
-});
+  requireTrail,
+);
 
-export const auditVerify = httpHandler('auditVerify', {
-  GET: async (request, call) => {
-    const trail = trailOf(call);
-    const query = parseQuery(request, verifyQuery);
-    if ((query.expectedSeq === undefined) !== (query.expectedHash === undefined)) {
-      throw new InvalidArgumentError(
-        query.expectedSeq === undefined ? 'expectedSeq' : 'expectedHash',
-        'expectedSeq and expectedHash go together',
-      );
-    }
-    const expected =
-      query.expectedSeq === undefined || query.expectedHash === undefined
-        ? undefined
-        : { seq: query.expectedSeq, hash: query.expectedHash };
-    return json(200, await trail.verify(call.principal.tenant, expected));
+export const auditVerify = specHandler(
+  auditVerifyRoute,
+  {
+    GET: async ({ query }, _request, call) => {
+      if ((query.expectedSeq === undefined) !== (query.expectedHash === undefined)) {
+        throw new InvalidArgumentError(
+          query.expectedSeq === undefined ? 'expectedSeq' : 'expectedHash',
+          'expectedSeq and expectedHash go together',
+        );
+      }
+      const expected =
+        query.expectedSeq === undefined || query.expectedHash === undefined
+          ? undefined
+          : { seq: query.expectedSeq, hash: query.expectedHash };
+      return json(200, await trailOf(call).verify(call.principal.tenant, expected));
+    },
   },
-});
+  requireTrail,
+);
 
-export const auditHeads = httpHandler('auditHeads', {
-  GET: async (request, call) => {
-    const trail = trailOf(call);
-    const query = parseQuery(request, headsQuery);
-    const heads = await trail.signedHeads(call.principal.tenant, query.afterSeq, query.limit + 1);
-    const more = heads.length > query.limit;
-    if (more) heads.length = query.limit;
-    return json(200, { heads, next: more ? (heads.at(-1)?.seq ?? null) : null });
+export const auditHeads = specHandler(
+  auditHeadsRoute,
+  {
+    GET: async ({ query }, _request, call) => {
+      const heads = await trailOf(call).signedHeads(call.principal.tenant, query.afterSeq, query.limit + 1);
+      const more = heads.length > query.limit;
+      if (more) heads.length = query.limit;
+      return json(200, { heads, next: more ? (heads.at(-1)?.seq ?? null) : null });
+    },
   },
-});
+  requireTrail,
+);
 
-registerHttp('auditRecords', 'audit/records', auditRecords);
-registerHttp('auditVerify', 'audit/verify', auditVerify);
-registerHttp('auditHeads', 'audit/heads', auditHeads);
+registerRoute(auditRecords);
+registerRoute(auditVerify);
+registerRoute(auditHeads);
 
 /**
  * The `auditHeadSign` timer: for every tenant with a trail, repairs its pending audit markers and,

@@ -20,7 +20,15 @@ export async function readJsonBody<T>(
   schema: z.ZodType<T>,
   options: { emptyIsObject?: boolean } = {},
 ): Promise<T> {
-  const bytes = await readBody(request, limit);
+  return parseJsonBody(await readBody(request, limit), schema, options);
+}
+
+/** The steps of {@link readJsonBody} after the size: syntax, nesting, shape. */
+export function parseJsonBody<T>(
+  bytes: Buffer,
+  schema: z.ZodType<T>,
+  options: { emptyIsObject?: boolean } = {},
+): T {
   let value: unknown;
   if (bytes.length === 0 && options.emptyIsObject === true) {
     value = {};

@@ -1,29 +1,30 @@
 import type { HttpRequest } from '@azure/functions';
 
 import { NotFoundError, PreconditionFailedError } from '#shared/errors';
+import { keysRoute, kvRoute } from '#shared/protocol/kv';
 import type { KeyValueStore } from '#shared/storage/keyValueStore';
-import { keysQuery } from '#shared/storage/kvWire';
 
-import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
-import { json, parseQuery, readBody, writeConditions } from './http/request';
-
-/** Key/value with compare-and-swap (docs/kv.md). Every store is the caller's tenant's. */
+import type { AuthenticatedCall } from './http/pipeline';
+import { json, writeConditions } from './http/request';
+import { registerRoute, specHandler } from './http/route';
 
 /**
- * The key is the path after `/api/kv/` as the host's routing hands it over: each segment
- * percent-decoded (so `%2E%2E` arrives as `..` and is refused by the store's key validation).
+ * Key/value with compare-and-swap (docs/kv.md). Every store is the caller's tenant's. The key is
+ * the path after `/api/kv/` as the host's routing hands it over: each segment percent-decoded (so
+ * `%2E%2E` arrives as `..` and is refused by the key's rules).
  */
-function keyOf(request: HttpRequest): string {
-  return request.params['key'] ?? '';
-}
 
 function storeOf(call: AuthenticatedCall): KeyValueStore {
   return call.services.kvStores.forTenant(call.principal.tenant);
 }
 
-async function write(request: HttpRequest, call: AuthenticatedCall, mode: 'write' | 'append') {
-  const body = await readBody(request, call.services.config.maxValueBytes);
-  const key = keyOf(request);
+async function write(
+  key: string,
+  body: Buffer,
+  request: HttpRequest,
+  call: AuthenticatedCall,
+  mode: 'write' | 'append',
+) {
   const conditions = writeConditions(request);
   const store = storeOf(call);
   const result =
@@ -35,10 +36,9 @@ async function write(request: HttpRequest, call: AuthenticatedCall, mode: 'write
   );
 }
 
-export const kv = httpHandler('kv', {
-  GET: async (request, call) => {
-    const key = keyOf(request);
-    const stored = await storeOf(call).read(key);
+export const kv = specHandler(kvRoute, {
+  GET: async ({ params }, _request, call) => {
+    const stored = await storeOf(call).read(params.key);
     if (stored === null) throw new NotFoundError('no value is stored at this key');
     return {
       status: 200,
@@ -46,8 +46,8 @@ export const kv = httpHandler('kv', {
       headers: { etag: stored.etag, 'content-type': 'application/octet-stream' },
     };
   },
-  HEAD: async (request, call) => {
-    const item = await storeOf(call).head(keyOf(request));
+  HEAD: async ({ params }, _request, call) => {
+    const item = await storeOf(call).head(params.key);
     if (item === null) return { status: 404 };
     return {
       status: 200,
@@ -58,26 +58,24 @@ export const kv = httpHandler('kv', {
       },
     };
   },
-  PUT: (request, call) => write(request, call, 'write'),
-  POST: (request, call) => write(request, call, 'append'),
-  DELETE: async (request, call) => {
-    const key = keyOf(request);
+  PUT: ({ params, body }, request, call) => write(params.key, body, request, call, 'write'),
+  POST: ({ params, body }, request, call) => write(params.key, body, request, call, 'append'),
+  DELETE: async ({ params }, request, call) => {
     const conditions = writeConditions(request);
     const store = storeOf(call);
     if (conditions.ifAbsent === true) {
       // "Delete only if absent" deletes nothing; it fails when the key exists.
-      const item = await store.head(key);
+      const item = await store.head(params.key);
       if (item !== null) throw new PreconditionFailedError('the key exists', item.etag);
     } else {
-      await store.delete(key, conditions);
+      await store.delete(params.key, conditions);
     }
     return { status: 204 };
   },
 });
 
-export const keys = httpHandler('keys', {
-  GET: async (request, call) => {
-    const query = parseQuery(request, keysQuery);
+export const keys = specHandler(keysRoute, {
+  GET: async ({ query }, _request, call) => {
     const page = await storeOf(call).list({
       limit: query.limit,
       ...(query.prefix === undefined ? {} : { prefix: query.prefix }),
@@ -87,5 +85,5 @@ export const keys = httpHandler('keys', {
   },
 });
 
-registerHttp('kv', 'kv/{*key}', kv);
-registerHttp('keys', 'keys', keys);
+registerRoute(kv);
+registerRoute(keys);

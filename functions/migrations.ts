@@ -1,10 +1,8 @@
 import type { ActivityHandler, OrchestrationContext, OrchestrationHandler } from 'durable-functions';
 import * as df from 'durable-functions';
-import { z } from 'zod';
 
 import { actorOf } from '#shared/auth';
 import { InvalidArgumentError, NotConfiguredError } from '#shared/errors';
-import { validateKey } from '#shared/keys';
 import {
   checkJobAudit,
   checkSource,
@@ -25,15 +23,13 @@ import {
   planSourcePage,
   type SourcePlan,
 } from '#shared/migration/migration';
+import { migrationStatusRoute, startMigrationRoute } from '#shared/protocol/migrations';
 import { getServices } from '#shared/services';
-import { tenantIdSchema } from '#shared/tenants/tenantIds';
 
 import { type JobAudit, jobEvent } from './auditJobs';
 import { chunk, jobRetryOptions, jobState, jobStatus, startJob } from './durableJobs';
-import { requireAdmin } from './http/admin';
-import { httpHandler, registerHttp } from './http/pipeline';
 import { json } from './http/request';
-import { readJsonBody } from './jsonBody';
+import { registerRoute, specHandler } from './http/route';
 
 /**
  * Local-to-blob migration as a durable orchestration (docs/migration.md): an HTTP starter, a deterministic
@@ -239,74 +235,51 @@ df.app.orchestration(MIGRATION_ORCHESTRATION, migrationOrchestrator);
 df.app.activity(LIST_SOURCE_PAGE, { handler: listSourcePageActivity });
 df.app.activity(COPY_FILES, { handler: copyFilesActivity });
 
-const startRequest = z
-  .object({
-    tenant: tenantIdSchema,
-    sources: z
-      .array(
-        z
-          .object({
-            root: z.string().min(1, 'must be a folder on the host'),
-            prefix: z
-              .string()
-              .default('')
-              .refine((prefix) => {
-                if (prefix === '') return true;
-                try {
-                  validateKey(prefix);
-                  return true;
-                } catch {
-                  return false;
-                }
-              }, 'must be empty or a valid key'),
-          })
-          .strict(),
-      )
-      .min(1, 'must list at least one source')
-      .max(100, 'must list at most 100 sources'),
-    dryRun: z.boolean().default(false),
-  })
-  .strict();
-
-export const startMigration = httpHandler('startMigration', {
-  POST: async (request, call) => {
-    requireAdmin(call, 'migrations');
-    // A part that is off answers so whatever the body, as every such route does.
-    if (call.services.kvStores.kind !== 'blob') {
-      throw new NotConfiguredError(
-        'CAIRN_BLOB_ENDPOINT',
-        'the service runs on the local backend: a migration needs the Blob backend as its target; set CAIRN_BLOB_ENDPOINT and CAIRN_BLOB_CONTAINER',
+export const startMigration = specHandler(
+  startMigrationRoute,
+  {
+    POST: async ({ body }, request, call) => {
+      const roots = call.services.config.migrationSourceRoots;
+      const sources = body.sources.map((source, index) => ({
+        root: checkSourceRoot(`sources.${index}.root`, source.root, roots),
+        prefix: source.prefix,
+      }));
+      // A folder that is not there is refused up front (400 naming it), not run as an empty migration.
+      for (const [index, source] of sources.entries()) {
+        await checkSourceFolder(`sources.${index}.root`, source.root);
+      }
+      const input: MigrationInput = {
+        tenant: body.tenant,
+        sources,
+        dryRun: body.dryRun,
+        ...(call.services.audit.enabled
+          ? { audit: { tenant: body.tenant, actor: actorOf(call.principal) } }
+          : {}),
+      };
+      const id = await startJob(call.context, MIGRATION_ORCHESTRATION, input);
+      const statusUri = `${new URL(request.url).origin}/api/migrations/${id}`;
+      call.log.info(
+        { migration: id, sources: body.sources.length, dryRun: body.dryRun },
+        'migration started',
       );
-    }
-    const body = await readJsonBody(request, 64 * 1024, startRequest);
-    const roots = call.services.config.migrationSourceRoots;
-    const sources = body.sources.map((source, index) => ({
-      root: checkSourceRoot(`sources.${index}.root`, source.root, roots),
-      prefix: source.prefix,
-    }));
-    // A folder that is not there is refused up front (400 naming it), not run as an empty migration.
-    for (const [index, source] of sources.entries()) {
-      await checkSourceFolder(`sources.${index}.root`, source.root);
-    }
-    const input: MigrationInput = {
-      tenant: body.tenant,
-      sources,
-      dryRun: body.dryRun,
-      ...(call.services.audit.enabled
-        ? { audit: { tenant: body.tenant, actor: actorOf(call.principal) } }
-        : {}),
-    };
-    const id = await startJob(call.context, MIGRATION_ORCHESTRATION, input);
-    const statusUri = `${new URL(request.url).origin}/api/migrations/${id}`;
-    call.log.info({ migration: id, sources: body.sources.length, dryRun: body.dryRun }, 'migration started');
-    return json(202, { id, statusUri }, { location: statusUri });
+      return json(202, { id, statusUri }, { location: statusUri });
+    },
   },
-});
+  {
+    // A part that is off answers so whatever the body, as every such route does.
+    before: (call) => {
+      if (call.services.kvStores.kind !== 'blob') {
+        throw new NotConfiguredError(
+          'CAIRN_BLOB_ENDPOINT',
+          'the service runs on the local backend: a migration needs the Blob backend as its target; set CAIRN_BLOB_ENDPOINT and CAIRN_BLOB_CONTAINER',
+        );
+      }
+    },
+  },
+);
 
-export const migrationStatus = httpHandler('migrationStatus', {
-  GET: async (request, call) => {
-    requireAdmin(call, 'migrations');
-    const id = request.params['id'] ?? '';
+export const migrationStatus = specHandler(migrationStatusRoute, {
+  GET: async ({ params: { id } }, _request, call) => {
     const status = await jobStatus(call.context, MIGRATION_ORCHESTRATION, id, 'no such migration');
     const state = jobState(status.runtimeStatus);
     const progress = (status.customStatus as MigrationProgress | null) ?? { total: 0, done: 0 };
@@ -322,5 +295,5 @@ export const migrationStatus = httpHandler('migrationStatus', {
   },
 });
 
-registerHttp('startMigration', 'migrations', startMigration, [df.input.durableClient()]);
-registerHttp('migrationStatus', 'migrations/{id}', migrationStatus, [df.input.durableClient()]);
+registerRoute(startMigration, [df.input.durableClient()]);
+registerRoute(migrationStatus, [df.input.durableClient()]);

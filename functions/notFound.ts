@@ -1,6 +1,7 @@
 import { NotFoundError } from '#shared/errors';
+import { notFoundRoute } from '#shared/protocol/service';
 
-import { httpHandler, registerHttp } from './http/pipeline';
+import { registerRoute, specHandler } from './http/route';
 
 /**
  * Every path no other function serves: 404 with the error JSON instead of the host's empty page.
@@ -12,18 +13,14 @@ function noRoute(): Promise<never> {
   );
 }
 
-export const notFound = httpHandler(
-  'notFound',
-  {
-    GET: noRoute,
-    HEAD: noRoute,
-    POST: noRoute,
-    PUT: noRoute,
-    PATCH: noRoute,
-    DELETE: noRoute,
-    OPTIONS: noRoute,
-  },
-  { anonymous: true },
-);
+export const notFound = specHandler(notFoundRoute, {
+  GET: noRoute,
+  HEAD: noRoute,
+  POST: noRoute,
+  PUT: noRoute,
+  PATCH: noRoute,
+  DELETE: noRoute,
+  OPTIONS: noRoute,
+});
 
-registerHttp('notFound', '{*path}', notFound);
+registerRoute(notFound);

@@ -1,19 +1,17 @@
 import type { ActivityHandler, OrchestrationContext, OrchestrationHandler } from 'durable-functions';
 import * as df from 'durable-functions';
-import { z } from 'zod';
 
 import { actorOf } from '#shared/auth';
 import { addCounts, emptyCounts, type RewrapCounts, type RewrapPage } from '#shared/crypto/rewrap';
 import { InternalError, InvalidArgumentError, NotConfiguredError } from '#shared/errors';
 import { checkJobAudit, checkTenant } from '#shared/migration/jobInput';
+import { rewrapStatusRoute, startRewrapRoute } from '#shared/protocol/rewrap';
 import { getServices } from '#shared/services';
 
 import { type JobAudit, jobEvent } from './auditJobs';
 import { chunk, jobRetryOptions, jobState, jobStatus, startJob } from './durableJobs';
-import { requireAdmin } from './http/admin';
-import { httpHandler, registerHttp } from './http/pipeline';
 import { json } from './http/request';
-import { readJsonBody } from './jsonBody';
+import { registerRoute, specHandler } from './http/route';
 
 /**
  * The `rewrap` admin job (docs/encryption.md) as a durable orchestration, like the migration: an
@@ -225,12 +223,9 @@ df.app.orchestration(REWRAP_ORCHESTRATION, rewrapOrchestrator);
 df.app.activity(REWRAP_LIST_TENANTS, { handler: listTenantsActivity });
 df.app.activity(REWRAP_PAGE, { handler: rewrapPageActivity });
 
-const startRequest = z.object({}).strict();
-
-export const startRewrap = httpHandler('startRewrap', {
-  POST: async (request, call) => {
-    requireAdmin(call, 'rewrap jobs');
-    await readJsonBody(request, 1024, startRequest, { emptyIsObject: true });
+export const startRewrap = specHandler(startRewrapRoute, {
+  // The body (nothing) is checked first; then a deployment without keys answers 501.
+  POST: async (_input, request, call) => {
     const { codec } = call.services;
     if (codec.firstKeyId === undefined) {
       throw new NotConfiguredError(
@@ -253,10 +248,8 @@ export const startRewrap = httpHandler('startRewrap', {
   },
 });
 
-export const rewrapStatus = httpHandler('rewrapStatus', {
-  GET: async (request, call) => {
-    requireAdmin(call, 'rewrap jobs');
-    const id = request.params['id'] ?? '';
+export const rewrapStatus = specHandler(rewrapStatusRoute, {
+  GET: async ({ params: { id } }, _request, call) => {
     const status = await jobStatus(call.context, REWRAP_ORCHESTRATION, id, 'no such rewrap job');
     const state = jobState(status.runtimeStatus);
     const progress = (status.customStatus as RewrapProgress | null) ?? {
@@ -276,5 +269,5 @@ export const rewrapStatus = httpHandler('rewrapStatus', {
   },
 });
 
-registerHttp('startRewrap', 'encryption/rewraps', startRewrap, [df.input.durableClient()]);
-registerHttp('rewrapStatus', 'encryption/rewraps/{id}', rewrapStatus, [df.input.durableClient()]);
+registerRoute(startRewrap, [df.input.durableClient()]);
+registerRoute(rewrapStatus, [df.input.durableClient()]);

@@ -29,8 +29,8 @@ export interface ReadinessReport {
   readonly checks: Readonly<Record<string, ProbeOutcome>>;
 }
 
-/** The longest a readiness check takes (load balancers' probes commonly time out after 5 s). */
-export const MAX_READINESS_MS = 3000;
+/** The longest a readiness check takes: the protocol's (load balancers' probes commonly time out after 5 s). */
+export { MAX_READINESS_MS } from './protocol/service';
 /** How long a finished check answers further requests. */
 const REUSE_MS = 1000;
 

@@ -1,5 +1,4 @@
 import { BLOCK_BYTES, MAX_DATA_BYTES, MAX_FILES_PER_CHECKPOINT } from '../archive/identifiers';
-import { MAX_KEY_BYTES } from '../keys';
 import { MAX_FACT_KEY_BYTES, MAX_NAMESPACE_BYTES, MAX_NAMESPACE_SEGMENTS } from '../memory/facts';
 import { MAX_FILTER_FIELDS } from '../memory/valueFilter';
 import { MAX_VECTOR_DIMS } from '../memory/vectors';
@@ -225,39 +224,11 @@ const memorySchemas: Record<string, Schema> = {
 };
 
 const schemas: Record<string, Schema> = {
-  ReadinessChecks: {
-    type: 'object',
-    description:
-      'Each configured store by name and whether it answered: `backend` (the Blob container or the local data folder) always; `sessionIndex`, `memory` and `audit` (their tables) and `emailWindowQueue` when configured. Names only: no endpoint, account, path or error text.',
-    required: ['backend'],
-    additionalProperties: false,
-    properties: Object.fromEntries(
-      ['backend', 'sessionIndex', 'memory', 'audit', 'emailWindowQueue'].map((store) => [
-        store,
-        { enum: ['ok', 'failed', 'timeout'] },
-      ]),
-    ),
-  },
-  Key: {
-    type: 'string',
-    minLength: 1,
-    maxLength: MAX_KEY_BYTES,
-    pattern: String.raw`^(?!/)(?!.*/$)(?!.*//)(?!(?:.*/)?\.\.?(?:/|$))[^\\\u0000-\u001F\u007F\uFDD0-\uFDEF\uFFFE\uFFFF]+$`,
-    description:
-      `A key: 1-${MAX_KEY_BYTES} bytes of UTF-8, "/"-separated non-empty segments, no "." or ".." ` +
-      'segment, no backslash, no control characters, no Unicode noncharacters (U+FDD0-U+FDEF, ' +
-      'U+FFFE and U+FFFF in every plane), no unpaired surrogates.',
-  },
   Id: {
     type: 'string',
     pattern: ID_PATTERN,
     description:
       'A session id, generation or checkpoint id, a thread name or a run id: 1-128 characters of [A-Za-z0-9._-], not "." or "..".',
-  },
-  TenantId: {
-    type: 'string',
-    pattern: String.raw`^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$`,
-    description: 'A tenant id: 1-64 characters of [A-Za-z0-9._-], not "." or "..".',
   },
   ChatId: {
     type: 'string',
@@ -267,34 +238,7 @@ const schemas: Record<string, Schema> = {
       'A chat id: no whitespace, "/", "\\", "?", "#", "%" or control characters; at most 250 bytes once percent-encoded.',
   },
   ClaimId: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
-  Etag: {
-    type: 'string',
-    pattern: String.raw`^"[^"\u0000-\u001F\u007F]*"$`,
-    description: 'An opaque ETag, quoted, as Cairn returned it. It changes on every successful write.',
-  },
   Timestamp: timestamp,
-  WriteResult: {
-    type: 'object',
-    required: ['key', 'etag', 'size'],
-    additionalProperties: false,
-    properties: {
-      key: schemaRef('Key'),
-      etag: schemaRef('Etag'),
-      size: { type: 'integer', minimum: 0, description: 'The size of the stored value in bytes.' },
-    },
-  },
-  KeyPage: {
-    type: 'object',
-    required: ['keys', 'cursor'],
-    additionalProperties: false,
-    properties: {
-      keys: { type: 'array', items: schemaRef('Key') },
-      cursor: nullable({
-        type: 'string',
-        description: 'Opaque; pass it as `cursor` for the next page. Null on the last page.',
-      }),
-    },
-  },
   ObjectStored: {
     type: 'object',
     required: ['key', 'size'],
@@ -1217,110 +1161,6 @@ const schemas: Record<string, Schema> = {
               description: 'Where the tenant stores data.',
             },
           },
-        },
-      },
-    },
-  },
-  MigrationReport: {
-    type: 'object',
-    required: ['copied', 'skipped', 'bytesCopied', 'keysCopied', 'errors'],
-    additionalProperties: false,
-    properties: {
-      copied: { type: 'integer', minimum: 0 },
-      skipped: {
-        type: 'integer',
-        minimum: 0,
-        description: 'Keys the target already held (never overwritten).',
-      },
-      bytesCopied: { type: 'integer', minimum: 0 },
-      keysCopied: { type: 'array', items: { type: 'string' }, description: 'The keys written.' },
-      errors: {
-        type: 'array',
-        items: {
-          type: 'array',
-          prefixItems: [{ type: 'string' }, { type: 'string' }],
-          minItems: 2,
-          maxItems: 2,
-          items: false,
-          description: '[key, message]',
-        },
-      },
-    },
-  },
-  AuditRecord: {
-    type: 'object',
-    description:
-      "One record of the audit trail. `hash` = SHA-256 hex of `prevHash` followed by the canonical JSON (RFC 8785) of the record without `hash`; the first record's `prevHash` is 64 zeros.",
-    required: ['seq', 'atMs', 'action', 'outcome', 'eventId', 'prevHash', 'hash'],
-    additionalProperties: false,
-    properties: {
-      seq: { type: 'integer', minimum: 1, description: '1, 2, 3, … without gaps.' },
-      atMs: { type: 'integer', description: 'When the record was appended (Unix ms).' },
-      action: { type: 'string', description: '`<area>.<verb>`, e.g. `run.started`.' },
-      actor: {
-        type: 'string',
-        description: 'The credential that asked: the token subject, or the tenant id.',
-      },
-      threadId: { type: 'string' },
-      runId: { type: 'string' },
-      subject: { type: 'string', description: 'What the action was about (a checkpoint id, a job id, …).' },
-      outcome: { type: 'string', description: '`ok`, or an error code.' },
-      details: {
-        type: 'object',
-        additionalProperties: { type: ['string', 'number', 'boolean', 'null'] },
-        description: 'Ids, names, codes and counts.',
-      },
-      eventId: { type: 'string', description: 'The event recorded: an event is recorded at most once.' },
-      prevHash: { type: 'string', pattern: '^[0-9a-f]{64}$' },
-      hash: { type: 'string', pattern: '^[0-9a-f]{64}$' },
-    },
-  },
-  SignedHead: {
-    type: 'object',
-    description:
-      'An Ed25519 signature (base64) of the canonical JSON of `{hash, prevHash, prevSeq, seq, signedAtMs, tenant}` (without `prevHash` and `prevSeq` for a head signed before they existed), by the key whose id is `keyId` (first 16 hex digits of the SHA-256 of its SPKI DER). `prevSeq` and `prevHash` name the signed head of the key this one extends (0 and 64 zeros for its first head of the tenant).',
-    required: ['tenant', 'seq', 'hash', 'signedAtMs', 'keyId', 'signature'],
-    additionalProperties: false,
-    properties: {
-      tenant: { type: 'string' },
-      seq: { type: 'integer', minimum: 1 },
-      hash: { type: 'string', pattern: '^[0-9a-f]{64}$' },
-      signedAtMs: { type: 'integer' },
-      prevSeq: { type: 'integer', minimum: 0, description: 'The seq of the signed head this one extends.' },
-      prevHash: { type: 'string', pattern: '^[0-9a-f]{64}$', description: "That head's hash." },
-      keyId: { type: 'string', pattern: '^[0-9a-f]{16}$' },
-      signature: { type: 'string' },
-    },
-  },
-  RewrapReport: {
-    type: 'object',
-    required: ['firstKeyId', 'tenants', 'examined', 'resealed', 'sealedWith', 'remaining', 'errors'],
-    additionalProperties: false,
-    properties: {
-      firstKeyId: { type: 'string', description: 'The key every value is re-sealed with.' },
-      tenants: { type: 'integer', minimum: 0, description: 'Tenants that stored sealed values.' },
-      examined: { type: 'integer', minimum: 0, description: 'Sealed values looked at.' },
-      resealed: { type: 'integer', minimum: 0, description: 'Values re-sealed with the first key.' },
-      sealedWith: {
-        type: 'object',
-        additionalProperties: { type: 'integer', minimum: 0 },
-        description: 'Key id → values found sealed with it before the job re-sealed them.',
-      },
-      remaining: {
-        type: 'object',
-        additionalProperties: { type: 'integer', minimum: 0 },
-        description:
-          'Every configured key id other than the first (and any other id found) → values still sealed with it. 0 for a key: it can be removed.',
-      },
-      errors: {
-        type: 'array',
-        items: {
-          type: 'array',
-          prefixItems: [{ type: 'string' }, { type: 'string' }],
-          minItems: 2,
-          maxItems: 2,
-          items: false,
-          description: '[where, message]',
         },
       },
     },

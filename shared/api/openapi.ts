@@ -20,7 +20,10 @@ import {
 import { MAX_BATCH_BODY_BYTES, MAX_BATCH_OPERATIONS } from '../memory/memoryBatch';
 import { MAX_FIELD_PATH_BYTES, MAX_VECTORS_PER_FACT } from '../memory/vectors';
 import { MAX_FACT_BODY_BYTES, MAX_SEARCH_BODY_BYTES } from '../memory/wire';
-import { MAX_READINESS_MS } from '../readiness';
+import { ROUTE_SPECS } from '../protocol';
+import { DEFAULT_MAX_VALUE_BYTES } from '../protocol/fields';
+import { generatePaths } from '../protocol/openapi';
+import { TAGS } from '../protocol/tags';
 import { MAX_POLICY_BODY_BYTES } from '../retention/policy';
 import { PART_BYTES } from '../snapshots/identifiers';
 import { MAX_PUBLISH_BODY_BYTES } from '../snapshots/manifest';
@@ -48,7 +51,6 @@ import {
   type JsonObject,
   namedError,
   operation,
-  OPERATION_METHODS,
   pathParameter,
   queryParameter,
   ref,
@@ -63,139 +65,10 @@ import {
  * with one `operation(...)` per method, or the tests fail.
  */
 
-const TAGS = {
-  service: 'service',
-  kv: 'key/value',
-  sessions: 'session archives',
-  coordination: 'fleet coordination',
-  threads: 'threads',
-  snapshots: 'workspace snapshots',
-  memory: 'memory',
-  migrations: 'migrations',
-  encryption: 'encryption',
-  audit: 'audit',
-  retention: 'retention',
-  mcp: 'mcp',
-} as const;
-
 const KiB = 1024;
-const DEFAULT_MAX_VALUE_BYTES = 2 * 1024 * 1024;
 
-const etagHeader = header('The ETag of the stored value.', schemaRef('Etag'));
 const json = (schema: JsonObject) => ({ mediaType: 'application/json', schema }) as const;
-
-// ---------------------------------------------------------------------------------------------
-// Key/value
-
-const keyParameter = pathParameter(
-  'key',
-  'The key: the rest of the path, each segment percent-encoded on its own.',
-  schemaRef('Key'),
-  { restOfPath: true },
-);
 const writeConditions = [ref('#/components/parameters/IfMatch'), ref('#/components/parameters/IfNoneMatch')];
-const valueBody = (description: string) => ({
-  mediaType: 'application/octet-stream' as const,
-  description: `${description} Any media type: the bytes are stored as sent. The limit below is the default of the setting CAIRN_MAX_VALUE_BYTES.`,
-  schema: { type: 'string', contentMediaType: 'application/octet-stream' },
-  limitBytes: DEFAULT_MAX_VALUE_BYTES,
-  required: false,
-});
-
-const kvPath = {
-  parameters: [keyParameter],
-  get: operation({
-    operationId: 'getValue',
-    summary: 'Read a value',
-    tag: TAGS.kv,
-    access: 'tenant',
-    answers: { 200: bytesAnswer('The value.', { ETag: etagHeader }) },
-    errors: [400, 404],
-  }),
-  head: operation({
-    operationId: 'headValue',
-    summary: "A value's ETag and size",
-    description: 'Answers carry no body, errors included.',
-    tag: TAGS.kv,
-    access: 'tenant',
-    answers: {
-      200: emptyAnswer('The value exists.', {
-        ETag: etagHeader,
-        'Content-Length': header('The size of the value in bytes.', { type: 'integer', minimum: 0 }),
-      }),
-      404: emptyAnswer('No value is stored at this key.'),
-    },
-    errors: [400],
-  }),
-  put: operation({
-    operationId: 'putValue',
-    summary: 'Write a value',
-    description:
-      'Without a precondition, overwrites. On the local backend a key cannot also be the folder of another key (`a/b` when `a` exists, or `a` when `a/b` exists): 409, nothing changed.',
-    tag: TAGS.kv,
-    access: 'tenant',
-    parameters: writeConditions,
-    body: valueBody('The value.'),
-    answers: {
-      200: jsonAnswer('Replaced.', schemaRef('WriteResult'), { ETag: etagHeader }),
-      201: jsonAnswer('Created.', schemaRef('WriteResult'), { ETag: etagHeader }),
-    },
-    errors: [400, 409, 412],
-  }),
-  post: operation({
-    operationId: 'appendValue',
-    summary: 'Append to a value',
-    description:
-      'Atomic: concurrent appends are all kept, each contiguous, in some order. `size` is the size after the append.',
-    tag: TAGS.kv,
-    access: 'tenant',
-    parameters: writeConditions,
-    body: valueBody('The bytes to append.'),
-    answers: {
-      200: jsonAnswer('Appended.', schemaRef('WriteResult'), { ETag: etagHeader }),
-      201: jsonAnswer('Created.', schemaRef('WriteResult'), { ETag: etagHeader }),
-    },
-    errors: [400, 409, 412],
-  }),
-  delete: operation({
-    operationId: 'deleteValue',
-    summary: 'Delete a value',
-    description: 'Also 204 when the key is absent (unless a precondition says otherwise).',
-    tag: TAGS.kv,
-    access: 'tenant',
-    parameters: writeConditions,
-    answers: { 204: emptyAnswer('Deleted, or absent.') },
-    errors: [400, 412],
-  }),
-};
-
-const keysPath = {
-  get: operation({
-    operationId: 'listKeys',
-    summary: 'List keys',
-    description: 'Ascending; every key is returned exactly once across the pages.',
-    tag: TAGS.kv,
-    access: 'tenant',
-    parameters: [
-      queryParameter(
-        'prefix',
-        'Keys starting with this string (a plain prefix, not a folder; it may end with "/" or inside a segment); empty: all. It must be the beginning of some valid key: the characters of a key, no leading "/", no empty, "." or ".." segment before its last "/", at most 1024 bytes (else 400).',
-        {
-          type: 'string',
-        },
-      ),
-      queryParameter('limit', 'Keys per page.', {
-        type: 'integer',
-        minimum: 1,
-        maximum: 5000,
-        default: 1000,
-      }),
-      queryParameter('cursor', 'The `cursor` of the previous page.', { type: 'string', minLength: 1 }),
-    ],
-    answers: { 200: jsonAnswer('One page of keys.', schemaRef('KeyPage')) },
-    errors: [400],
-  }),
-};
 
 // ---------------------------------------------------------------------------------------------
 // Session archives
@@ -1659,299 +1532,6 @@ const tenantsPath = {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Migrations
-
-const migrationsPath = {
-  post: operation({
-    operationId: 'startMigration',
-    summary: 'Start a migration of local state to Blob storage',
-    description:
-      "Copies the files under each source root into the tenant's key/value space on the Blob backend, as keys `prefix/relative/path`. Existing keys are skipped, never overwritten; sources are never changed. A root that does not exist on the service's host, or is not a folder, is a 400 naming `sources.N.root` and the path. 501 `not_configured` naming CAIRN_BLOB_ENDPOINT when the service runs on the local backend.",
-    tag: TAGS.migrations,
-    access: 'admin',
-    body: {
-      ...json({
-        type: 'object',
-        required: ['tenant', 'sources'],
-        additionalProperties: false,
-        properties: {
-          tenant: schemaRef('TenantId'),
-          sources: {
-            type: 'array',
-            minItems: 1,
-            maxItems: 100,
-            items: {
-              type: 'object',
-              required: ['root'],
-              additionalProperties: false,
-              properties: {
-                root: { type: 'string', minLength: 1, description: 'A folder on the host.' },
-                prefix: {
-                  type: 'string',
-                  default: '',
-                  description: 'Empty, or a key to put the copied keys under.',
-                },
-              },
-            },
-          },
-          dryRun: {
-            type: 'boolean',
-            default: false,
-            description: 'Count what would be copied; write nothing.',
-          },
-        },
-      }),
-      description: 'What to copy, for which tenant.',
-      limitBytes: 64 * KiB,
-    },
-    answers: {
-      202: jsonAnswer(
-        'Started.',
-        {
-          type: 'object',
-          required: ['id', 'statusUri'],
-          additionalProperties: false,
-          properties: { id: { type: 'string', minLength: 1 }, statusUri: { type: 'string', format: 'uri' } },
-        },
-        { Location: header('The status URI.', { type: 'string', format: 'uri' }) },
-      ),
-    },
-    errors: [400, 501],
-  }),
-};
-
-const migrationPath = {
-  parameters: [
-    pathParameter(
-      'id',
-      'The migration id, as the start answered it. An id of other characters names no migration (404).',
-      { type: 'string', pattern: '^[A-Za-z0-9_-]{1,128}$' },
-    ),
-  ],
-  get: operation({
-    operationId: 'getMigration',
-    summary: "A migration's status",
-    tag: TAGS.migrations,
-    access: 'admin',
-    answers: {
-      200: jsonAnswer('The status; `report` once completed (a dry run too).', {
-        type: 'object',
-        required: ['id', 'status', 'progress', 'report'],
-        additionalProperties: false,
-        properties: {
-          id: { type: 'string' },
-          status: { enum: ['pending', 'running', 'completed', 'failed'] },
-          progress: {
-            type: 'object',
-            required: ['total', 'done'],
-            additionalProperties: false,
-            properties: { total: { type: 'integer', minimum: 0 }, done: { type: 'integer', minimum: 0 } },
-          },
-          report: { oneOf: [schemaRef('MigrationReport'), { type: 'null' }] },
-          error: { type: 'string', description: 'Why it failed; only when `status` is failed.' },
-        },
-      }),
-    },
-    errors: [404],
-  }),
-};
-
-// ---------------------------------------------------------------------------------------------
-// Audit trail
-
-const seqParameter = (name: string, description: string) =>
-  queryParameter(name, description, { type: 'integer', minimum: 0, default: 0 });
-const pageLimit = queryParameter('limit', 'At most this many, 1-1000.', {
-  type: 'integer',
-  minimum: 1,
-  maximum: 1000,
-  default: 100,
-});
-const nextSeq: JsonObject = {
-  oneOf: [{ type: 'integer', minimum: 1 }, { type: 'null' }],
-  description: 'Pass as `afterSeq` for the next page; null on the last page.',
-};
-
-const auditRecordsPath = {
-  get: operation({
-    operationId: 'listAuditRecords',
-    summary: "The tenant's audit records, oldest first",
-    description:
-      'Filtered by thread and action, paged with `afterSeq`. 501 `not_configured` naming CAIRN_AUDIT when the audit trail is off.',
-    tag: TAGS.audit,
-    access: 'tenant',
-    parameters: [
-      queryParameter('threadId', "Only this thread's records.", {
-        type: 'string',
-        pattern: '^[A-Za-z0-9._-]{1,128}$',
-      }),
-      queryParameter('action', 'Only records of this action, e.g. `run.started`.', { type: 'string' }),
-      seqParameter('afterSeq', 'Only records after this seq (the `next` of a page).'),
-      pageLimit,
-    ],
-    answers: {
-      200: jsonAnswer('A page of records.', {
-        type: 'object',
-        required: ['records', 'next'],
-        additionalProperties: false,
-        properties: { records: { type: 'array', items: schemaRef('AuditRecord') }, next: nextSeq },
-      }),
-    },
-    errors: [400, 501],
-  }),
-};
-
-const auditVerifyPath = {
-  get: operation({
-    operationId: 'verifyAuditTrail',
-    summary: "Checks the tenant's hash chain",
-    description:
-      "`firstBroken` is the first record whose fields, link or place is wrong (a changed field, a deleted record, records reordered), or, against a signed head of CAIRN_AUDIT_SIGNING_KEY's key or an expected head kept elsewhere, the first missing seq of a cut tail or the head's seq when its hash differs (a rewritten chain), or the seq of a signed head that does not hold (its signature does not verify, or it was removed from before a head that extends it); `problems` says what, in words. With CAIRN_AUDIT_SIGNING_KEY the head found is signed and kept (`signedHead`, naming the key's last signed head it extends) only when `ok`; otherwise `notSigned` says why (a head already signed by the key is answered, not signed again). A trail rebuilt after every signed head was removed verifies: only a head kept elsewhere catches it. 501 `not_configured` naming CAIRN_AUDIT when the audit trail is off.",
-    tag: TAGS.audit,
-    access: 'tenant',
-    parameters: [
-      queryParameter('expectedSeq', 'A head kept elsewhere: its seq (with expectedHash).', {
-        type: 'integer',
-        minimum: 1,
-      }),
-      queryParameter('expectedHash', 'A head kept elsewhere: its hash (with expectedSeq).', {
-        type: 'string',
-        pattern: '^[0-9a-f]{64}$',
-      }),
-    ],
-    answers: {
-      200: jsonAnswer('The result.', {
-        type: 'object',
-        required: ['ok', 'records', 'firstBroken', 'head', 'problems'],
-        additionalProperties: false,
-        properties: {
-          ok: { type: 'boolean' },
-          problems: {
-            type: 'array',
-            items: { type: 'string' },
-            description: 'What does not hold, in words; empty when `ok`.',
-          },
-          notSigned: {
-            type: 'string',
-            description:
-              'With CAIRN_AUDIT_SIGNING_KEY: why the head was not signed (the chain or a signed head does not hold).',
-          },
-          records: { type: 'integer', minimum: 0, description: 'Records checked.' },
-          firstBroken: { oneOf: [{ type: 'integer', minimum: 1 }, { type: 'null' }] },
-          head: {
-            type: 'array',
-            prefixItems: [
-              { type: 'integer', minimum: 0 },
-              { type: 'string', pattern: '^[0-9a-f]{64}$' },
-            ],
-            minItems: 2,
-            maxItems: 2,
-            items: false,
-            description: "The last record's [seq, hash]; [0, 64 zeros] for an empty trail.",
-          },
-          signedHead: schemaRef('SignedHead'),
-        },
-      }),
-    },
-    errors: [400, 501],
-  }),
-};
-
-const auditHeadsPath = {
-  get: operation({
-    operationId: 'listSignedAuditHeads',
-    summary: "The tenant's signed heads, by seq",
-    description:
-      'Heads signed on verify and by the auditHeadSign timer when the trail verifies, one per seq, each naming the signed head it extends. `cairn audit verify --public-key` checks a trail against them (and against heads kept elsewhere with `--heads`). 501 `not_configured` naming CAIRN_AUDIT when the audit trail is off.',
-    tag: TAGS.audit,
-    access: 'tenant',
-    parameters: [seqParameter('afterSeq', 'Only heads after this seq.'), pageLimit],
-    answers: {
-      200: jsonAnswer('A page of signed heads.', {
-        type: 'object',
-        required: ['heads', 'next'],
-        additionalProperties: false,
-        properties: { heads: { type: 'array', items: schemaRef('SignedHead') }, next: nextSeq },
-      }),
-    },
-    errors: [400, 501],
-  }),
-};
-
-// ---------------------------------------------------------------------------------------------
-// Encryption at rest
-
-const rewrapsPath = {
-  post: operation({
-    operationId: 'startRewrap',
-    summary: 'Start re-sealing every stored sealed value with the first key',
-    description:
-      "Re-seals, with the first key of CAIRN_ENCRYPTION_KEYS, every value of every tenant that was sealed with another key: thread records, checkpoints, channel values, pending writes, memory facts (their ETags change), and the key/value values and session archives (objects, manifests, index data; re-sealed in place, same content) of the tenants CAIRN_ENCRYPT_TENANTS lists. Idempotent and resumable: running it again re-seals nothing twice. When the report's `remaining` is 0 for a key, that key can be removed. 501 `not_configured` naming CAIRN_ENCRYPTION_KEYS when encryption is off.",
-    tag: TAGS.encryption,
-    access: 'admin',
-    body: {
-      ...json({ type: 'object', additionalProperties: false, properties: {} }),
-      description: 'Nothing (an empty body or `{}`).',
-      limitBytes: 1024,
-      required: false,
-    },
-    answers: {
-      202: jsonAnswer(
-        'Started.',
-        {
-          type: 'object',
-          required: ['id', 'statusUri'],
-          additionalProperties: false,
-          properties: { id: { type: 'string', minLength: 1 }, statusUri: { type: 'string', format: 'uri' } },
-        },
-        { Location: header('The status URI.', { type: 'string', format: 'uri' }) },
-      ),
-    },
-    errors: [400, 501],
-  }),
-};
-
-const rewrapPath = {
-  parameters: [
-    pathParameter(
-      'id',
-      'The job id, as the start answered it. An id of other characters names no job (404).',
-      { type: 'string', pattern: '^[A-Za-z0-9_-]{1,128}$' },
-    ),
-  ],
-  get: operation({
-    operationId: 'getRewrap',
-    summary: "A rewrap job's status",
-    tag: TAGS.encryption,
-    access: 'admin',
-    answers: {
-      200: jsonAnswer('The status; `report` once completed.', {
-        type: 'object',
-        required: ['id', 'status', 'progress', 'report'],
-        additionalProperties: false,
-        properties: {
-          id: { type: 'string' },
-          status: { enum: ['pending', 'running', 'completed', 'failed'] },
-          progress: {
-            type: 'object',
-            required: ['tenants', 'examined', 'resealed'],
-            additionalProperties: false,
-            properties: {
-              tenants: { type: 'integer', minimum: 0, description: 'Tenants finished.' },
-              examined: { type: 'integer', minimum: 0 },
-              resealed: { type: 'integer', minimum: 0 },
-            },
-          },
-          report: { oneOf: [schemaRef('RewrapReport'), { type: 'null' }] },
-          error: { type: 'string', description: 'Why it failed; only when `status` is failed.' },
-        },
-      }),
-    },
-    errors: [404],
-  }),
-};
-
-// ---------------------------------------------------------------------------------------------
 // MCP
 
 const mcpPath = {
@@ -1979,95 +1559,63 @@ const mcpPath = {
 // ---------------------------------------------------------------------------------------------
 // Service
 
-const healthPath = {
-  get: operation({
-    operationId: 'getHealth',
-    summary: 'Liveness',
-    description:
-      'The process answers; touches no storage (`GET /api/health/ready` checks it). Reveals no endpoint, container, path or secret.',
-    tag: TAGS.service,
-    access: 'anonymous',
-    answers: {
-      200: jsonAnswer('The service is up.', {
-        type: 'object',
-        required: ['status', 'backend', 'version'],
-        additionalProperties: false,
-        properties: {
-          status: { const: 'ok' },
-          backend: { enum: ['local', 'blob'] },
-          version: { type: 'string', minLength: 1 },
-        },
-      }),
-    },
-  }),
+/**
+ * The paths generated from the route specs (shared/protocol/), with the component schemas they
+ * reference. The paths below are the routes not declared as specs yet, documented by hand.
+ */
+const generated = generatePaths(ROUTE_SPECS);
+
+/** The paths documented by hand (a shrinking list: a route converted to a spec leaves it). */
+export const HAND_WRITTEN_PATHS: Readonly<Record<string, JsonObject>> = {
+  '/api/sessions': sessionsPath,
+  '/api/sessions/{sid}': sessionPath,
+  '/api/sessions/{sid}/objects/{objectKey}': sessionObjectPath,
+  '/api/sessions/{sid}/checkpoints': checkpointsPath,
+  '/api/sessions/{sid}/checkpoints/{cid}': checkpointPath,
+  '/api/sessions/{sid}/checkpoints/{cid}/files/{path}': checkpointFilePath,
+  '/api/poll/email-cursor': emailCursorPath,
+  '/api/poll/email-cursor/init': emailCursorInitPath,
+  '/api/poll/email-cursor/claim': emailCursorClaimPath,
+  '/api/poll/email-cursor/settle': emailCursorSettlePath,
+  '/api/poll/watched-chats': watchedChatsPath,
+  '/api/chats/{chatId}/cursor': chatCursorPath,
+  '/api/chats/{chatId}/claims': chatClaimsPath,
+  '/api/promises': promisesPath,
+  '/api/promises/{id}/resolve': promiseResolvePath,
+  '/api/interactions': interactionsPath,
+  '/api/interactions/{day}': interactionDayPath,
+  '/api/threads': threadListPath,
+  '/api/threads/{threadId}': threadPath,
+  '/api/threads/{threadId}/checkpoints': threadCheckpointsPath,
+  '/api/threads/{threadId}/checkpoints/latest': threadCheckpointLatestPath,
+  '/api/threads/{threadId}/checkpoints/{checkpointId}': threadCheckpointPath,
+  '/api/threads/{threadId}/checkpoints/{checkpointId}/writes': threadCheckpointWritesPath,
+  '/api/threads/{threadId}/rewind': threadRewindPath,
+  '/api/threads/{threadId}/runs': threadRunsPath,
+  '/api/threads/{threadId}/runs/{runId}': threadRunPath,
+  '/api/threads/{threadId}/runs/{runId}/heartbeat': threadRunHeartbeatPath,
+  '/api/threads/{threadId}/runs/{runId}/finish': threadRunFinishPath,
+  '/api/memory/facts': memoryFactsPath,
+  '/api/memory/search': memorySearchPath,
+  '/api/memory/namespaces': memoryNamespacesPath,
+  '/api/memory/batch': memoryBatchPath,
+  '/api/workspaces/{workspaceId}/snapshots': workspaceSnapshotsPath,
+  '/api/workspaces/{workspaceId}/snapshots/objects/{sha256}/{part}': snapshotPartPath,
+  '/api/workspaces/{workspaceId}/snapshots/{snapshotId}': workspaceSnapshotPath,
+  '/api/snapshots/{snapshotId}': snapshotByIdPath,
+  '/api/snapshot-keys/{tenant}': snapshotKeysPath,
+  '/api/retention/policies/{tenant}': retentionPolicyPath,
+  '/api/retention/prune': retentionPrunePath,
+  '/api/verify': verifyPath,
+  '/api/tenants': tenantsPath,
+  '/api/mcp': mcpPath,
 };
 
-const healthReadyPath = {
-  get: operation({
-    operationId: 'getReadiness',
-    summary: 'Readiness: every configured store answers',
-    description: `One cheap request per configured store, all at once, answered within ${MAX_READINESS_MS / 1000} seconds (or the storage timeout, when shorter); concurrent probes share one check, reused for a second. What a load balancer probes; \`GET /api/health\` is liveness and touches no storage.`,
-    tag: TAGS.service,
-    access: 'anonymous',
-    answers: {
-      200: jsonAnswer('Every configured store answered.', {
-        type: 'object',
-        required: ['status', 'checks'],
-        additionalProperties: false,
-        properties: {
-          status: { const: 'ready' },
-          checks: schemaRef('ReadinessChecks'),
-        },
-      }),
-      503: ref('#/components/responses/NotReady'),
-    },
-  }),
-};
+for (const name of Object.keys(generated.schemas)) {
+  if (name in components.schemas) throw new Error(`schema ${name} is both generated and written by hand`);
+}
 
-const openApiPath = {
-  get: operation({
-    operationId: 'getOpenApiDocument',
-    summary: 'This document',
-    tag: TAGS.service,
-    access: 'anonymous',
-    answers: {
-      200: jsonAnswer('The OpenAPI 3.1 document of the API.', {
-        type: 'object',
-        required: ['openapi', 'info', 'paths'],
-        properties: {
-          openapi: { type: 'string', pattern: String.raw`^3\.1\.\d+$` },
-          info: { type: 'object' },
-          paths: { type: 'object' },
-        },
-      }),
-    },
-  }),
-};
-
-/** Every path no other operation serves answers 404 with the error JSON, whatever the method. */
-const noRoutePath = {
-  parameters: [
-    pathParameter(
-      'path',
-      'Any path that no other operation serves.',
-      { type: 'string' },
-      { restOfPath: true },
-    ),
-  ],
-  ...Object.fromEntries(
-    OPERATION_METHODS.map((method) => [
-      method,
-      operation({
-        operationId: `noRoute${method[0]?.toUpperCase() ?? ''}${method.slice(1)}`,
-        summary: 'Any other path: 404',
-        tag: TAGS.service,
-        access: 'anonymous',
-        answers: {},
-        errors: [404],
-      }),
-    ]),
-  ),
-};
+const { '/api/{path}': noRoutePath, ...specPaths } = generated.paths;
 
 export const openApiDocument = {
   openapi: '3.1.0',
@@ -2134,63 +1682,12 @@ export const openApiDocument = {
   ],
   security: [{ apiKey: [] }, { entraId: [] }],
   paths: {
-    '/api/health': healthPath,
-    '/api/health/ready': healthReadyPath,
-    '/api/openapi.json': openApiPath,
-    '/api/kv/{key}': kvPath,
-    '/api/keys': keysPath,
-    '/api/sessions': sessionsPath,
-    '/api/sessions/{sid}': sessionPath,
-    '/api/sessions/{sid}/objects/{objectKey}': sessionObjectPath,
-    '/api/sessions/{sid}/checkpoints': checkpointsPath,
-    '/api/sessions/{sid}/checkpoints/{cid}': checkpointPath,
-    '/api/sessions/{sid}/checkpoints/{cid}/files/{path}': checkpointFilePath,
-    '/api/poll/email-cursor': emailCursorPath,
-    '/api/poll/email-cursor/init': emailCursorInitPath,
-    '/api/poll/email-cursor/claim': emailCursorClaimPath,
-    '/api/poll/email-cursor/settle': emailCursorSettlePath,
-    '/api/poll/watched-chats': watchedChatsPath,
-    '/api/chats/{chatId}/cursor': chatCursorPath,
-    '/api/chats/{chatId}/claims': chatClaimsPath,
-    '/api/promises': promisesPath,
-    '/api/promises/{id}/resolve': promiseResolvePath,
-    '/api/interactions': interactionsPath,
-    '/api/interactions/{day}': interactionDayPath,
-    '/api/threads': threadListPath,
-    '/api/threads/{threadId}': threadPath,
-    '/api/threads/{threadId}/checkpoints': threadCheckpointsPath,
-    '/api/threads/{threadId}/checkpoints/latest': threadCheckpointLatestPath,
-    '/api/threads/{threadId}/checkpoints/{checkpointId}': threadCheckpointPath,
-    '/api/threads/{threadId}/checkpoints/{checkpointId}/writes': threadCheckpointWritesPath,
-    '/api/threads/{threadId}/rewind': threadRewindPath,
-    '/api/threads/{threadId}/runs': threadRunsPath,
-    '/api/threads/{threadId}/runs/{runId}': threadRunPath,
-    '/api/threads/{threadId}/runs/{runId}/heartbeat': threadRunHeartbeatPath,
-    '/api/threads/{threadId}/runs/{runId}/finish': threadRunFinishPath,
-    '/api/memory/facts': memoryFactsPath,
-    '/api/memory/search': memorySearchPath,
-    '/api/memory/namespaces': memoryNamespacesPath,
-    '/api/memory/batch': memoryBatchPath,
-    '/api/workspaces/{workspaceId}/snapshots': workspaceSnapshotsPath,
-    '/api/workspaces/{workspaceId}/snapshots/objects/{sha256}/{part}': snapshotPartPath,
-    '/api/workspaces/{workspaceId}/snapshots/{snapshotId}': workspaceSnapshotPath,
-    '/api/snapshots/{snapshotId}': snapshotByIdPath,
-    '/api/snapshot-keys/{tenant}': snapshotKeysPath,
-    '/api/retention/policies/{tenant}': retentionPolicyPath,
-    '/api/retention/prune': retentionPrunePath,
-    '/api/verify': verifyPath,
-    '/api/tenants': tenantsPath,
-    '/api/migrations': migrationsPath,
-    '/api/migrations/{id}': migrationPath,
-    '/api/audit/records': auditRecordsPath,
-    '/api/audit/verify': auditVerifyPath,
-    '/api/audit/heads': auditHeadsPath,
-    '/api/encryption/rewraps': rewrapsPath,
-    '/api/encryption/rewraps/{id}': rewrapPath,
-    '/api/mcp': mcpPath,
-    '/api/{path}': noRoutePath,
+    ...specPaths,
+    ...HAND_WRITTEN_PATHS,
+    // Last: the path of every path no other operation serves.
+    ...(noRoutePath === undefined ? {} : { '/api/{path}': noRoutePath }),
   },
-  components,
+  components: { ...components, schemas: { ...components.schemas, ...generated.schemas } },
 } satisfies JsonObject;
 
 export type OpenApiDocument = typeof openApiDocument;

@@ -6,8 +6,11 @@
  * 413 with a body, 500, the request id)
  * is added here, so that it is written once and cannot be forgotten on a new route.
  *
- * Everything built here is plain JSON data: the document is served as it is.
+ * Everything built here is plain JSON data: the document is served as it is. The routes declared
+ * as specs (shared/protocol/) are documented by the generator there, which shares these rules.
  */
+
+import { ADMIN_NOTE, errorResponseName, impliedErrors, type OPERATION_METHODS } from '../protocol/openapi';
 
 export type Json = null | boolean | number | string | readonly Json[] | JsonObject;
 export interface JsonObject {
@@ -20,8 +23,7 @@ export type Schema = JsonObject;
 /** Who may call an operation: anyone, any tenant's credential, or an admin credential. */
 export type Access = 'anonymous' | 'tenant' | 'admin';
 
-/** The path item keys of operations, in the order the document lists them. */
-export const OPERATION_METHODS = ['get', 'head', 'put', 'post', 'patch', 'delete', 'options'] as const;
+export { OPERATION_METHODS } from '../protocol/openapi';
 export type OperationMethod = (typeof OPERATION_METHODS)[number];
 
 /**
@@ -41,21 +43,6 @@ export interface NamedError {
 
 export const namedError = (status: CallerError, response: string): NamedError => ({ status, response });
 
-const ERROR_RESPONSES: Readonly<Record<number, string>> = {
-  400: 'BadRequest',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  404: 'NotFound',
-  405: 'MethodNotAllowed',
-  409: 'Conflict',
-  412: 'PreconditionFailed',
-  413: 'PayloadTooLarge',
-  422: 'MissingObjects',
-  500: 'InternalError',
-  501: 'NotConfigured',
-  503: 'StorageUnavailable',
-};
-
 export const ref = (pointer: string): JsonObject => ({ $ref: pointer });
 export const schemaRef = (name: string): JsonObject => ref(`#/components/schemas/${name}`);
 const headerRef = (name: string): JsonObject => ref(`#/components/headers/${name}`);
@@ -65,9 +52,7 @@ export const REQUEST_ID_HEADER = { 'x-request-id': headerRef('RequestId') };
 
 /** An error answer by status (`#/components/responses/...`). */
 export function errorResponseRef(status: number): JsonObject {
-  const name = ERROR_RESPONSES[status];
-  if (name === undefined) throw new Error(`no error answer is documented for status ${status}`);
-  return ref(`#/components/responses/${name}`);
+  return ref(`#/components/responses/${errorResponseName(status)}`);
 }
 
 /** A JSON answer. `headers` are added to the request id; each is required unless it says otherwise. */
@@ -177,22 +162,14 @@ export function operation(spec: OperationSpec): JsonObject {
       typeof error === 'number' ? errorResponseRef(error) : ref(`#/components/responses/${error.response}`),
     );
   }
-  const implied = [
-    // Any path whose percent-encoding does not decode (e.g. `%FF`) is 400, on every route.
-    400,
-    ...(spec.access === 'anonymous' ? [] : [401, 503]),
-    ...(spec.access === 'admin' ? [403] : []),
-    ...(spec.body === undefined ? [] : [413]),
-    500,
-  ];
+  const implied = impliedErrors(spec.access === 'anonymous' ? 'none' : spec.access, spec.body !== undefined);
   for (const status of implied) if (!errors.has(status)) errors.set(status, errorResponseRef(status));
   const responses: Record<string, JsonObject> = {};
   for (const [status, answer] of Object.entries(spec.answers)) responses[status] = answer;
   for (const [status, answer] of [...errors].sort(([a], [b]) => a - b)) responses[String(status)] = answer;
   const body = spec.body;
-  const adminNote = 'Admin only: a credential without the admin role gets 403.';
   const description =
-    spec.access === 'admin' ? [spec.description, adminNote].filter(Boolean).join('\n\n') : spec.description;
+    spec.access === 'admin' ? [spec.description, ADMIN_NOTE].filter(Boolean).join('\n\n') : spec.description;
   return {
     operationId: spec.operationId,
     summary: spec.summary,

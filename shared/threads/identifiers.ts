@@ -2,25 +2,20 @@ import { createHash } from 'node:crypto';
 
 import { InvalidArgumentError } from '../errors';
 import { characterProblem } from '../keys';
-
 /**
  * Names and ids of the thread store, their rules, and how they become key segments. Every rule is
  * checked before any I/O; every user-provided string that may hold characters a key cannot is
  * encoded, so that key validation always passes and the stored keys sort as the store needs.
  */
+import { isName, NAME_RULE } from '../protocol/fields';
 
-/** Thread names, checkpoint ids and run ids: the session-id alphabet. */
-const NAME = /^[A-Za-z0-9._-]{1,128}$/;
-export const NAME_RULE = 'must be 1-128 characters of [A-Za-z0-9._-], not "." or ".."';
+// Thread names, checkpoint ids and run ids: the session-id alphabet, a rule of the protocol.
+export { isName, NAME_RULE } from '../protocol/fields';
 
 export const MAX_NAMESPACE_LENGTH = 512;
 export const MAX_CHANNEL_LENGTH = 256;
 export const MAX_TASK_ID_LENGTH = 256;
 export const MAX_TASK_PATH_LENGTH = 1024;
-
-export function isName(value: string): boolean {
-  return NAME.test(value) && value !== '.' && value !== '..';
-}
 
 /** Throws InvalidArgumentError (naming `field`) unless `value` is a thread name. */
 export function checkThreadId(value: string, field = 'threadId'): void {

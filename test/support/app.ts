@@ -159,6 +159,7 @@ export function client(baseUrl: string, key?: string, options: { contract?: bool
         status: response.status,
         header: (name) => response.headers.get(name) ?? undefined,
         json: parsedJson(text),
+        ...sentBody(init.body),
       });
     }
     return response;
@@ -181,9 +182,16 @@ export function checkedSender(inner: HttpSender = nodeHttpSender()): HttpSender 
       status: reply.status,
       header: (name) => reply.header(name),
       json: parsedJson(text),
+      ...(request.body === undefined ? {} : { requestBody: request.body }),
     });
     return reply;
   };
+}
+
+/** A request body the contract check can read: text or bytes (a stream or a form is not checked). */
+function sentBody(body: RequestInit['body']): { requestBody?: string | Uint8Array } {
+  if (typeof body === 'string' || body instanceof Uint8Array) return { requestBody: body };
+  return {};
 }
 
 /** The body as JSON, or the text itself when it is not JSON (so that the check reports it). */
@@ -232,6 +240,7 @@ export function rawRequest(
               json: /^application\/json\b/i.test(header('content-type') ?? '')
                 ? parsedJson(answer.body)
                 : undefined,
+              ...(init.body === undefined ? {} : { requestBody: init.body }),
             });
             resolve(answer);
           } catch (error) {

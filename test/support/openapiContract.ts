@@ -3,6 +3,7 @@ import addFormats from 'ajv-formats';
 
 import { compareRanks, compileRoute, type RouteTemplate } from '../../dev/host/routeTemplate';
 import { OPERATION_METHODS } from '../../shared/api/openapiKit';
+import type { RouteSpec } from '../../shared/protocol/spec';
 
 /**
  * Holds the app to its OpenAPI document, both in what it registers and in what it answers:
@@ -24,6 +25,59 @@ export interface RegisteredRoute {
   readonly route: string;
   /** The methods the route serves (its handler answers 405 for the others). */
   readonly methods: readonly string[];
+  /** The route spec its handler was made from (functions/http/route.ts), if any. */
+  readonly spec?: RouteSpec;
+}
+
+/**
+ * What differs between the registered routes and the route specs (shared/protocol/): a route
+ * registered without a spec (unless its path is still documented by hand), a spec of another name,
+ * template or methods than its registration, a spec not in the list the document is generated from,
+ * a spec no route registers, a path documented both ways, a hand-written path that has become a
+ * spec's or that no route serves. Empty when they agree.
+ */
+export function specDisagreements(
+  routes: readonly RegisteredRoute[],
+  specs: readonly RouteSpec[],
+  handWrittenPaths: readonly string[],
+  routePrefix = 'api',
+): string[] {
+  const problems: string[] = [];
+  // By name and template: the app's registrations hold the compiled specs, not these objects.
+  const idOf = (spec: RouteSpec) => `${spec.name} ${spec.route}`;
+  const listed = new Set(specs.map(idOf));
+  const registered = new Set<string>();
+  const withoutSpec = new Set<string>();
+  for (const route of routes) {
+    const { path } = openApiPathOf(route.route, routePrefix);
+    const spec = route.spec;
+    if (spec === undefined) {
+      withoutSpec.add(path);
+      if (!handWrittenPaths.includes(path)) {
+        problems.push(`route ${route.route} (function ${route.name}) is registered without a route spec`);
+      }
+      continue;
+    }
+    registered.add(idOf(spec));
+    if (!listed.has(idOf(spec))) problems.push(`route ${route.route}: its spec is not in ROUTE_SPECS`);
+    if (spec.name !== route.name || spec.route !== route.route) {
+      problems.push(
+        `function ${route.name} (${route.route}) is registered with the spec of ${spec.name} (${spec.route})`,
+      );
+    }
+    const methods = Object.keys(spec.operations).sort().join();
+    if ([...route.methods].sort().join() !== methods) {
+      problems.push(`route ${route.route} serves ${route.methods.join(', ')}; its spec declares ${methods}`);
+    }
+    if (handWrittenPaths.includes(path)) problems.push(`${path} is documented by its spec and by hand`);
+  }
+  for (const spec of specs.filter((spec) => !registered.has(idOf(spec)))) {
+    problems.push(`the spec of ${spec.name} (${spec.route}) is not registered`);
+  }
+  for (const path of handWrittenPaths.filter((path) => !withoutSpec.has(path))) {
+    problems.push(`${path} is documented by hand but no route without a spec serves it`);
+  }
+  return problems;
 }
 
 const isObject = (value: unknown): value is JsonObject =>
@@ -121,6 +175,12 @@ export interface Answer {
   header(name: string): string | undefined;
   /** The body parsed as JSON when the answer says `application/json`; undefined when it has none. */
   readonly json?: unknown;
+  /**
+   * The request's body as sent, when the sender knows it (text or bytes). A request the service
+   * accepted (2xx) is checked against the operation's JSON request body: a body the document
+   * refuses but the service takes means the two disagree.
+   */
+  readonly requestBody?: string | Uint8Array;
 }
 
 const DOCUMENT_ID = 'cairn-openapi.json';
@@ -209,7 +269,37 @@ export class AnswerChecker {
       'responses',
       String(answer.status),
     ]);
-    return this.checkResponse(answer, responsePointer, where);
+    return [
+      ...this.checkRequestBody(answer, ['paths', found.path, operationKey], where),
+      ...this.checkResponse(answer, responsePointer, where),
+    ];
+  }
+
+  /** The JSON body of a request the service accepted, against the operation's request body. */
+  private checkRequestBody(answer: Answer, operationAt: string[], where: string): string[] {
+    if (answer.status < 200 || answer.status > 299 || answer.requestBody === undefined) return [];
+    const operation = this.at(operationAt);
+    if (!isObject(operation['requestBody'])) return [];
+    const bodyAt = this.resolvedPointer([...operationAt, 'requestBody']);
+    const content = this.at(bodyAt)['content'];
+    if (!isObject(content) || !isObject(content['application/json'])) return [];
+    const text =
+      typeof answer.requestBody === 'string'
+        ? answer.requestBody
+        : Buffer.from(answer.requestBody).toString('utf8');
+    // An empty body where the document allows none (`required: false`) is no JSON to check.
+    if (text === '' && this.at(bodyAt)['required'] !== true) return [];
+    let value: unknown;
+    try {
+      value = JSON.parse(text) as unknown;
+    } catch {
+      return [`${where}: the service accepted a request body that is not JSON: ${text.slice(0, 200)}`];
+    }
+    const validate = this.validator(this.bodies, [...bodyAt, 'content', 'application/json', 'schema']);
+    if (validate(value)) return [];
+    return [
+      `${where}: the service accepted the request body ${text.slice(0, 500)}, which the document refuses: ${this.bodies.errorsText(validate.errors, { dataVar: 'requestBody' })}`,
+    ];
   }
 
   /** A method the path does not list: 405 with the error JSON and `Allow` naming the documented ones. */

@@ -102,6 +102,19 @@ describe('the architecture lint', { timeout: 180_000 }, () => {
     );
   });
 
+  it('fails when the route specs import anything but zod and themselves', async () => {
+    const { ok, output } = await lintWith({
+      'shared/protocol/usesTheDomain.ts':
+        "import { NotFoundError } from '../errors';\nimport { Key } from './fields';\n" +
+        'export const both = [NotFoundError, Key];\n',
+    });
+    expect(ok).toBe(false);
+    expect(output).toContain(
+      'error protocol-depends-on-zod-only: shared/protocol/usesTheDomain.ts → shared/errors.ts',
+    );
+    expect(output).not.toContain('shared/protocol/usesTheDomain.ts → shared/protocol/fields.ts');
+  });
+
   it('fails when the client imports server code beyond its allow-list', async () => {
     const { ok, output } = await lintWith({
       'client/reachesTheServer.ts':

@@ -7,13 +7,17 @@ import addFormats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { loadRegistrations } from '../../dev/host/registrations';
-import { documentForVersion, openApiDocument } from '../../shared/api/openapi';
+import { documentForVersion, HAND_WRITTEN_PATHS, openApiDocument } from '../../shared/api/openapi';
+import { ROUTE_SPECS } from '../../shared/protocol';
+import { keysRoute } from '../../shared/protocol/kv';
+import type { RouteSpec } from '../../shared/protocol/spec';
 import { tempDir } from '../support/cleanup';
 import {
   type Answer,
   AnswerChecker,
   type RegisteredRoute,
   routeDisagreements,
+  specDisagreements,
 } from '../support/openapiContract';
 
 /**
@@ -63,6 +67,11 @@ const hostJson = JSON.parse(readFileSync(path.resolve('host.json'), 'utf8')) as 
   extensions: { http: { routePrefix: string } };
 };
 const ROUTE_PREFIX = hostJson.extensions.http.routePrefix;
+
+function specOf(handler: unknown): { spec?: RouteSpec } {
+  const spec = (handler as { spec?: RouteSpec }).spec;
+  return spec === undefined ? {} : { spec };
+}
 
 describe('the OpenAPI document', () => {
   it('is plain JSON data', () => {
@@ -176,7 +185,58 @@ describe('the registered routes and the document', () => {
           (registration.handler as { methods?: readonly string[] }).methods ??
           registration.trigger.methods ??
           [],
+        // The spec of a handler made from one (functions/http/route.ts).
+        ...specOf(registration.handler),
       }));
+  });
+
+  const handWritten = Object.keys(HAND_WRITTEN_PATHS);
+
+  it('agree with the route specs: each route has its spec or a path documented by hand, not both', () => {
+    expect(routes.filter((route) => route.spec !== undefined).map((route) => route.name)).toEqual(
+      expect.arrayContaining(['kv', 'keys', 'health', 'healthReady', 'openapi', 'notFound']),
+    );
+    expect(specDisagreements(routes, ROUTE_SPECS, handWritten, ROUTE_PREFIX)).toEqual([]);
+  });
+
+  it('disagree with the specs when a route is registered without one', () => {
+    const withNewRoute = [...routes, { name: 'widgetList', route: 'widgets', methods: ['GET'] }];
+    expect(specDisagreements(withNewRoute, ROUTE_SPECS, handWritten, ROUTE_PREFIX)).toEqual([
+      'route widgets (function widgetList) is registered without a route spec',
+    ]);
+    // A route that loses its spec, e.g. registered with the pipeline's own handler again.
+    const withoutSpec = routes.map((route) =>
+      route.name === 'keys' ? { ...route, spec: undefined } : route,
+    );
+    expect(specDisagreements(withoutSpec, ROUTE_SPECS, handWritten, ROUTE_PREFIX)).toEqual([
+      'route keys (function keys) is registered without a route spec',
+      'the spec of keys (keys) is not registered',
+    ]);
+  });
+
+  it('disagree with the specs when a spec is not registered, not listed, or differs from its route', () => {
+    const orphan: RouteSpec = { ...keysRoute, name: 'keysAgain', route: 'keys-again' };
+    expect(specDisagreements(routes, [...ROUTE_SPECS, orphan], handWritten, ROUTE_PREFIX)).toEqual([
+      'the spec of keysAgain (keys-again) is not registered',
+    ]);
+    expect(
+      specDisagreements(
+        routes,
+        ROUTE_SPECS.filter((spec) => spec !== keysRoute),
+        handWritten,
+        ROUTE_PREFIX,
+      ),
+    ).toEqual(['route keys: its spec is not in ROUTE_SPECS']);
+    const moreMethods = routes.map((route) =>
+      route.name === 'keys' ? { ...route, methods: ['GET', 'DELETE'] } : route,
+    );
+    expect(specDisagreements(moreMethods, ROUTE_SPECS, handWritten, ROUTE_PREFIX)).toEqual([
+      'route keys serves GET, DELETE; its spec declares GET',
+    ]);
+    expect(specDisagreements(routes, ROUTE_SPECS, [...handWritten, '/api/keys'], ROUTE_PREFIX)).toEqual([
+      '/api/keys is documented by its spec and by hand',
+      '/api/keys is documented by hand but no route without a spec serves it',
+    ]);
   });
 
   it('agree: every route and method is documented, and every documented one is served', () => {
@@ -294,6 +354,51 @@ describe('the answer checker', () => {
     expect(checker.check(answer({ json: { status: 'ok', backend: 'disk', version: '1' } }))).toEqual([
       expect.stringMatching(/backend must be equal to one of the allowed values/),
     ]);
+  });
+
+  it('rejects a request body the document refuses when the service accepted it', () => {
+    const promise = {
+      id: 'p-1',
+      createdAt: '2026-11-29T21:16:51.123Z',
+      chatId: 'c1',
+      description: 'call back',
+      dueBy: null,
+      status: 'open',
+    };
+    const created = (requestBody: string, status = 201) =>
+      checker.check(
+        answer({
+          method: 'POST',
+          path: '/api/promises',
+          status,
+          json: status === 201 ? promise : { error: { code: 'invalid_argument', message: 'x: y' } },
+          requestBody,
+        }),
+      );
+    expect(created(JSON.stringify({ chatId: 'c1', description: 'call back' }))).toEqual([]);
+    expect(created(JSON.stringify({ chatId: 'c1' }))).toEqual([
+      expect.stringMatching(
+        /POST \/api\/promises → 201: the service accepted the request body .*, which the document refuses: requestBody must have required property 'description'/,
+      ),
+    ]);
+    expect(created('not json')).toEqual([
+      expect.stringMatching(/the service accepted a request body that is not JSON/),
+    ]);
+    // A refused request is not held to the document: bad bodies are what the tests of 400 send.
+    expect(created(JSON.stringify({ chatId: 'c1' }), 400)).toEqual([]);
+    // Bytes (a key/value value) are not JSON to check.
+    expect(
+      checker.check(
+        answer({
+          method: 'PUT',
+          path: '/api/kv/notes/a',
+          status: 201,
+          json: { key: 'notes/a', etag: '"e1"', size: 3 },
+          headers: { etag: '"e1"' },
+          requestBody: 'abc',
+        }),
+      ),
+    ).toEqual([]);
   });
 
   it('rejects a status the operation does not document', () => {

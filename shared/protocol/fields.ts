@@ -1,0 +1,80 @@
+import { z } from 'zod';
+
+import { keyProblem, MAX_KEY_BYTES, prefixProblem } from './text';
+
+/**
+ * The field rules the routes share, as zod schemas. A schema with an `id` is one component of the
+ * OpenAPI document (`#/components/schemas/<id>`). Where a rule is a function of the text (bytes of
+ * UTF-8, segments), the schema checks it with that function and its JSON Schema spells it as a
+ * pattern and lengths (the description says what a pattern cannot).
+ */
+
+/** A string checked by `problem` (null: valid), whose message is the problem itself. */
+export function ruledString(problem: (text: string) => string | null) {
+  return z.string({ error: 'must be a string' }).superRefine((text, context) => {
+    const found = problem(text);
+    if (found !== null) context.addIssue({ code: 'custom', message: found });
+  });
+}
+
+export const KiB = 1024;
+export const MiB = 1024 * KiB;
+
+/** The default of the setting CAIRN_MAX_VALUE_BYTES: the largest key/value value. */
+export const DEFAULT_MAX_VALUE_BYTES = 2 * MiB;
+
+export const Key = ruledString(keyProblem).meta({
+  id: 'Key',
+  description:
+    `A key: 1-${MAX_KEY_BYTES} bytes of UTF-8, "/"-separated non-empty segments, no "." or ".." ` +
+    'segment, no backslash, no control characters, no Unicode noncharacters (U+FDD0-U+FDEF, ' +
+    'U+FFFE and U+FFFF in every plane), no unpaired surrogates.',
+  minLength: 1,
+  maxLength: MAX_KEY_BYTES,
+  pattern: String.raw`^(?!/)(?!.*/$)(?!.*//)(?!(?:.*/)?\.\.?(?:/|$))[^\\\u0000-\u001F\u007F\uFDD0-\uFDEF\uFFFE\uFFFF]+$`,
+});
+
+/** The beginning of some valid key, or empty. */
+export const KeyPrefix = ruledString(prefixProblem);
+
+// eslint-disable-next-line no-control-regex
+const ETAG_PATTERN = /^"[^"\u0000-\u001f\u007f]*"$/;
+
+export const Etag = z.string().regex(ETAG_PATTERN).meta({
+  id: 'Etag',
+  description: 'An opaque ETag, quoted, as Cairn returned it. It changes on every successful write.',
+});
+
+/** The id of a request, the caller's or one the service makes. */
+export const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Thread names, checkpoint ids and run ids: the session-id alphabet. */
+const NAME = /^[A-Za-z0-9._-]{1,128}$/;
+export const NAME_RULE = 'must be 1-128 characters of [A-Za-z0-9._-], not "." or ".."';
+
+/** Whether `value` is a name of the session-id alphabet (thread names, checkpoint and run ids). */
+export function isName(value: string): boolean {
+  return NAME.test(value) && value !== '.' && value !== '..';
+}
+
+/** 64 lowercase hex digits: a SHA-256. */
+export const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+export const TENANT_ID_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
+
+/** What a tenant id must be, as error messages say it. */
+export const TENANT_ID_RULE = 'must be 1-64 of [A-Za-z0-9._-]';
+
+/** A tenant id: 1-64 characters of `[A-Za-z0-9._-]`; `.` and `..` are refused because tenants name folders. */
+export function isValidTenantId(tenant: string): boolean {
+  return TENANT_ID_PATTERN.test(tenant) && tenant !== '.' && tenant !== '..';
+}
+
+export const TenantId = z
+  .string()
+  .refine(isValidTenantId, TENANT_ID_RULE)
+  .meta({
+    id: 'TenantId',
+    description: 'A tenant id: 1-64 characters of [A-Za-z0-9._-], not "." or "..".',
+    pattern: String.raw`^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$`,
+  });
