@@ -243,7 +243,10 @@ export class MemoryFacts {
           ...(write.ttl === undefined ? {} : { ttl: write.ttl }),
           ...(write.vectors === undefined ? {} : { vectors: write.vectors }),
         };
-        prepared.push({ at, write: await this.prepare(caller, write.namespace, write.key, write.value, options) });
+        prepared.push({
+          at,
+          write: await this.prepare(caller, write.namespace, write.key, write.value, options),
+        });
       } catch (error) {
         results[at] = { error };
       }
@@ -263,7 +266,11 @@ export class MemoryFacts {
         const plans = chunk.map(({ write }) => {
           const known = this.versions.get(write.versionKey) ?? null;
           const live = known !== null && !isExpired(known, now) ? known : null;
-          return { known, created: live === null, fact: planWrite(write, known, live, now, known?.outbox ?? null) };
+          return {
+            known,
+            created: live === null,
+            fact: planWrite(write, known, live, now, known?.outbox ?? null),
+          };
         });
         const stored = await this.store.writeMany(
           caller.tenant,
@@ -323,7 +330,10 @@ export class MemoryFacts {
   }
 
   /** Writes a prepared remember: on the version known, else read; retried until it lands. */
-  private async store1(caller: Caller, write: PreparedWrite): Promise<{ item: MemoryItem; created: boolean }> {
+  private async store1(
+    caller: Caller,
+    write: PreparedWrite,
+  ): Promise<{ item: MemoryItem; created: boolean }> {
     const { namespace, key, conditions, versionKey } = write;
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
       await casPause(attempt);

@@ -131,7 +131,10 @@ export interface MemoryStore {
    * of values together; an implementation may store them in fewer requests than one per row (on
    * Table Storage one transaction when every condition holds).
    */
-  writeMany(tenant: string, writes: readonly { fact: FactWrite; ifEtag: string | null }[]): Promise<(StoredFact | null)[]>;
+  writeMany(
+    tenant: string,
+    writes: readonly { fact: FactWrite; ifEtag: string | null }[],
+  ): Promise<(StoredFact | null)[]>;
   /**
    * Deletes the row (only the version `ifEtag`, when given); false when it was absent. Throws
    * PreconditionFailedError when `ifEtag` does not match.
