@@ -85,10 +85,15 @@ async function storedObjects(settings: Record<string, string>): Promise<Map<stri
   const memory = memoryTable(settings);
   for await (const entity of memory.listEntities<Record<string, unknown>>()) {
     const name = `${memory.tableName}/${entity.partitionKey}/${entity.rowKey}`;
-    const value = entity['value'] as Uint8Array;
+    const value = entity['value'];
     const text = JSON.stringify({ ...entity, value: undefined }, (_key, property: unknown) =>
       typeof property === 'bigint' ? String(property) : property,
     );
+    // Rows without a value (the search cache's change feed) are scanned as their properties.
+    if (!(value instanceof Uint8Array)) {
+      objects.set(name, Buffer.from(text));
+      continue;
+    }
     objects.set(name, Buffer.concat([Buffer.from(text), value]));
     objects.set(`${name}#value`, Buffer.from(value));
   }
