@@ -230,7 +230,7 @@ export class CairnCheckpointSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * The writes and seed of each channel along the parent chain of a checkpoint, for LangGraph's
+   * The writes and starting value of each channel along the parent chain of a checkpoint, for LangGraph's
    * `DeltaChannel` (the contract is `BaseCheckpointSaver.getDeltaChannelHistory`'s; this gives the
    * same answer). The checkpoint is read as `getTuple` reads it, then its namespace's history
    * before it, page by page (100 checkpoints a page, each with its values and pending writes),
