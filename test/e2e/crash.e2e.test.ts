@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { ArchiveClient } from '../../client/archiveClient';
+import { stopProcess } from '../support/app';
 import { onCleanUp, tempDir } from '../support/cleanup';
 import { type Started, startNpmStart, stopNpmStarts } from '../support/npmStart';
 
@@ -18,7 +19,10 @@ import { type Started, startNpmStart, stopNpmStarts } from '../support/npmStart'
  */
 afterEach(stopNpmStarts);
 
-/** Acknowledged writes before the kill: a count, not a time, so that the run is deterministic. */
+/**
+ * Acknowledged writes before the kill (and at least one of each kind: an archive publish is slower
+ * than a key/value put): a count, not a time, so that the run is deterministic.
+ */
 const KILL_AFTER = 48;
 const WORKERS = 2;
 
@@ -99,11 +103,14 @@ async function writeUntilKilled(
     facts: new Map(),
   };
   let count = 0;
+  const kinds = new Set<string>();
   let killed = false;
   const headers = { authorization: `Bearer ${key}` };
-  const acknowledge = () => {
+  /** Kills once KILL_AFTER writes are acknowledged and every kind has at least one among them. */
+  const acknowledge = (kind: 'put' | 'append' | 'archive' | 'thread' | 'fact') => {
     count++;
-    if (count >= KILL_AFTER && !killed) {
+    kinds.add(kind);
+    if (count >= KILL_AFTER && kinds.size === 5 && !killed) {
       killed = true;
       kill();
     }
@@ -132,7 +139,7 @@ async function writeUntilKilled(
         const keyName = `crash/put/${w}-${n}`;
         await send(`/api/kv/${keyName}`, { method: 'PUT', body: `value ${w}-${n}` });
         acked.puts.set(keyName, `value ${w}-${n}`);
-        acknowledge();
+        acknowledge('put');
       }),
       loop(async (n) => {
         const keyName = `crash/append/${w}`;
@@ -141,7 +148,7 @@ async function writeUntilKilled(
         entry.attempted = n + 1;
         await send(`/api/kv/${keyName}`, { method: 'POST', body: `${w}:${n}\n` });
         entry.acked = n + 1;
-        acknowledge();
+        acknowledge('append');
       }),
       loop(async (n) => {
         const sessionId = `crash-s${w}`;
@@ -158,7 +165,7 @@ async function writeUntilKilled(
           data: { turn: n },
         });
         entry.acked.push(`c${n}`);
-        acknowledge();
+        acknowledge('archive');
       }),
       loop(async (n) => {
         const threadId = `crash-t${w}`;
@@ -171,7 +178,7 @@ async function writeUntilKilled(
           body: checkpointBody(`c${n}`, entry.acked.at(-1) ?? null, n),
         });
         entry.acked.push(`c${n}`);
-        acknowledge();
+        acknowledge('thread');
       }),
       loop(async (n) => {
         const factKey = `f${w}-${n}`;
@@ -182,7 +189,7 @@ async function writeUntilKilled(
           headers: { 'content-type': 'application/json' },
         });
         acked.facts.set(factKey, n);
-        acknowledge();
+        acknowledge('fact');
       }),
     );
   }
@@ -309,11 +316,10 @@ describe('npm start (local profile) keeps every acknowledged write through SIGKI
         else killPid(azurite);
       });
       // Whatever survived the kill goes too (the app orphans its Azurite; Azurite leaves the app).
-      first.child.kill('SIGKILL');
+      // (A child killed by a signal keeps exitCode null: stopProcess also checks signalCode, so a
+      // start that already exited during the writes is not waited for forever.)
       killPid(azurite);
-      await new Promise((resolve) =>
-        first.child.exitCode === null ? first.child.once('exit', resolve) : resolve(null),
-      );
+      await stopProcess(first.child, 'SIGKILL');
 
       const second = await startNpmStart(cwd, ENV);
       const counts = await findAfterRestart(second.url, key, acked);
