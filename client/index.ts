@@ -51,6 +51,26 @@ export type {
 } from './keyValueClient';
 export { KeyValueClient } from './keyValueClient';
 export type {
+  AgentMemoryConnection,
+  AgentMemoryOptions,
+  ByStateOptions,
+  ConversationTurn,
+  EmbeddingsLike,
+  MemoryOptions,
+  RecalledFact,
+  RecallResult,
+} from './memory/agentMemory';
+export {
+  AgentMemory,
+  formatRecall,
+  Memory,
+  MEMORY_TOOLS,
+  MemoryStateError,
+  namespaceProblem,
+  RECALL_HEADING,
+  recallQuery,
+} from './memory/agentMemory';
+export type {
   MemoryFact,
   MemorySearchHit,
   MemorySearchOptions,
