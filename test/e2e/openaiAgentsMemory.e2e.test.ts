@@ -13,7 +13,14 @@ import {
 } from '@openai/agents';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CairnClient, type EmbeddingsLike, Memory, MemoryStateError, RECALL_HEADING } from '../../client';
+import {
+  AgentMemory,
+  CairnClient,
+  type EmbeddingsLike,
+  Memory,
+  MemoryStateError,
+  RECALL_HEADING,
+} from '../../client';
 import { CairnAgentsMemory, CairnSession } from '../../client/openaiAgents';
 import { type HttpSender, nodeHttpSender } from '../../client/transport';
 import { apiKeysSetting, backendSettings, newTenant, type RunningApp, startApp } from '../support/app';
@@ -141,7 +148,7 @@ describe('Memory with the OpenAI Agents SDK', () => {
 
   it('remembers in one run, recalls in the marked system block in the next, never in the session, and keeps users apart', async () => {
     const prefix = `users-${randomUUID().slice(0, 8)}`;
-    const memory = new CairnAgentsMemory(Memory.byState('user_id', prefix), { client });
+    const memory = new CairnAgentsMemory(Memory.byState('user_id', prefix, { ttl: 3600 }), { client });
     const session = new CairnSession({ client, sessionId: `chat ${randomUUID()}` });
     const options = {
       context: { user_id: '42' },
@@ -160,7 +167,9 @@ describe('Memory with the OpenAI Agents SDK', () => {
       saved: true,
       key: 'diet',
     });
-    expect((await client.memory.recall(`${prefix}/42`, 'diet'))?.value).toBe('The user is vegetarian.');
+    const fact = await client.memory.recall(`${prefix}/42`, 'diet');
+    expect(fact?.value).toBe('The user is vegetarian.');
+    expect((fact?.expiresAt ?? 0) - (fact?.updatedAt ?? 0)).toBe(3600_000);
 
     const second = new ScriptedModel([say('How about a mushroom risotto?')]);
     const answered = await runner(second).run(agent(memory), 'Suggest a dinner.', options);
@@ -278,5 +287,22 @@ describe('Memory with the OpenAI Agents SDK', () => {
       warning: 'the embedder failed: searched by keywords instead',
     });
     expect(warnings.length).toBeGreaterThanOrEqual(2);
+
+    // A query vector the service refuses (not the tenant's 64 dimensions) falls back the same way.
+    const narrow: EmbeddingsLike = {
+      embedQuery: async () => [1, 0, 0],
+      embedDocuments: async (texts) => texts.map(() => [1, 0, 0]),
+    };
+    const refused = new AgentMemory(
+      Memory.byState('user_id', prefix, { recall: 1 }).semantic(narrow),
+      { client },
+      { onWarning: (message) => warnings.push(message) },
+    );
+    const recalled = await refused.recall(state, [{ role: 'user', text: question }]);
+    expect(recalled.facts).toEqual([{ key: 'party', value: 'Team party tonight at eight' }]);
+    expect(recalled.searchedBy).toBe('keywords');
+    expect(recalled.warning).toMatch(
+      /^the service refused the query's vector \(.*vector.*\): searched by keywords instead$/,
+    );
   });
 });
