@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 
 import { characterProblem, utf8Length } from '../../shared/protocol/text';
 import { CairnClient, type CairnClientOptions } from '../cairnClient';
+import { CairnHttpError } from '../errors';
 import type { MemoryBatchOperation, MemoryBatchResult, MemoryClient, MemorySearchHit } from '../memoryClient';
 
 /**
@@ -314,10 +315,21 @@ export class AgentMemory {
       }
     }
     const ttl = this.setting.ttl;
-    const fact = await this.memory.remember(namespace, key, text, {
-      ...(ttl === undefined ? {} : { ttl }),
-      ...(vectors === undefined ? {} : { vectors }),
-    });
+    const save = (withVectors: Record<string, number[]> | undefined) =>
+      this.memory.remember(namespace, key, text, {
+        ...(ttl === undefined ? {} : { ttl }),
+        ...(withVectors === undefined ? {} : { vectors: withVectors }),
+      });
+    let fact;
+    try {
+      fact = await save(vectors);
+    } catch (error) {
+      // A vector the service refuses (not the tenant's dimension count): the fact without it.
+      if (!(vectors !== undefined && isVectorRefusal(error, 'vectors'))) throw error;
+      warning = `the service refused the fact's vector (${error.message}): the fact is saved without one (found by keywords only)`;
+      this.onWarning(warning, error);
+      fact = await save(undefined);
+    }
     return JSON.stringify({
       saved: true,
       key,
@@ -417,13 +429,20 @@ export class AgentMemory {
   }
 }
 
-/** A CairnHttpError-like error for a failed batch operation. */
-function failureOf(answer: MemoryBatchResult): Error {
+/** The error of a failed batch operation, as its route would have thrown it. */
+function failureOf(answer: MemoryBatchResult): CairnHttpError {
   const error = answer.error as { code: string; message: string };
-  return Object.assign(new Error(`${answer.status} ${error.code}: ${error.message}`), {
-    status: answer.status,
-    code: error.code,
-  });
+  return new CairnHttpError(answer.status, error.code, error.message, answer.error, answer.etag);
+}
+
+/** True for the service's 400 naming the vector field (`vectors...` of a fact, `vector` of a query). */
+function isVectorRefusal(error: unknown, field: string): error is CairnHttpError {
+  return (
+    error instanceof CairnHttpError &&
+    error.status === 400 &&
+    error.code === 'invalid_argument' &&
+    error.message.includes(field)
+  );
 }
 
 function checkVector(vector: unknown): number[] {

@@ -304,5 +304,14 @@ describe('Memory with the OpenAI Agents SDK', () => {
     expect(recalled.warning).toMatch(
       /^the service refused the query's vector \(.*vector.*\): searched by keywords instead$/,
     );
+    // And a fact's vector it refuses: the remember tool saves the fact without one, and says so.
+    const saved = JSON.parse(await refused.remember(state, { key: 'pet', text: 'A cat named Miso' })) as {
+      warning?: string;
+    };
+    expect(saved).toMatchObject({ saved: true, key: 'pet', created: true });
+    expect(saved.warning).toMatch(
+      /^the service refused the fact's vector \(.*vectors.*\): the fact is saved without one/,
+    );
+    expect((await client.memory.recall(`${prefix}/ada`, 'pet'))?.vectorFields).toBeUndefined();
   });
 });
