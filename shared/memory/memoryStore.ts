@@ -27,6 +27,8 @@
  * other two the domain's audit bookkeeping): implementations never parse them.
  */
 
+import { PreconditionFailedError } from '../errors';
+
 /** The most writes one `writeMany` takes (a Table transaction's 100 operations, less the feed's two). */
 export const MAX_WRITES_PER_CALL = 98;
 /** The most bytes of values one `writeMany` takes (a Table transaction's 4 MiB, less base64 and the rest). */
@@ -179,4 +181,26 @@ export interface MemoryStore {
     tenant: string,
     options: { now: number; budget: number; keep?: (row: FactHeader) => Promise<boolean> },
   ): Promise<SubtreeDeletion>;
+}
+
+/**
+ * `writeMany` done as one `write` per row, in order: the stored row, or null where the condition
+ * did not hold. For a store without multi-row writes, and for one whose combined write failed on a
+ * condition (then nothing of it was written).
+ */
+export async function writeEachAlone(
+  store: Pick<MemoryStore, 'write'>,
+  tenant: string,
+  writes: readonly { fact: FactWrite; ifEtag: string | null }[],
+): Promise<(StoredFact | null)[]> {
+  const results: (StoredFact | null)[] = [];
+  for (const { fact, ifEtag } of writes) {
+    try {
+      results.push(await store.write(tenant, fact, ifEtag));
+    } catch (error) {
+      if (!(error instanceof PreconditionFailedError)) throw error;
+      results.push(null);
+    }
+  }
+  return results;
 }

@@ -22,6 +22,7 @@ import type {
   StoredFact,
   SubtreeDeletion,
 } from '../../memory/memoryStore';
+import { writeEachAlone } from '../../memory/memoryStore';
 import { forEachLimited } from '../../pool';
 import { casPause } from '../../retry';
 import { KeyedMutex } from '../keyedMutex';
@@ -181,16 +182,7 @@ export class TableMemoryStore implements MemoryStore {
     });
     if (written !== null) return writes.map(({ fact }, i) => ({ ...fact, etag: apiEtag(written[i]?.etag) }));
     // Some condition did not hold (the transaction wrote nothing): each on its own.
-    const results: (StoredFact | null)[] = [];
-    for (const { fact, ifEtag } of writes) {
-      try {
-        results.push(await this.write(tenant, fact, ifEtag));
-      } catch (error) {
-        if (!(error instanceof PreconditionFailedError)) throw error;
-        results.push(null);
-      }
-    }
-    return results;
+    return writeEachAlone(this, tenant, writes);
   }
 
   async delete(tenant: string, namespace: string, key: string, ifEtag?: string): Promise<boolean> {

@@ -16,6 +16,7 @@ import type {
   StoredFact,
   SubtreeDeletion,
 } from '../../memory/memoryStore';
+import { writeEachAlone } from '../../memory/memoryStore';
 import { KeyedMutex } from '../keyedMutex';
 import { writeDurableTempFile } from './durableTempFile';
 import {
@@ -195,16 +196,7 @@ export class LocalMemoryStore implements MemoryStore {
     writes: readonly { fact: FactWrite; ifEtag: string | null }[],
   ): Promise<(StoredFact | null)[]> {
     // One file per fact: each write on its own, as `write`.
-    const results: (StoredFact | null)[] = [];
-    for (const { fact, ifEtag } of writes) {
-      try {
-        results.push(await this.write(tenant, fact, ifEtag));
-      } catch (error) {
-        if (!(error instanceof PreconditionFailedError)) throw error;
-        results.push(null);
-      }
-    }
-    return results;
+    return writeEachAlone(this, tenant, writes);
   }
 
   async delete(tenant: string, namespace: string, key: string, ifEtag?: string): Promise<boolean> {
