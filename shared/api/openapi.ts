@@ -24,7 +24,6 @@ import { ROUTE_SPECS } from '../protocol';
 import { DEFAULT_MAX_VALUE_BYTES } from '../protocol/fields';
 import { generatePaths } from '../protocol/openapi';
 import { TAGS } from '../protocol/tags';
-import { MAX_POLICY_BODY_BYTES } from '../retention/policy';
 import { PART_BYTES } from '../snapshots/identifiers';
 import { MAX_PUBLISH_BODY_BYTES } from '../snapshots/manifest';
 import { MAX_KEYS_BODY_BYTES, MAX_RUNTIME_KEYS } from '../snapshots/trustedKeys';
@@ -1435,103 +1434,6 @@ const memoryNamespacesPath = {
 };
 
 // ---------------------------------------------------------------------------------------------
-
-// ---------------------------------------------------------------------------------------------
-// Retention and verify (docs/retention.md)
-
-const RETENTION_NOTE =
-  'Route templates cannot start with `admin` on the Functions host, so the admin routes of retention live here.';
-
-const retentionPolicyPath = {
-  parameters: [pathParameter('tenant', 'The tenant.', schemaRef('TenantId'))],
-  get: operation({
-    operationId: 'getRetentionPolicy',
-    summary: "A tenant's retention policy",
-    description: `The tenant's override (null when none), the defaults from the CAIRN_RETENTION_* settings, and the policy in force. ${RETENTION_NOTE}`,
-    tag: TAGS.retention,
-    access: 'admin',
-    answers: { 200: jsonAnswer('The policy.', schemaRef('RetentionPolicyView')) },
-    errors: [400],
-  }),
-  put: operation({
-    operationId: 'setRetentionPolicy',
-    summary: "Replace a tenant's retention override",
-    description:
-      'Replaces the override whole: fields not given take the defaults. 400 names the first field at fault (an unknown field included). Nothing is deleted until prune runs.',
-    tag: TAGS.retention,
-    access: 'admin',
-    body: {
-      ...json(schemaRef('RetentionPolicyOverride')),
-      description: 'The override.',
-      limitBytes: MAX_POLICY_BODY_BYTES,
-    },
-    answers: { 200: jsonAnswer('The policy now.', schemaRef('RetentionPolicyView')) },
-    errors: [400],
-  }),
-  delete: operation({
-    operationId: 'clearRetentionPolicy',
-    summary: "Remove a tenant's retention override",
-    description: 'The tenant then follows the defaults.',
-    tag: TAGS.retention,
-    access: 'admin',
-    answers: { 204: emptyAnswer('Removed, or there was none.') },
-    errors: [400],
-  }),
-};
-
-const retentionPrunePath = {
-  post: operation({
-    operationId: 'pruneNow',
-    summary: 'Run retention now',
-    description:
-      "One prune run, as the retentionPrune timer makes (safe while the timer runs too): for one tenant, or every tenant of the directory. Applies each tenant's policy, removes expired memory facts and collects what nothing kept references (older than an hour), within the run's budget (CAIRN_PRUNE_MAX_SECONDS, CAIRN_PRUNE_MAX_DELETES); `more` says when work is left for the next run.",
-    tag: TAGS.retention,
-    access: 'admin',
-    body: {
-      ...json({
-        type: 'object',
-        additionalProperties: false,
-        properties: { tenant: schemaRef('TenantId') },
-      }),
-      description: 'The tenant to prune; empty or `{}` for every tenant.',
-      limitBytes: 1024,
-      required: false,
-    },
-    answers: { 200: jsonAnswer("Each tenant's counts.", schemaRef('PruneReport')) },
-    errors: [400],
-  }),
-};
-
-const verifyPath = {
-  get: operation({
-    operationId: 'verify',
-    summary: 'Verify what is kept',
-    description:
-      'Read only. For one tenant, or every tenant of the directory: every thread head, session `latest` and snapshot `latest` names a stored checkpoint or manifest; every value and object they reference is stored with its size; content hashes for a sample, or for every byte with `readData=true`; orphans (stored items nothing references, `collectable` once older than the grace); the audit chain (not checked while auditing is off). `ok` is false on any finding, collectable orphan or broken chain.',
-    tag: TAGS.retention,
-    access: 'admin',
-    parameters: [
-      queryParameter('tenant', 'Only this tenant.', schemaRef('TenantId')),
-      queryParameter('readData', 'Hash every byte (default false: a sample).', { enum: ['true', 'false'] }),
-    ],
-    answers: { 200: jsonAnswer('The report.', schemaRef('VerifyReport')) },
-    errors: [400],
-  }),
-};
-
-const tenantsPath = {
-  get: operation({
-    operationId: 'listTenants',
-    summary: 'Every tenant that stored anything',
-    description:
-      'The tenant directory: each tenant and the parts it stores data in, as prune and verify walk it.',
-    tag: TAGS.retention,
-    access: 'admin',
-    answers: { 200: jsonAnswer('The tenants.', schemaRef('TenantList')) },
-  }),
-};
-
-// ---------------------------------------------------------------------------------------------
 // MCP
 
 const mcpPath = {
@@ -1604,10 +1506,6 @@ export const HAND_WRITTEN_PATHS: Readonly<Record<string, JsonObject>> = {
   '/api/workspaces/{workspaceId}/snapshots/{snapshotId}': workspaceSnapshotPath,
   '/api/snapshots/{snapshotId}': snapshotByIdPath,
   '/api/snapshot-keys/{tenant}': snapshotKeysPath,
-  '/api/retention/policies/{tenant}': retentionPolicyPath,
-  '/api/retention/prune': retentionPrunePath,
-  '/api/verify': verifyPath,
-  '/api/tenants': tenantsPath,
   '/api/mcp': mcpPath,
 };
 

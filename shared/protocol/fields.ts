@@ -71,10 +71,16 @@ export function isValidTenantId(tenant: string): boolean {
 }
 
 export const TenantId = z
-  .string()
+  .string({ error: 'must be a tenant id' })
   .refine(isValidTenantId, TENANT_ID_RULE)
   .meta({
     id: 'TenantId',
     description: 'A tenant id: 1-64 characters of [A-Za-z0-9._-], not "." or "..".',
     pattern: String.raw`^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$`,
   });
+
+/** An RFC 3339 date-time, as Cairn writes them in UTC (`2026-11-29T21:16:51.123Z`). */
+export const Timestamp = z.string().meta({
+  format: 'date-time',
+  description: 'RFC 3339 date-time; Cairn writes UTC with milliseconds, e.g. 2026-11-29T21:16:51.123Z.',
+});

@@ -1,6 +1,7 @@
 import { auditHeadsRoute, auditRecordsRoute, auditVerifyRoute } from './audit';
 import { keysRoute, kvRoute } from './kv';
 import { migrationStatusRoute, startMigrationRoute } from './migrations';
+import { retentionPolicyRoute, retentionPruneRoute, tenantsRoute, verifyRoute } from './retention';
 import { rewrapStatusRoute, startRewrapRoute } from './rewrap';
 import { healthReadyRoute, healthRoute, notFoundRoute, openApiRoute } from './service';
 import type { RouteSpec } from './spec';
@@ -23,5 +24,9 @@ export const ROUTE_SPECS: readonly RouteSpec[] = [
   migrationStatusRoute,
   startRewrapRoute,
   rewrapStatusRoute,
+  retentionPolicyRoute,
+  retentionPruneRoute,
+  verifyRoute,
+  tenantsRoute,
   notFoundRoute,
 ];
