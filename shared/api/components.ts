@@ -2,10 +2,7 @@ import { BLOCK_BYTES, MAX_DATA_BYTES, MAX_FILES_PER_CHECKPOINT } from '../archiv
 import { MAX_FACT_KEY_BYTES, MAX_NAMESPACE_BYTES, MAX_NAMESPACE_SEGMENTS } from '../memory/facts';
 import { MAX_FILTER_FIELDS } from '../memory/valueFilter';
 import { MAX_VECTOR_DIMS } from '../memory/vectors';
-import { PART_BYTES } from '../snapshots/identifiers';
-import { MAX_MANIFEST_BYTES } from '../snapshots/manifest';
-import { SIGNATURE_BYTES } from '../snapshots/signatures';
-import { MAX_RUNTIME_KEYS } from '../snapshots/trustedKeys';
+import { BASE64_PATTERN } from '../protocol/fields';
 import {
   MAX_CHANNEL_LENGTH,
   MAX_NAMESPACE_LENGTH,
@@ -44,11 +41,6 @@ const ID_LAST_SEGMENT = String.raw`(?!\.\.?$)[A-Za-z0-9._-]{1,128}`;
 const PLAIN_TEXT = String.raw`^[^\u0000-\u001F\u007F\uFDD0-\uFDEF\uFFFE\uFFFF]*$`;
 const LENGTH_NOTE =
   'Lengths count UTF-16 code units (an astral character counts 2); unpaired surrogates and Unicode noncharacters (U+FDD0-U+FDEF, U+FFFE and U+FFFF in every plane) are refused.';
-
-/** Standard base64 with padding, as Node writes it; empty for no bytes. */
-const BASE64 = String.raw`^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$`;
-
-const SHA256_PATTERN = '^[0-9a-f]{64}$';
 
 const runFields = {
   runId: schemaRef('Id'),
@@ -530,7 +522,7 @@ const schemas: Record<string, Schema> = {
   Base64: {
     type: 'string',
     contentEncoding: 'base64',
-    pattern: BASE64,
+    pattern: BASE64_PATTERN,
     description: 'Bytes the client serialised, in base64 (with padding); opaque to Cairn.',
   },
   PendingWrite: {
@@ -752,172 +744,6 @@ const schemas: Record<string, Schema> = {
       description: 'What is known of that run.',
     },
   }),
-  WorkspaceId: {
-    type: 'string',
-    pattern: ID_PATTERN,
-    description: 'A workspace id: 1-128 characters of [A-Za-z0-9._-], not "." or "..".',
-  },
-  SnapshotId: {
-    type: 'string',
-    pattern: SHA256_PATTERN,
-    description: 'A snapshot id: the SHA-256 of the exact manifest bytes, 64 lowercase hex digits.',
-  },
-  Sha256: {
-    type: 'string',
-    pattern: SHA256_PATTERN,
-    description: "A file's SHA-256: 64 lowercase hex digits.",
-  },
-  SnapshotPublicKey: {
-    type: 'string',
-    pattern: String.raw`^[A-Za-z0-9+/]{43}=$`,
-    description: 'An Ed25519 public key: the base64 (standard alphabet, padded) of its 32 raw bytes.',
-  },
-  SnapshotPartStored: {
-    type: 'object',
-    required: ['sha256', 'part', 'size'],
-    additionalProperties: false,
-    properties: {
-      sha256: schemaRef('Sha256'),
-      part: { type: 'integer', minimum: 0 },
-      size: { type: 'integer', minimum: 1, maximum: PART_BYTES, description: 'The bytes of the part.' },
-    },
-  },
-  PublishSnapshotRequest: {
-    type: 'object',
-    required: ['manifest', 'signature'],
-    additionalProperties: false,
-    properties: {
-      manifest: {
-        type: 'string',
-        contentEncoding: 'base64',
-        pattern: BASE64,
-        description: `The exact manifest bytes (canonical JSON, at most ${MAX_MANIFEST_BYTES} bytes), in base64; its \`workspaceId\` must be the route's.`,
-      },
-      signature: {
-        type: 'string',
-        contentEncoding: 'base64',
-        pattern: BASE64,
-        description: `The Ed25519 signature of the manifest bytes (${SIGNATURE_BYTES} bytes), in base64.`,
-      },
-      parent: {
-        anyOf: [schemaRef('SnapshotId'), { type: 'null' }],
-        default: null,
-        description:
-          "The snapshot the publisher saw as the workspace's latest; null (the default) for none yet.",
-      },
-      allowExternalSymlinks: {
-        type: 'boolean',
-        default: false,
-        description: 'Accept symlinks whose target leaves the workspace.',
-      },
-    },
-  },
-  PublishedSnapshot: {
-    type: 'object',
-    required: ['id', 'latest'],
-    additionalProperties: false,
-    properties: {
-      id: schemaRef('SnapshotId'),
-      latest: { ...schemaRef('SnapshotId'), description: "The workspace's latest snapshot: this one." },
-    },
-  },
-  Snapshot: {
-    type: 'object',
-    required: ['id', 'workspaceId', 'manifest', 'signature'],
-    additionalProperties: false,
-    properties: {
-      id: schemaRef('SnapshotId'),
-      workspaceId: schemaRef('WorkspaceId'),
-      manifest: {
-        type: 'string',
-        contentEncoding: 'base64',
-        pattern: BASE64,
-        description: 'The manifest bytes exactly as stored, in base64: check their SHA-256 against the id.',
-      },
-      signature: {
-        type: 'string',
-        contentEncoding: 'base64',
-        pattern: BASE64,
-        description: 'The signature as stored, in base64: check it with the public key of the signer.',
-      },
-    },
-  },
-  SnapshotPage: {
-    type: 'object',
-    required: ['snapshots', 'latest', 'next'],
-    additionalProperties: false,
-    properties: {
-      snapshots: {
-        type: 'array',
-        maxItems: 1000,
-        items: {
-          type: 'object',
-          required: ['id', 'publishedAt', 'manifestBytes'],
-          additionalProperties: false,
-          properties: {
-            id: schemaRef('SnapshotId'),
-            publishedAt: {
-              ...timestamp,
-              description: 'When the manifest was stored (on Blob, to the second).',
-            },
-            manifestBytes: { type: 'integer', minimum: 1, maximum: MAX_MANIFEST_BYTES },
-          },
-        },
-        description: 'Newest first by publish time; ties by id.',
-      },
-      latest: {
-        anyOf: [schemaRef('SnapshotId'), { type: 'null' }],
-        description: "The workspace's latest snapshot; null when it has none.",
-      },
-      next: nullable({
-        type: 'string',
-        pattern: '^[A-Za-z0-9_-]+$',
-        description: 'Opaque; pass it as `cursor` for the next page. Null on the last page.',
-      }),
-    },
-  },
-  SnapshotDeleteReport: {
-    type: 'object',
-    required: ['id', 'latest', 'objectsDeleted', 'collectionComplete'],
-    additionalProperties: false,
-    properties: {
-      id: schemaRef('SnapshotId'),
-      latest: {
-        anyOf: [schemaRef('SnapshotId'), { type: 'null' }],
-        description: "The workspace's latest snapshot after the delete; null when none is left.",
-      },
-      objectsDeleted: {
-        type: 'integer',
-        minimum: 0,
-        description:
-          'Parts deleted: those no other manifest of the tenant references, stored over an hour ago.',
-      },
-      collectionComplete: {
-        type: 'boolean',
-        description:
-          'False when collecting the unreferenced parts failed (a storage fault): the snapshot is deleted, some of its parts wait for a later collection.',
-      },
-    },
-  },
-  TrustedSnapshotKeys: {
-    type: 'object',
-    required: ['tenant', 'configured', 'runtime'],
-    additionalProperties: false,
-    properties: {
-      tenant: schemaRef('TenantId'),
-      configured: {
-        type: 'array',
-        items: schemaRef('SnapshotPublicKey'),
-        description: 'From the setting CAIRN_SNAPSHOT_KEYS.',
-      },
-      runtime: {
-        type: 'array',
-        maxItems: MAX_RUNTIME_KEYS,
-        items: schemaRef('SnapshotPublicKey'),
-        description: 'Set by an admin at run time.',
-      },
-    },
-  },
 };
 
 /**

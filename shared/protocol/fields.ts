@@ -20,6 +20,9 @@ export function ruledString(problem: (text: string) => string | null) {
 export const KiB = 1024;
 export const MiB = 1024 * KiB;
 
+/** The largest immutable object (an archive object, a snapshot part), in bytes. */
+export const MAX_OBJECT_BYTES = 2 * MiB;
+
 /** The default of the setting CAIRN_MAX_VALUE_BYTES: the largest key/value value. */
 export const DEFAULT_MAX_VALUE_BYTES = 2 * MiB;
 
@@ -56,6 +59,9 @@ export const NAME_RULE = 'must be 1-128 characters of [A-Za-z0-9._-], not "." or
 export function isName(value: string): boolean {
   return NAME.test(value) && value !== '.' && value !== '..';
 }
+
+/** Standard base64 with padding, as Node writes it; empty for no bytes (a JSON Schema pattern). */
+export const BASE64_PATTERN = String.raw`^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$`;
 
 /** 64 lowercase hex digits: a SHA-256. */
 export const SHA256_HEX = /^[0-9a-f]{64}$/;

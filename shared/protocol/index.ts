@@ -4,6 +4,13 @@ import { migrationStatusRoute, startMigrationRoute } from './migrations';
 import { retentionPolicyRoute, retentionPruneRoute, tenantsRoute, verifyRoute } from './retention';
 import { rewrapStatusRoute, startRewrapRoute } from './rewrap';
 import { healthReadyRoute, healthRoute, notFoundRoute, openApiRoute } from './service';
+import {
+  snapshotByIdRoute,
+  snapshotKeysRoute,
+  snapshotPartsRoute,
+  workspaceSnapshotRoute,
+  workspaceSnapshotsRoute,
+} from './snapshots';
 import type { RouteSpec } from './spec';
 
 /**
@@ -28,5 +35,10 @@ export const ROUTE_SPECS: readonly RouteSpec[] = [
   retentionPruneRoute,
   verifyRoute,
   tenantsRoute,
+  workspaceSnapshotsRoute,
+  snapshotPartsRoute,
+  workspaceSnapshotRoute,
+  snapshotByIdRoute,
+  snapshotKeysRoute,
   notFoundRoute,
 ];
