@@ -11,7 +11,8 @@ import { readBody } from './http/request';
  * an oversize body is 413 whatever else is wrong with it: size (413), JSON syntax (400 `body`),
  * nesting (400 naming the top-level field holding arrays or objects nested deeper than
  * `MAX_JSON_DEPTH`, checked without recursion before any schema walks the value), shape (400 naming
- * the first offending field, e.g. `chatIds.2`). An empty body is `{}` when `emptyIsObject`, else a
+ * the first offending field, e.g. `chatIds.2`; `wholeField`, default `body`, when the value as a whole
+ * is not what the schema takes). An empty body is `{}` when `emptyIsObject`, else a
  * 400.
  */
 export async function readJsonBody<T>(
@@ -27,7 +28,7 @@ export async function readJsonBody<T>(
 export function parseJsonBody<T>(
   bytes: Buffer,
   schema: z.ZodType<T>,
-  options: { emptyIsObject?: boolean } = {},
+  options: { emptyIsObject?: boolean; wholeField?: string } = {},
 ): T {
   let value: unknown;
   if (bytes.length === 0 && options.emptyIsObject === true) {
@@ -48,6 +49,6 @@ export function parseJsonBody<T>(
     const where = [...issue.path, issue.keys[0] ?? ''].map(String).join('.');
     throw new InvalidArgumentError(where, 'is not a known field');
   }
-  const field = issue.path.length === 0 ? 'body' : issue.path.map(String).join('.');
+  const field = issue.path.length === 0 ? (options.wholeField ?? 'body') : issue.path.map(String).join('.');
   throw new InvalidArgumentError(field, issue.message);
 }

@@ -1,36 +1,28 @@
 import { app } from '@azure/functions';
-import { z } from 'zod';
 
 import { pruneScheduleFrom } from '#shared/config';
-import { InvalidArgumentError } from '#shared/errors';
 import type { PruneReport } from '#shared/jobs/retentionPrune';
-import { checkJsonDepth } from '#shared/json';
-import { effectivePolicy, MAX_POLICY_BODY_BYTES, parsePolicyOverride } from '#shared/retention/policy';
+import {
+  retentionPolicyRoute,
+  retentionPruneRoute,
+  tenantsRoute,
+  verifyRoute,
+} from '#shared/protocol/retention';
+import { effectivePolicy } from '#shared/retention/policy';
 import { getServices } from '#shared/services';
-import { isValidTenantId, TENANT_ID_RULE, tenantIdSchema } from '#shared/tenants/tenantIds';
 
-import { requireAdmin } from './http/admin';
-import { type AuthenticatedCall, httpHandler, registerHttp } from './http/pipeline';
-import { json, parseQuery, readBody } from './http/request';
-import { readJsonBody } from './jsonBody';
+import type { AuthenticatedCall } from './http/pipeline';
+import { json } from './http/request';
+import { registerRoute, specHandler } from './http/route';
 import { timerHandler } from './timer';
 
 /**
  * Retention (docs/retention.md): the `retentionPrune` timer, and the admin routes that read and set
- * a tenant's policy, run a prune now, verify what is kept and list the tenants. Every route is for
- * admins (403 otherwise). Route templates cannot start with `admin` on the Functions host (it keeps
+ * a tenant's policy, run a prune now, verify what is kept and list the tenants, declared in
+ * shared/protocol/retention.ts. Every route is for admins (403 otherwise). Route templates cannot start with `admin` on the Functions host (it keeps
  * `/admin` for itself), so these live at `/api/retention/...`, `/api/verify` and `/api/tenants`, as
  * the other admin routes (`/api/migrations`, `/api/snapshot-keys`) do.
  */
-
-const MAX_PRUNE_BODY_BYTES = 1024;
-
-function tenantParam(value: string | undefined): string {
-  if (value === undefined || !isValidTenantId(value)) {
-    throw new InvalidArgumentError('tenant', 'must be 1-64 characters of [A-Za-z0-9._-], not "." or ".."');
-  }
-  return value;
-}
 
 async function policyView(call: AuthenticatedCall, tenant: string) {
   const policies = call.services.retentionPolicies;
@@ -43,40 +35,20 @@ async function policyView(call: AuthenticatedCall, tenant: string) {
   };
 }
 
-export const retentionPolicy = httpHandler('retentionPolicy', {
-  GET: async (request, call) => {
-    requireAdmin(call, 'retention and verify');
-    return json(200, await policyView(call, tenantParam(request.params['tenant'])));
-  },
-  PUT: async (request, call) => {
-    requireAdmin(call, 'retention and verify');
-    const bytes = await readBody(request, MAX_POLICY_BODY_BYTES);
-    const tenant = tenantParam(request.params['tenant']);
-    let body: unknown;
-    try {
-      body = JSON.parse(bytes.toString('utf8')) as unknown;
-    } catch {
-      throw new InvalidArgumentError('body', 'must be a JSON object of policy fields');
-    }
-    checkJsonDepth(body, 'body');
-    await call.services.retentionPolicies.set(tenant, parsePolicyOverride(body));
+export const retentionPolicy = specHandler(retentionPolicyRoute, {
+  GET: async ({ params: { tenant } }, _request, call) => json(200, await policyView(call, tenant)),
+  PUT: async ({ params: { tenant }, body }, _request, call) => {
+    await call.services.retentionPolicies.set(tenant, body);
     return json(200, await policyView(call, tenant));
   },
-  DELETE: async (request, call) => {
-    requireAdmin(call, 'retention and verify');
-    await call.services.retentionPolicies.remove(tenantParam(request.params['tenant']));
+  DELETE: async ({ params: { tenant } }, _request, call) => {
+    await call.services.retentionPolicies.remove(tenant);
     return { status: 204 };
   },
 });
 
-const pruneBody = z.strictObject({
-  tenant: z.string({ error: 'must be a tenant id' }).refine(isValidTenantId, TENANT_ID_RULE).optional(),
-});
-
-export const retentionPrune = httpHandler('retentionPruneNow', {
-  POST: async (request, call) => {
-    requireAdmin(call, 'retention and verify');
-    const body = await readJsonBody(request, MAX_PRUNE_BODY_BYTES, pruneBody, { emptyIsObject: true });
+export const retentionPrune = specHandler(retentionPruneRoute, {
+  POST: async ({ body }, _request, call) => {
     const report = await call.services.pruner.run(
       call.log,
       body.tenant === undefined ? {} : { tenant: body.tenant },
@@ -85,15 +57,8 @@ export const retentionPrune = httpHandler('retentionPruneNow', {
   },
 });
 
-const verifyQuery = z.object({
-  tenant: tenantIdSchema.optional(),
-  readData: z.enum(['true', 'false'], { error: 'must be true or false' }).optional(),
-});
-
-export const verify = httpHandler('verify', {
-  GET: async (request, call) => {
-    requireAdmin(call, 'retention and verify');
-    const query = parseQuery(request, verifyQuery);
+export const verify = specHandler(verifyRoute, {
+  GET: async ({ query }, _request, call) => {
     const options = { readData: query.readData === 'true' };
     const verifier = call.services.verifier;
     const tenants: string[] = [];
@@ -105,9 +70,8 @@ export const verify = httpHandler('verify', {
   },
 });
 
-export const tenants = httpHandler('tenants', {
-  GET: async (_request, call) => {
-    requireAdmin(call, 'retention and verify');
+export const tenants = specHandler(tenantsRoute, {
+  GET: async (_input, _request, call) => {
     const found: { tenant: string; domains: string[] }[] = [];
     for await (const entry of call.services.tenants.entries()) {
       found.push({ tenant: entry.tenant, domains: [...entry.domains].sort() });
@@ -116,10 +80,10 @@ export const tenants = httpHandler('tenants', {
   },
 });
 
-registerHttp('retentionPolicy', 'retention/policies/{tenant}', retentionPolicy);
-registerHttp('retentionPruneNow', 'retention/prune', retentionPrune);
-registerHttp('verify', 'verify', verify);
-registerHttp('tenants', 'tenants', tenants);
+registerRoute(retentionPolicy);
+registerRoute(retentionPrune);
+registerRoute(verify);
+registerRoute(tenants);
 
 /**
  * The `retentionPrune` timer: one prune run over every tenant (see shared/retention/prune.ts; safe

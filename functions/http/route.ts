@@ -92,7 +92,10 @@ export function specHandler<R extends RouteSpec>(
             parsedBody =
               body.kind === 'bytes'
                 ? bytes
-                : parseJsonBody(bytes, body.schema, { emptyIsObject: body.emptyIsObject === true });
+                : parseJsonBody(bytes, body.schema, {
+                    emptyIsObject: body.emptyIsObject === true,
+                    ...(body.wholeField === undefined ? {} : { wholeField: body.wholeField }),
+                  });
           }
           const input = { params, query, body: parsedBody } as OperationInput<R, keyof R['operations']>;
           return (handler as (i: typeof input, r: HttpRequest, c: Call) => Promise<HttpResponseInit>)(

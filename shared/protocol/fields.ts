@@ -20,6 +20,9 @@ export function ruledString(problem: (text: string) => string | null) {
 export const KiB = 1024;
 export const MiB = 1024 * KiB;
 
+/** The largest immutable object (an archive object, a snapshot part), in bytes. */
+export const MAX_OBJECT_BYTES = 2 * MiB;
+
 /** The default of the setting CAIRN_MAX_VALUE_BYTES: the largest key/value value. */
 export const DEFAULT_MAX_VALUE_BYTES = 2 * MiB;
 
@@ -57,6 +60,9 @@ export function isName(value: string): boolean {
   return NAME.test(value) && value !== '.' && value !== '..';
 }
 
+/** Standard base64 with padding, as Node writes it; empty for no bytes (a JSON Schema pattern). */
+export const BASE64_PATTERN = String.raw`^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$`;
+
 /** 64 lowercase hex digits: a SHA-256. */
 export const SHA256_HEX = /^[0-9a-f]{64}$/;
 
@@ -71,10 +77,16 @@ export function isValidTenantId(tenant: string): boolean {
 }
 
 export const TenantId = z
-  .string()
+  .string({ error: 'must be a tenant id' })
   .refine(isValidTenantId, TENANT_ID_RULE)
   .meta({
     id: 'TenantId',
     description: 'A tenant id: 1-64 characters of [A-Za-z0-9._-], not "." or "..".',
     pattern: String.raw`^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$`,
   });
+
+/** An RFC 3339 date-time, as Cairn writes them in UTC (`2026-11-29T21:16:51.123Z`). */
+export const Timestamp = z.string().meta({
+  format: 'date-time',
+  description: 'RFC 3339 date-time; Cairn writes UTC with milliseconds, e.g. 2026-11-29T21:16:51.123Z.',
+});

@@ -1,8 +1,16 @@
 import { auditHeadsRoute, auditRecordsRoute, auditVerifyRoute } from './audit';
 import { keysRoute, kvRoute } from './kv';
 import { migrationStatusRoute, startMigrationRoute } from './migrations';
+import { retentionPolicyRoute, retentionPruneRoute, tenantsRoute, verifyRoute } from './retention';
 import { rewrapStatusRoute, startRewrapRoute } from './rewrap';
 import { healthReadyRoute, healthRoute, notFoundRoute, openApiRoute } from './service';
+import {
+  snapshotByIdRoute,
+  snapshotKeysRoute,
+  snapshotPartsRoute,
+  workspaceSnapshotRoute,
+  workspaceSnapshotsRoute,
+} from './snapshots';
 import type { RouteSpec } from './spec';
 
 /**
@@ -23,5 +31,14 @@ export const ROUTE_SPECS: readonly RouteSpec[] = [
   migrationStatusRoute,
   startRewrapRoute,
   rewrapStatusRoute,
+  retentionPolicyRoute,
+  retentionPruneRoute,
+  verifyRoute,
+  tenantsRoute,
+  workspaceSnapshotsRoute,
+  snapshotPartsRoute,
+  workspaceSnapshotRoute,
+  snapshotByIdRoute,
+  snapshotKeysRoute,
   notFoundRoute,
 ];

@@ -45,6 +45,8 @@ export interface JsonBodySpec<S extends z.ZodType = z.ZodType> {
   readonly limit: number;
   /** An empty body reads as `{}` (the body is then optional). */
   readonly emptyIsObject?: boolean;
+  /** The field a 400 names when the body as a whole is not what `schema` takes; default `body`. */
+  readonly wholeField?: string;
 }
 
 /** A body of bytes, handed to the handler as read. */

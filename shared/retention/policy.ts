@@ -1,4 +1,5 @@
 import { IntegrityError, InvalidArgumentError, PreconditionFailedError } from '../errors';
+import { POLICY_BODY_RULE, POLICY_FIELDS, RetentionPolicyOverride } from '../protocol/retention';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import { SYSTEM_NAMESPACE } from '../tenants/systemNamespace';
 import { checkTenantId, isValidTenantId } from '../tenants/tenantIds';
@@ -33,31 +34,13 @@ export const KEEP_EVERYTHING: RetentionPolicy = {
   interactionDays: null,
 };
 
-/** A policy body: five fields at most. */
-export const MAX_POLICY_BODY_BYTES = 4 * 1024;
-
-/** Ten years: a longer time to live is a mistake, not a policy. */
-export const MAX_TTL_SECONDS = 315_360_000;
-export const MAX_KEEP_CHECKPOINTS = 100_000;
-export const MAX_INTERACTION_DAYS = 36_500;
-
-/** The rule of each field, for messages and the API description. */
-export const POLICY_RULES: Readonly<Record<keyof RetentionPolicy, string>> = {
-  threadTtlSeconds: `must be a whole number of seconds from 1 to ${MAX_TTL_SECONDS}, or null`,
-  keepCheckpoints: `must be a whole number from 1 to ${MAX_KEEP_CHECKPOINTS}, or null`,
-  dropBranches: 'must be true or false',
-  sessionTtlSeconds: `must be a whole number of seconds from 1 to ${MAX_TTL_SECONDS}, or null`,
-  interactionDays: `must be a whole number of days from 1 to ${MAX_INTERACTION_DAYS}, or null`,
-};
-
-const LIMITS: Readonly<Record<Exclude<keyof RetentionPolicy, 'dropBranches'>, number>> = {
-  threadTtlSeconds: MAX_TTL_SECONDS,
-  keepCheckpoints: MAX_KEEP_CHECKPOINTS,
-  sessionTtlSeconds: MAX_TTL_SECONDS,
-  interactionDays: MAX_INTERACTION_DAYS,
-};
-
-const FIELDS = Object.keys(KEEP_EVERYTHING) as (keyof RetentionPolicy)[];
+// The field rules are the protocol's (shared/protocol/retention.ts), where the route checks them.
+export {
+  MAX_INTERACTION_DAYS,
+  MAX_KEEP_CHECKPOINTS,
+  MAX_TTL_SECONDS,
+  POLICY_RULES,
+} from '../protocol/retention';
 
 /**
  * A policy override from untrusted JSON: an object whose fields are each a field of
@@ -65,30 +48,24 @@ const FIELDS = Object.keys(KEEP_EVERYTHING) as (keyof RetentionPolicy)[];
  * fault (`policy` when the body is not an object).
  */
 export function parsePolicyOverride(body: unknown): PolicyOverride {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new InvalidArgumentError('policy', 'must be a JSON object of policy fields');
+  const parsed = RetentionPolicyOverride.safeParse(body);
+  if (parsed.success) {
+    const override: PolicyOverride = {};
+    for (const field of POLICY_FIELDS) {
+      const value = parsed.data[field];
+      if (value !== undefined) Object.assign(override, { [field]: value });
+    }
+    return override;
   }
-  const override: PolicyOverride = {};
-  for (const [field, value] of Object.entries(body)) {
-    if (!(FIELDS as string[]).includes(field)) {
-      throw new InvalidArgumentError(field, `is not a policy field (known: ${FIELDS.join(', ')})`);
-    }
-    const name = field as keyof RetentionPolicy;
-    if (name === 'dropBranches') {
-      if (typeof value !== 'boolean') throw new InvalidArgumentError(name, POLICY_RULES.dropBranches);
-      override.dropBranches = value;
-      continue;
-    }
-    if (value === null) {
-      override[name] = null;
-      continue;
-    }
-    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > LIMITS[name]) {
-      throw new InvalidArgumentError(name, POLICY_RULES[name]);
-    }
-    override[name] = value;
+  const issue = parsed.error.issues[0];
+  if (issue?.code === 'unrecognized_keys') {
+    throw new InvalidArgumentError(
+      String(issue.keys[0]),
+      `is not a policy field (known: ${POLICY_FIELDS.join(', ')})`,
+    );
   }
-  return override;
+  const field = issue === undefined || issue.path.length === 0 ? 'policy' : issue.path.map(String).join('.');
+  throw new InvalidArgumentError(field, issue?.message ?? POLICY_BODY_RULE);
 }
 
 /** The policy in force: the override's fields over the defaults. */

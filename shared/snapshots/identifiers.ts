@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../errors';
-import { MAX_OBJECT_BYTES } from '../storage/immutableObjectStore';
+import { PART_BYTES } from '../protocol/snapshots';
 
 /**
  * Names inside a tenant's snapshot storage (docs/snapshots.md), validated before any I/O:
@@ -14,7 +14,7 @@ import { MAX_OBJECT_BYTES } from '../storage/immutableObjectStore';
  */
 
 /** The bytes of every part but a file's last; the last holds 1 to this many. */
-export const PART_BYTES = MAX_OBJECT_BYTES;
+export { PART_BYTES };
 /** `latest` names the latest snapshot in routes; it can never be a snapshot id (64 hex digits). */
 export const LATEST = 'latest';
 

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { canonicalJson } from '../canonicalJson';
 import { hasControlCharacter } from '../controlCharacters';
 import { InvalidArgumentError } from '../errors';
+import { MAX_MANIFEST_BYTES, MAX_PUBLISH_BODY_BYTES } from '../protocol/snapshots';
 import { isValidWorkspaceId, SHA256_RULE, WORKSPACE_ID_RULE } from './identifiers';
 
 /**
@@ -29,10 +30,8 @@ import { isValidWorkspaceId, SHA256_RULE, WORKSPACE_ID_RULE } from './identifier
  */
 
 export const MANIFEST_VERSION = 1;
-/** A manifest is stored as one object. */
-export const MAX_MANIFEST_BYTES = 2 * 1024 * 1024;
-/** A publish body: the manifest (at most 2 MiB) in base64, plus the signature and a few fields. */
-export const MAX_PUBLISH_BODY_BYTES = Math.ceil(MAX_MANIFEST_BYTES / 3) * 4 + 16 * 1024;
+// The manifest's size and the publish body's limit are the protocol's (shared/protocol/snapshots.ts).
+export { MAX_MANIFEST_BYTES, MAX_PUBLISH_BODY_BYTES };
 const MAX_PATH_BYTES = 4096;
 const MAX_SEGMENT_BYTES = 255;
 /** Links followed while resolving a target before it counts as leaving the workspace (as ELOOP). */

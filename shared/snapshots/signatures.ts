@@ -1,12 +1,14 @@
 import { createPublicKey, type KeyObject, verify } from 'node:crypto';
 
+import { SIGNATURE_BYTES } from '../protocol/snapshots';
+
 /**
  * Ed25519 keys and signatures of snapshot manifests. A signature is the 64 raw bytes of
  * `crypto.sign(null, manifestBytes, privateKey)`; a public key travels as the base64 of its 32 raw
  * bytes (what `cairn keygen` prints and CAIRN_SNAPSHOT_KEYS holds) or as an SPKI PEM file.
  */
 
-export const SIGNATURE_BYTES = 64;
+export { SIGNATURE_BYTES };
 export const PUBLIC_KEY_BYTES = 32;
 
 /**

@@ -2,6 +2,7 @@ import type { KeyObject } from 'node:crypto';
 
 import { InternalError, InvalidArgumentError } from '../errors';
 import { lru } from '../lru';
+import { MAX_KEYS_BODY_BYTES, MAX_RUNTIME_KEYS } from '../protocol/snapshots';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import { SYSTEM_NAMESPACE } from '../tenants/systemNamespace';
 import { checkTenantId } from '../tenants/tenantIds';
@@ -25,10 +26,8 @@ export interface TenantKeys {
   readonly runtime: readonly string[];
 }
 
-/** At most this many run-time keys per tenant. */
-export const MAX_RUNTIME_KEYS = 32;
-/** The largest body of a request that sets a tenant's run-time keys. */
-export const MAX_KEYS_BODY_BYTES = 64 * 1024;
+// How many run-time keys a tenant may have, and the largest body that sets them: the protocol's.
+export { MAX_KEYS_BODY_BYTES, MAX_RUNTIME_KEYS };
 const PREFIX = 'snapshot-keys/';
 
 export class TrustedSnapshotKeys {

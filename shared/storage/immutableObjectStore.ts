@@ -1,5 +1,6 @@
 import { ConflictError, InvalidArgumentError, PayloadTooLargeError } from '../errors';
 import { validateKey, validatePrefix } from '../keys';
+import { MAX_OBJECT_BYTES } from '../protocol/fields';
 
 /**
  * The storage contract of session archives and workspace snapshots: write-once objects (blocks,
@@ -29,8 +30,8 @@ import { validateKey, validatePrefix } from '../keys';
  *   next `put` creates it.
  */
 
-/** The largest object, in bytes (2 MiB). */
-export const MAX_OBJECT_BYTES = 2 * 1024 * 1024;
+/** The largest object, in bytes (2 MiB): the protocol's limit. */
+export { MAX_OBJECT_BYTES };
 
 export interface ObjectInfo {
   readonly key: string;

@@ -202,9 +202,18 @@ export class CheckpointCommits {
     checkThreadId(threadId);
     checkWrites(put);
     const store = this.records.storeOf(tenant);
-    const current =
-      (await this.records.readThread(store, tenant, threadId)) ??
-      (await this.created(store, tenant, threadId));
+    const found = await this.records.readThread(store, tenant, threadId);
+    if (found === null && put.runId !== undefined) {
+      // No run holds a thread that does not exist yet: refused before the thread is created, so
+      // that the refusal writes nothing.
+      const refusal = writerRefusal(
+        newThreadRecord(threadId, this.records.now()),
+        put.runId,
+        this.records.now(),
+      );
+      if (refusal !== null) throw refusal;
+    }
+    const current = found ?? (await this.created(store, tenant, threadId));
     const thread = current.record;
     const refusal = writerRefusal(thread, put.runId, this.records.now());
     if (refusal !== null) throw refusal;

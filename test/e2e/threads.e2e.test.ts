@@ -675,6 +675,20 @@ describe.each<Backend>(['local', 'blob'])('thread API on the %s backend', (backe
     expect(finished.status).toBe(200);
     expect(await finished.json()).toMatchObject({ runId: next.runId, status: 'finished' });
     expect((await asAlpha('/api/threads/busy', { method: 'DELETE' })).status).toBe(204);
+
+    // Pending writes create an absent thread, but not when they name a run: no run holds a thread
+    // that does not exist, so they are fenced and the thread stays absent.
+    const unheld = await post(
+      asAlpha,
+      '/api/threads/never-held/checkpoints/c1/writes',
+      JSON.stringify({
+        taskId: 't',
+        runId: holder.runId,
+        writes: [{ channel: 'm', idx: 0, type: 'json', data: b64(1) }],
+      }),
+    );
+    expect([unheld.status, (await errorOf(unheld)).code]).toEqual([409, 'run_fenced']);
+    expect((await asAlpha('/api/threads/never-held')).status).toBe(404);
   });
 });
 
