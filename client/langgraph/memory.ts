@@ -7,6 +7,7 @@ import {
   AgentMemory,
   type AgentMemoryConnection,
   type AgentMemoryOptions,
+  contentText,
   type ConversationTurn,
   type Memory,
   MEMORY_TOOLS,
@@ -118,14 +119,6 @@ function graphTools(
 function conversationOf(messages: readonly BaseMessage[]): ConversationTurn[] {
   return messages.map((message) => {
     const type = message.getType();
-    const content = message.content as unknown;
-    let text = '';
-    if (typeof content === 'string') text = content;
-    else if (Array.isArray(content)) {
-      text = content
-        .map((part: { text?: unknown }) => (typeof part?.text === 'string' ? part.text : ''))
-        .join(' ');
-    }
-    return { role: type === 'human' ? 'user' : type, text };
+    return { role: type === 'human' ? 'user' : type, text: contentText(message.content) };
   });
 }

@@ -233,6 +233,18 @@ export interface ConversationTurn {
   readonly text: string;
 }
 
+/**
+ * The text of a message's content as the frameworks give it: a string, or parts of which those
+ * with a `text` are kept (joined by spaces; images, files and the like have none).
+ */
+export function contentText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .map((part: { text?: unknown } | null) => (typeof part?.text === 'string' ? part.text : ''))
+    .join(' ');
+}
+
 export interface AgentMemoryOptions {
   /** Told when the embedder failed and a search or a save went on without it; default console.warn. */
   readonly onWarning?: (message: string, error: unknown) => void;

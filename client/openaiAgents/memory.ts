@@ -11,6 +11,7 @@ import {
   AgentMemory,
   type AgentMemoryConnection,
   type AgentMemoryOptions,
+  contentText,
   type ConversationTurn,
   type Memory,
   MEMORY_TOOLS,
@@ -94,15 +95,7 @@ function conversationOf(input: readonly AgentInputItem[]): ConversationTurn[] {
   const turns: ConversationTurn[] = [];
   for (const item of input) {
     if (!('role' in item) || (item.type !== undefined && item.type !== 'message')) continue;
-    const content = item.content as unknown;
-    let text = '';
-    if (typeof content === 'string') text = content;
-    else if (Array.isArray(content)) {
-      text = content
-        .map((part: { text?: unknown }) => (typeof part?.text === 'string' ? part.text : ''))
-        .join(' ');
-    }
-    turns.push({ role: item.role, text });
+    turns.push({ role: item.role, text: contentText(item.content) });
   }
   return turns;
 }

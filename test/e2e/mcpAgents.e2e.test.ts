@@ -1,15 +1,4 @@
-import {
-  Agent,
-  type AgentInputItem,
-  MCPServerStreamableHttp,
-  type Model,
-  type ModelRequest,
-  type ModelResponse,
-  Runner,
-  setTracingDisabled,
-  type StreamEvent,
-  Usage,
-} from '@openai/agents';
+import { Agent, MCPServerStreamableHttp, Runner, setTracingDisabled } from '@openai/agents';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import {
@@ -22,6 +11,7 @@ import {
   startApp,
 } from '../support/app';
 import { azurite } from '../support/azurite';
+import { say, ScriptedModel, toolCall, toolOutput } from '../support/scriptedModel';
 import { memoryTableSettings } from '../support/tables';
 
 /**
@@ -29,61 +19,6 @@ import { memoryTableSettings } from '../support/tables';
  * `/api/mcp`): with a stub model, one run remembers a fact and a later run, with a fresh agent, a
  * fresh MCP connection and no shared conversation, recalls it.
  */
-
-type Step = (request: ModelRequest) => ModelResponse['output'][number];
-
-/** A model that plays scripted steps, one per request, and records the tools it was offered. */
-class ScriptedModel implements Model {
-  readonly offeredTools: string[][] = [];
-  private readonly steps: Step[];
-
-  constructor(steps: Step[]) {
-    this.steps = [...steps];
-  }
-
-  async getResponse(request: ModelRequest): Promise<ModelResponse> {
-    this.offeredTools.push(request.tools.map((tool) => tool.name));
-    const step = this.steps.shift();
-    if (step === undefined) throw new Error('the scripted model has no step left');
-    return { usage: new Usage(), output: [step(request)], responseId: `resp_${this.offeredTools.length}` };
-  }
-
-  // eslint-disable-next-line require-yield
-  async *getStreamedResponse(): AsyncIterable<StreamEvent> {
-    throw new Error('the scripted model does not stream');
-  }
-}
-
-const toolCall =
-  (name: string, args: Record<string, unknown>): Step =>
-  () => ({
-    type: 'function_call',
-    id: `fc_${name}`,
-    callId: `call_${name}`,
-    name,
-    status: 'completed',
-    arguments: JSON.stringify(args),
-  });
-
-const say = (text: string): ModelResponse['output'][number] => ({
-  type: 'message',
-  id: 'msg',
-  role: 'assistant',
-  status: 'completed',
-  content: [{ type: 'output_text', text }],
-});
-
-/** The output of the tool call `callId` in the model's input, as the SDK handed it over. */
-function toolOutput(request: ModelRequest, callId: string): string {
-  const items: AgentInputItem[] = typeof request.input === 'string' ? [] : request.input;
-  const result = items.find((item) => item.type === 'function_call_result' && item.callId === callId);
-  if (result === undefined || result.type !== 'function_call_result') throw new Error('no tool result');
-  const output = result.output as
-    string | { type: string; text?: string } | { type: string; text?: string }[];
-  if (typeof output === 'string') return output;
-  const parts = Array.isArray(output) ? output : [output];
-  return parts.map((part) => part.text ?? '').join('');
-}
 
 describe.each<Backend>(['local', 'blob'])(
   'an Agents SDK agent using Cairn over MCP on the %s backend',

@@ -1,16 +1,6 @@
 import { randomUUID } from 'node:crypto';
 
-import {
-  Agent,
-  type AgentInputItem,
-  type Model,
-  type ModelRequest,
-  type ModelResponse,
-  Runner,
-  setTracingDisabled,
-  type StreamEvent,
-  Usage,
-} from '@openai/agents';
+import { Agent, type Model, type ModelRequest, Runner, setTracingDisabled } from '@openai/agents';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import {
@@ -25,6 +15,7 @@ import { CairnAgentsMemory, CairnSession } from '../../client/openaiAgents';
 import { type HttpSender, nodeHttpSender } from '../../client/transport';
 import { apiKeysSetting, backendSettings, newTenant, type RunningApp, startApp } from '../support/app';
 import { azurite } from '../support/azurite';
+import { reply, ScriptedModel, toolCall, toolOutput } from '../support/scriptedModel';
 
 /**
  * The agent-side Memory in the OpenAI Agents SDK's own run loop (`Runner.run` with a stub model)
@@ -34,59 +25,9 @@ import { azurite } from '../support/azurite';
  * finds by meaning and falls back to keywords when the embedder fails.
  */
 
-type Step = (request: ModelRequest) => ModelResponse['output'][number];
-
-/** A model that plays scripted steps, one per request, and keeps every request. */
-class ScriptedModel implements Model {
-  readonly requests: ModelRequest[] = [];
-
-  constructor(private readonly steps: Step[]) {}
-
-  async getResponse(request: ModelRequest): Promise<ModelResponse> {
-    this.requests.push({
-      ...request,
-      input: typeof request.input === 'string' ? request.input : structuredClone(request.input),
-    });
-    const step = this.steps.shift();
-    if (step === undefined) throw new Error('the scripted model has no step left');
-    return { usage: new Usage(), output: [step(request)], responseId: `resp_${this.requests.length}` };
-  }
-
-  // eslint-disable-next-line require-yield
-  async *getStreamedResponse(): AsyncIterable<StreamEvent> {
-    throw new Error('the scripted model does not stream');
-  }
-}
-
-const call =
-  (name: string, args: Record<string, unknown>): Step =>
-  () => ({
-    type: 'function_call',
-    id: `fc_${name}`,
-    callId: `call_${name}`,
-    name,
-    status: 'completed',
-    arguments: JSON.stringify(args),
-  });
-
-const say =
-  (text: string): Step =>
-  () => ({
-    type: 'message',
-    id: 'msg',
-    role: 'assistant',
-    status: 'completed',
-    content: [{ type: 'output_text', text }],
-  });
-
-/** The output of the tool call `callId` in the request's input. */
-function toolOutput(request: ModelRequest, callId: string): Record<string, unknown> {
-  const items: AgentInputItem[] = typeof request.input === 'string' ? [] : request.input;
-  const result = items.find((item) => item.type === 'function_call_result' && item.callId === callId);
-  if (result === undefined || result.type !== 'function_call_result') throw new Error('no tool result');
-  const output = result.output as string | { text?: string };
-  return JSON.parse(typeof output === 'string' ? output : (output.text ?? '')) as Record<string, unknown>;
-}
+/** The tool call's output, parsed. */
+const toolResult = (request: ModelRequest, callId: string) =>
+  JSON.parse(toolOutput(request, callId)) as Record<string, unknown>;
 
 /**
  * A deterministic embedder "by meaning": words of one topic share a dimension (so `cook` is close
@@ -157,13 +98,13 @@ describe('Memory with the OpenAI Agents SDK', () => {
     };
 
     const first = new ScriptedModel([
-      call('remember', { text: 'The user is vegetarian.', key: 'diet' }),
-      say('Noted.'),
+      toolCall('remember', { text: 'The user is vegetarian.', key: 'diet' }),
+      reply('Noted.'),
     ]);
     const saved = await runner(first).run(agent(memory), 'I never eat meat.', options);
     expect(saved.finalOutput).toBe('Noted.');
     expect(first.requests[0]?.tools.map((t) => t.name)).toEqual(['remember', 'forget', 'search_memory']);
-    expect(toolOutput(first.requests[1] as ModelRequest, 'call_remember')).toMatchObject({
+    expect(toolResult(first.requests[1] as ModelRequest, 'call_remember')).toMatchObject({
       saved: true,
       key: 'diet',
     });
@@ -171,7 +112,7 @@ describe('Memory with the OpenAI Agents SDK', () => {
     expect(fact?.value).toBe('The user is vegetarian.');
     expect((fact?.expiresAt ?? 0) - (fact?.updatedAt ?? 0)).toBe(3600_000);
 
-    const second = new ScriptedModel([say('How about a mushroom risotto?')]);
+    const second = new ScriptedModel([reply('How about a mushroom risotto?')]);
     const answered = await runner(second).run(agent(memory), 'Suggest a dinner.', options);
     expect(answered.finalOutput).toBe('How about a mushroom risotto?');
     // The session and the run's history hold no recall (the SDK would save an input item added).
@@ -187,7 +128,7 @@ describe('Memory with the OpenAI Agents SDK', () => {
       `You are a chef.\n\n${RECALL_HEADING}\n- diet: "The user is vegetarian."`,
     );
     // Another user sees nothing of user 42's.
-    const other = new ScriptedModel([say('Any preferences?')]);
+    const other = new ScriptedModel([reply('Any preferences?')]);
     await runner(other).run(agent(memory), 'Suggest a dinner.', {
       ...options,
       session: undefined,
@@ -200,7 +141,7 @@ describe('Memory with the OpenAI Agents SDK', () => {
     const memory = new CairnAgentsMemory(Memory.byState('user_id', `users-${randomUUID().slice(0, 8)}`), {
       client,
     });
-    const model = new ScriptedModel([say('never asked')]);
+    const model = new ScriptedModel([reply('never asked')]);
     const before = requests;
     const failed = runner(model).run(agent(memory), 'Suggest a dinner.', {
       context: { tenant: 'acme' },
@@ -216,20 +157,20 @@ describe('Memory with the OpenAI Agents SDK', () => {
     const prefix = `users-${randomUUID().slice(0, 8)}`;
     await client.memory.remember(`${prefix}/1`, 'pet', 'a cat named Miso');
     const quiet = new CairnAgentsMemory(Memory.byState('user_id', prefix, { recall: 0 }), { client });
-    const model = new ScriptedModel([call('search_memory', { query: 'cat' }), say('You have a cat.')]);
+    const model = new ScriptedModel([toolCall('search_memory', { query: 'cat' }), reply('You have a cat.')]);
     await runner(model).run(agent(quiet), 'What pet do I have?', {
       context: { user_id: 1 },
       callModelInputFilter: quiet.callModelInputFilter,
     });
     expect(model.requests.map((r) => r.systemInstructions)).toEqual(['You are a chef.', 'You are a chef.']);
-    expect(toolOutput(model.requests[1] as ModelRequest, 'call_search_memory')).toEqual({
+    expect(toolResult(model.requests[1] as ModelRequest, 'call_search_memory')).toEqual({
       facts: [{ key: 'pet', value: 'a cat named Miso' }],
       searchedBy: 'keywords',
     });
 
     const toolless = new CairnAgentsMemory(Memory.byState('user_id', prefix, { tools: false }), { client });
     expect(toolless.tools).toEqual([]);
-    const plain = new ScriptedModel([say('Hello.')]);
+    const plain = new ScriptedModel([reply('Hello.')]);
     await runner(plain).run(agent(toolless), 'Hi, my pet?', {
       context: { user_id: 1 },
       callModelInputFilter: toolless.callModelInputFilter,
@@ -250,7 +191,7 @@ describe('Memory with the OpenAI Agents SDK', () => {
     await semantic.core.remember(state, { key: 'party', text: 'Team party tonight at eight' });
     const question = 'What should I cook tonight?';
 
-    const byMeaning = new ScriptedModel([say('A vegetable curry.')]);
+    const byMeaning = new ScriptedModel([reply('A vegetable curry.')]);
     await runner(byMeaning).run(agent(semantic), question, {
       context: state,
       callModelInputFilter: semantic.callModelInputFilter,
@@ -261,7 +202,7 @@ describe('Memory with the OpenAI Agents SDK', () => {
 
     // The same facts by keywords: only the party shares a word with the question.
     const keywords = new CairnAgentsMemory(Memory.byState('user_id', prefix, { recall: 1 }), { client });
-    const byWords = new ScriptedModel([say('Something quick.')]);
+    const byWords = new ScriptedModel([reply('Something quick.')]);
     await runner(byWords).run(agent(keywords), question, {
       context: state,
       callModelInputFilter: keywords.callModelInputFilter,
@@ -274,14 +215,17 @@ describe('Memory with the OpenAI Agents SDK', () => {
       { client },
       { onWarning: (message) => warnings.push(message) },
     );
-    const fallback = new ScriptedModel([call('search_memory', { query: 'party tonight' }), say('Have fun.')]);
+    const fallback = new ScriptedModel([
+      toolCall('search_memory', { query: 'party tonight' }),
+      reply('Have fun.'),
+    ]);
     const result = await runner(fallback).run(agent(broken), question, {
       context: state,
       callModelInputFilter: broken.callModelInputFilter,
     });
     expect(result.finalOutput).toBe('Have fun.');
     expect(fallback.requests[0]?.systemInstructions).toContain('- party: "Team party tonight at eight"');
-    expect(toolOutput(fallback.requests[1] as ModelRequest, 'call_search_memory')).toMatchObject({
+    expect(toolResult(fallback.requests[1] as ModelRequest, 'call_search_memory')).toMatchObject({
       facts: [{ key: 'party', value: 'Team party tonight at eight' }],
       searchedBy: 'keywords',
       warning: 'the embedder failed: searched by keywords instead',
