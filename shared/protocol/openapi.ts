@@ -59,7 +59,11 @@ const ref = (pointer: string): JsonObject => ({ $ref: pointer });
 const REQUEST_ID_HEADER: JsonObject = { 'x-request-id': ref('#/components/headers/RequestId') };
 const BYTES: JsonObject = { type: 'string', contentMediaType: 'application/octet-stream' };
 
-/** `{*name}` and `{**name}` (catch-all) as `{name}`; the catch-all's name, if any. */
+/**
+ * A route template as the OpenAPI path it is documented under: `{*name}` and `{**name}`
+ * (catch-all) as `{name}`; the catch-all's name, if any. A segment with braces that is not one
+ * parameter has no OpenAPI form: it throws.
+ */
 export function openApiPath(route: string, routePrefix: string): { path: string; restOfPath: string | null } {
   let restOfPath: string | null = null;
   const segments = route
@@ -67,7 +71,11 @@ export function openApiPath(route: string, routePrefix: string): { path: string;
     .filter((segment) => segment !== '')
     .map((segment) => {
       const parameter = /^\{(\*{1,2})?([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(segment);
-      if (parameter === null) return segment;
+      if (parameter === null) {
+        if (/[{}]/.test(segment))
+          throw new Error(`route ${route}: no OpenAPI path for the segment ${segment}`);
+        return segment;
+      }
       if (parameter[1] !== undefined) restOfPath = parameter[2] ?? null;
       return `{${parameter[2] ?? ''}}`;
     });

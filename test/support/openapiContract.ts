@@ -3,6 +3,7 @@ import addFormats from 'ajv-formats';
 
 import { compareRanks, compileRoute, type RouteTemplate } from '../../dev/host/routeTemplate';
 import { OPERATION_METHODS } from '../../shared/api/openapiKit';
+import { openApiPath } from '../../shared/protocol/openapi';
 import type { RouteSpec } from '../../shared/protocol/spec';
 
 /**
@@ -49,7 +50,7 @@ export function specDisagreements(
   const registered = new Set<string>();
   const withoutSpec = new Set<string>();
   for (const route of routes) {
-    const { path } = openApiPathOf(route.route, routePrefix);
+    const { path } = openApiPath(route.route, routePrefix);
     const spec = route.spec;
     if (spec === undefined) {
       withoutSpec.add(path);
@@ -88,28 +89,6 @@ function objectAt(value: unknown, what: string): JsonObject {
   return value;
 }
 
-/** A route template as the OpenAPI path it is documented under, with its catch-all parameter. */
-export function openApiPathOf(
-  route: string,
-  routePrefix: string,
-): { path: string; restOfPath: string | null } {
-  let restOfPath: string | null = null;
-  const segments = route
-    .split('/')
-    .filter((segment) => segment !== '')
-    .map((segment) => {
-      const parameter = /^\{(\*{1,2})?([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(segment);
-      if (parameter === null) {
-        if (/[{}]/.test(segment))
-          throw new Error(`route ${route}: no OpenAPI path for the segment ${segment}`);
-        return segment;
-      }
-      if (parameter[1] !== undefined) restOfPath = parameter[2] ?? null;
-      return `{${parameter[2] ?? ''}}`;
-    });
-  return { path: `/${[routePrefix, ...segments].filter(Boolean).join('/')}`, restOfPath };
-}
-
 function parametersOf(pathItem: JsonObject): JsonObject[] {
   const parameters = pathItem['parameters'];
   return Array.isArray(parameters) ? parameters.filter(isObject) : [];
@@ -135,7 +114,7 @@ export function routeDisagreements(
   const problems: string[] = [];
   const served = new Set<string>();
   for (const route of routes) {
-    const { path, restOfPath } = openApiPathOf(route.route, routePrefix);
+    const { path, restOfPath } = openApiPath(route.route, routePrefix);
     served.add(path);
     const pathItem = paths[path];
     if (!isObject(pathItem)) {
