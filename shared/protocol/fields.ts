@@ -60,6 +60,20 @@ export function isName(value: string): boolean {
   return NAME.test(value) && value !== '.' && value !== '..';
 }
 
+/**
+ * A session id, generation or checkpoint id, a thread name or a run id: the one name rule those
+ * routes share (`#/components/schemas/Id`).
+ */
+export const Id = z
+  .string({ error: 'must be a string' })
+  .refine(isName, NAME_RULE)
+  .meta({
+    id: 'Id',
+    description:
+      'A session id, generation or checkpoint id, a thread name or a run id: 1-128 characters of [A-Za-z0-9._-], not "." or "..".',
+    pattern: String.raw`^(?!\.\.?$)[A-Za-z0-9._-]{1,128}$`,
+  });
+
 /** Standard base64 with padding, as Node writes it; empty for no bytes (a JSON Schema pattern). */
 export const BASE64_PATTERN = String.raw`^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$`;
 
