@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import type {
   AgentInputItem,
+  Session,
   SessionHistoryTransactionArgs,
   SessionHistoryTransactionAwareSession,
 } from '@openai/agents';
@@ -38,6 +39,18 @@ import type { KeyValueClient } from '../keyValueClient';
  *
  * Items are stored as JSON: values must be JSON (plain objects, arrays, strings, finite numbers,
  * booleans, null); anything else is refused before anything is written.
+ *
+ * A read limited by count never splits a tool call from its output: an output (`*_call_result`,
+ * `*_call_output`) whose call is older than the newest `limit` items is left out with it, so
+ * `getItems(limit)` may return fewer than `limit` items, never an output the model cannot match.
+ *
+ * Compaction ({@link CairnSession.replaceHistoryWithCompaction}, which the SDK's run loop calls
+ * with a compaction item and the items it keeps) is one compare-and-swap of the head, like every
+ * other change: no reader sees the history empty or half replaced, and a crash leaves the old
+ * history or the new one. It replaces the history this session object last read or wrote; items
+ * another worker appended since then are kept after the replacement (no acknowledged append is
+ * lost), and when the history was changed otherwise meanwhile (a pop, a clear, another
+ * replacement, or another worker merging small segments) it throws {@link HistoryTransactionError} and changes nothing.
  */
 
 export const SESSION_KEY_PREFIX = 'openai-agents/sessions/';
@@ -91,7 +104,9 @@ const MERGE_ABOVE_SEGMENTS = 32;
 const READ_CONCURRENCY = 8;
 const MAX_SESSION_ID_LENGTH = 512;
 
-export class CairnSession implements SessionHistoryTransactionAwareSession {
+export class CairnSession
+  implements SessionHistoryTransactionAwareSession, Required<Pick<Session, 'replaceHistoryWithCompaction'>>
+{
   private readonly kv: KeyValueClient;
   private readonly sessionId: string;
   private readonly prefix: string;
@@ -99,6 +114,8 @@ export class CairnSession implements SessionHistoryTransactionAwareSession {
   private readonly segmentBytes: number;
   /** Segments are immutable: what was read once is good for as long as a head lists it. */
   private readonly segments = new Map<string, unknown[]>();
+  /** The segments of the head this object last read items from or stored: what a compaction replaces. */
+  private seen: readonly SegmentRef[] | null = null;
 
   constructor(options: CairnSessionOptions) {
     this.kv = ('client' in options ? options.client : new CairnClient(options)).kv;
@@ -121,7 +138,9 @@ export class CairnSession implements SessionHistoryTransactionAwareSession {
     for (let attempt = 1; ; attempt++) {
       const { head } = await this.readHead();
       try {
-        return structuredClone(await this.itemsOf(head, limit)) as AgentInputItem[];
+        const items = await this.itemsOf(head, limit);
+        this.seen = head.segments;
+        return structuredClone(limit === undefined ? items : withoutOrphanOutputs(items)) as AgentInputItem[];
       } catch (error) {
         if (!(error instanceof SegmentGone) || attempt >= this.maxAttempts) throw error;
       }
@@ -201,6 +220,33 @@ export class CairnSession implements SessionHistoryTransactionAwareSession {
   }
 
   /**
+   * Replaces the history this object last read (or, before any read, the whole history) with
+   * `items` in one compare-and-swap; items appended since by other workers stay after them. Throws
+   * {@link HistoryTransactionError}, changing nothing, when that history was popped, cleared or
+   * replaced meanwhile.
+   */
+  async replaceHistoryWithCompaction(items: AgentInputItem[]): Promise<void> {
+    const refs = items.length === 0 ? [] : await this.writeSegments(items);
+    const base = this.seen;
+    await this.changeWithSegments(refs, (head) => {
+      const replaced = base ?? head.segments;
+      const extends_ = replaced.every(
+        (ref, index) => head.segments[index]?.id === ref.id && head.segments[index]?.count === ref.count,
+      );
+      if (!extends_) {
+        throw new HistoryTransactionError(
+          'the history was popped, cleared or replaced since this session last read it: read it again and compact anew',
+        );
+      }
+      return {
+        next: { ...head, segments: [...refs, ...head.segments.slice(replaced.length)] },
+        result: undefined,
+        dropped: replaced.map((ref) => ref.id),
+      };
+    });
+  }
+
+  /**
    * Runs `change` on the current head and stores its result with compare-and-swap, reading again
    * and recomputing after a lost race. A write whose outcome is unknown (a timeout, or a retried
    * write answered 412) counts as done when the head lists its write id.
@@ -221,6 +267,7 @@ export class CairnSession implements SessionHistoryTransactionAwareSession {
       const stored = await this.writeHead(outcome.next, writeId, read.etag);
       if (!stored) read = await this.readHead();
       if (stored || read.head.writes.includes(writeId)) {
+        this.seen = outcome.next.segments;
         await this.deleteSegments(outcome.dropped ?? []);
         return outcome.result;
       }
@@ -407,6 +454,23 @@ function parseHead(bytes: Buffer, key: string): Head {
     throw new Error(`${key} is not the head of a session history`);
   }
   return head as Head;
+}
+
+/** An item that answers a tool call: its call is the item of the same `callId` and a `*_call` type. */
+function isToolOutput(item: unknown): item is { readonly callId: string } {
+  if (typeof item !== 'object' || item === null) return false;
+  const { type, callId } = item as { type?: unknown; callId?: unknown };
+  return typeof callId === 'string' && typeof type === 'string' && /_(result|output)$/.test(type);
+}
+
+/** `items` without the tool outputs whose call is not among them (a limited read cut it off). */
+function withoutOrphanOutputs(items: readonly unknown[]): unknown[] {
+  const calls = new Set<string>();
+  for (const item of items) {
+    const { type, callId } = (item ?? {}) as { type?: unknown; callId?: unknown };
+    if (typeof callId === 'string' && typeof type === 'string' && !isToolOutput(item)) calls.add(callId);
+  }
+  return items.filter((item) => !isToolOutput(item) || calls.has(item.callId));
 }
 
 /** The segments `segments` keeps after removing its last `count` items, and the ones it drops. */

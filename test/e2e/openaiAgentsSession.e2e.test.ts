@@ -8,12 +8,15 @@ import {
   type ModelProvider,
   type ModelRequest,
   type ModelResponse,
+  OpenAIResponsesCompactionSession,
   Runner,
   setTracingDisabled,
   type StreamEvent,
+  tool,
   Usage,
 } from '@openai/agents';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 
 import { CairnClient } from '../../client';
 import {
@@ -32,6 +35,7 @@ import {
   startApp,
 } from '../support/app';
 import { azurite } from '../support/azurite';
+import { reply, ScriptedModel, toolCall } from '../support/scriptedModel';
 
 /**
  * `cairn/openai-agents` against the real app over HTTP: the SDK's Session contract under
@@ -40,6 +44,7 @@ import { azurite } from '../support/azurite';
  */
 
 const user = (text: string): AgentInputItem => ({ role: 'user', content: text });
+const compaction = (summary: string): AgentInputItem => ({ type: 'compaction', encrypted_content: summary });
 
 /** The text of each message item, in order. */
 function texts(items: readonly AgentInputItem[]): string[] {
@@ -311,6 +316,99 @@ describe.each<Backend>(['local', 'blob'])('CairnSession on the %s backend', (bac
       'Hello, Ada.',
       'What is my name?',
       'Your name is Ada.',
+    ]);
+  });
+
+  it('replaces the history with a compaction in one write, keeps what another worker appended since, refuses after a pop', async () => {
+    const id = newId('compact');
+    const [a, b] = [session(id), session(id)];
+    await a.addItems([user('q1'), user('a1'), user('q2'), user('a2')]);
+    expect(texts(await a.getItems())).toHaveLength(4);
+    // Another worker appends after `a` read the history: its items stay, after the replacement.
+    await b.addItems([user('q3')]);
+    await a.replaceHistoryWithCompaction([compaction('summary of 1-2'), user('a2')]);
+    expect(texts(await b.getItems())).toEqual(['<compaction>', 'a2', 'q3']);
+    // One head: the replacement's segment and the appended one; the replaced segment is deleted.
+    const kv = new CairnClient({ url: app.url, token: tenant.key }).kv;
+    const prefix = `${SESSION_KEY_PREFIX}${encodeSessionId(id)}/`;
+    const head = JSON.parse((await kv.get(`${prefix}head`))?.value.toString() ?? 'null') as {
+      segments: { id: string }[];
+    };
+    const stored = [];
+    for await (const key of kv.list({ prefix: `${prefix}segments/` }))
+      stored.push(key.slice(prefix.length + 9));
+    expect(head.segments).toHaveLength(2);
+    expect(stored.sort()).toEqual(head.segments.map((ref) => ref.id).sort());
+
+    // `b` pops after `a` read: replacing what `a` saw would bring the popped item back. Refused.
+    await a.getItems();
+    await b.popItem();
+    expect(texts(await b.getItems())).toEqual(['<compaction>', 'a2']);
+    await expect(a.replaceHistoryWithCompaction([compaction('stale')])).rejects.toThrow(
+      HistoryTransactionError,
+    );
+    expect(texts(await b.getItems())).toEqual(['<compaction>', 'a2']);
+  });
+
+  it("keeps the history whole under the SDK's own OpenAIResponsesCompactionSession in a run", async () => {
+    const id = newId('sdk-compact');
+    const requests: unknown[] = [];
+    // The OpenAI API's compact call, stubbed: the only part of this test that is not the SDK's or Cairn's.
+    const client = {
+      responses: {
+        compact: async (request: unknown) => {
+          requests.push(request);
+          return {
+            output: [compaction('all of it')],
+            usage: { input_tokens: 1, output_tokens: 1, total_tokens: 2 },
+          };
+        },
+      },
+    };
+    const compacting = new OpenAIResponsesCompactionSession({
+      client: client as unknown as ConstructorParameters<
+        typeof OpenAIResponsesCompactionSession
+      >[0]['client'],
+      underlyingSession: session(id),
+      compactionMode: 'input',
+      shouldTriggerCompaction: ({ compactionCandidateItems }) => compactionCandidateItems.length >= 2,
+    });
+    const model = new CannedModel(['Hello, Ada.', 'Your name is Ada.']);
+    const runner = new Runner({ modelProvider: new CannedModelProvider(model), tracingDisabled: true });
+    const agent = new Agent({ name: 'Assistant', instructions: 'Answer briefly.' });
+    await runner.run(agent, 'My name is Ada.', { session: compacting });
+    expect(requests).toHaveLength(0); // one assistant item: below the trigger
+    await runner.run(agent, 'What is my name?', { session: compacting });
+    expect(requests).toHaveLength(1);
+    // The history Cairn keeps, read by a new worker: the compaction the API returned, alone.
+    expect(await session(id).getItems()).toEqual([compaction('all of it')]);
+  });
+
+  it("never splits a tool call from its output when a read is limited, with the SDK's own tool items", async () => {
+    const id = newId('tools');
+    const model = new ScriptedModel([toolCall('lookup', { name: 'Ada' }), reply('Ada is a mathematician.')]);
+    const runner = new Runner({ modelProvider: new CannedModelProvider(model), tracingDisabled: true });
+    const lookup = tool({
+      name: 'lookup',
+      description: 'Looks a person up.',
+      parameters: z.object({ name: z.string() }),
+      execute: ({ name }) => `${name}: mathematician`,
+    });
+    const agent = new Agent({ name: 'Assistant', instructions: 'Answer briefly.', tools: [lookup] });
+    await runner.run(agent, 'Who is Ada?', { session: session(id) });
+    const all = await session(id).getItems();
+    expect(all.map((item) => item.type ?? 'message')).toEqual([
+      'message',
+      'function_call',
+      'function_call_result',
+      'message',
+    ]);
+    // The newest two items would be the output without its call: the output is left out with it.
+    expect(texts(await session(id).getItems(2))).toEqual(['Ada is a mathematician.']);
+    expect((await session(id).getItems(3)).map((item) => item.type)).toEqual([
+      'function_call',
+      'function_call_result',
+      'message',
     ]);
   });
 });
