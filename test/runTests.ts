@@ -105,6 +105,7 @@ function main(): void {
   const resultsDir = mkdtempSync(path.join(os.tmpdir(), 'cairn-test-results-'));
   const resultsFile = path.join(resultsDir, 'vitest.json');
   try {
+    const started = Date.now();
     const vitest = spawnSync(
       process.execPath,
       [
@@ -123,6 +124,8 @@ function main(): void {
       vitest.status,
       (file) => bicepSkipped && BICEP_COMPILE_TESTS.test(file.split(path.sep).join('/')),
     );
+    // The figure the README gives for the suite's time alone (the build and lint before it aside).
+    console.log(`the tests took ${String(Math.round((Date.now() - started) / 1000))} s`);
     for (const note of notes) console.log(`counted as failed: ${note}`);
     if (bicepSkipped) {
       console.log(
