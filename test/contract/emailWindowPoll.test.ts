@@ -28,6 +28,7 @@ import {
   freshQueue,
   realStores,
 } from '../support/coordinationSupport';
+import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 
 /**
  * The emailWindowPoll timer's work over real stores and the run's Azurite queue: each window is
@@ -53,9 +54,9 @@ async function setup(backend: (typeof BACKENDS)[number], tenantCount: number, st
   const inspect = await freshQueue();
   const client = createQueueServiceClient(
     { endpoint: azurite().queueEndpoint, accountName: AZURITE_ACCOUNT, accountKey: AZURITE_ACCOUNT_KEY },
-    8000,
+    STORAGE_TIMEOUT_MS,
   );
-  const queue = new AzureEmailWindowQueue(client.getQueueClient(inspect.name), 8000);
+  const queue = new AzureEmailWindowQueue(client.getQueueClient(inspect.name), STORAGE_TIMEOUT_MS);
   const tenants = Array.from({ length: tenantCount }, (_, i) => `tenant${i}-${randomUUID().slice(0, 6)}`);
   for (const tenant of tenants) {
     const init = await initializeEmailPolling(

@@ -25,6 +25,7 @@ import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyVa
 import { SYSTEM_NAMESPACE } from '../../shared/tenants/systemNamespace';
 import { azurite } from './azurite';
 import { tempDir } from './cleanup';
+import { STORAGE_TIMEOUT_MS } from './timeouts';
 
 /**
  * Real stores for the coordination tests (a fresh temp folder, or a fresh container base in the
@@ -48,7 +49,7 @@ export function realStores(backend: Backend): KeyValueStoreFactory {
     service,
     `c${randomUUID().replaceAll('-', '').slice(0, 16)}`,
     2 * 1024 * 1024,
-    8000,
+    STORAGE_TIMEOUT_MS,
   );
 }
 
