@@ -4,7 +4,7 @@ import { BASE64_PATTERN, Id, KiB, MiB, NAME_RULE, SEAL_OVERHEAD, Timestamp } fro
 import { JSON_DEPTH_RULE, tooDeepPath } from './json';
 import { route } from './spec';
 import { TAGS } from './tags';
-import { characterProblem } from './text';
+import { characterProblem, utf8Length } from './text';
 
 /**
  * Threads, checkpoints and runs (docs/threads.md), for LangGraph-style checkpointers and agent
@@ -46,6 +46,15 @@ export const MAX_RECENT_RUNS = 16;
  */
 export function threadValueLimit(maxValueBytes: number, sealed: boolean): number {
   return maxValueBytes - (sealed ? SEAL_OVERHEAD : 0);
+}
+
+/**
+ * The most bytes a channel value of type tag `type` may hold, once decoded, under the thread
+ * store's record limit ({@link threadValueLimit}): a value is stored after its tag and a line
+ * break.
+ */
+export function channelValueLimit(recordLimit: number, type: string): number {
+  return recordLimit - utf8Length(type) - 1;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { InvalidArgumentError } from '../errors';
 import { checkJsonDepth } from '../json';
 import {
+  channelValueLimit,
   MAX_CHANNELS,
   MAX_CHECKPOINT_BYTES,
   MAX_LEASE_MS,
@@ -116,7 +117,7 @@ export function checkPut(put: CheckpointPut, maxValueBytes: number): void {
     }
     if (value === null) continue;
     checkTypeTag(value.type, `values.${channel}.type`);
-    const limit = maxValueBytes - Buffer.byteLength(value.type) - 1;
+    const limit = channelValueLimit(maxValueBytes, value.type);
     if (value.data.length > limit) {
       throw new InvalidArgumentError(`values.${channel}.data`, `must be at most ${limit} bytes`);
     }
