@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-import { BASE64_PATTERN, Id, KiB, MiB, NAME_RULE, SEAL_OVERHEAD, Timestamp } from './fields';
+import { BASE64_PATTERN, Id, KiB, MiB, SEAL_OVERHEAD, Timestamp } from './fields';
 import { JSON_DEPTH_RULE, tooDeepPath } from './json';
 import { route } from './spec';
 import { TAGS } from './tags';
@@ -75,7 +75,6 @@ export function isCheckpointId(value: string): boolean {
   return Id.safeParse(value).success && value !== 'latest';
 }
 export const NOT_LATEST_RULE = 'must not be "latest" (the path reads it as the head)';
-export const CHECKPOINT_ID_RULE = `${NAME_RULE}, and not "latest"`;
 
 /**
  * Text without control characters or Unicode noncharacters (the pattern spells out those of the
