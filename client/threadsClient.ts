@@ -1,3 +1,21 @@
+import type {
+  FinishRunStatus,
+  LiveRunJson,
+  PutCheckpointBody,
+  PutWritesBody,
+  RewindBody,
+  RunJson,
+  StartedRunJson,
+  StartRunBody,
+  ThreadCheckpointJson,
+  ThreadCheckpointPageJson,
+  ThreadCheckpointStoredJson,
+  ThreadHeadJson,
+  ThreadJson,
+  ThreadPageJson,
+  ThreadWritesStoredJson,
+  TypedBytesJson,
+} from '../shared/protocol/threads';
 import { failure, readJson, segment, type Transport } from './transport';
 
 /**
@@ -25,45 +43,19 @@ export interface TypedValue {
 
 export type ChannelVersion = number | string;
 
-export type RunStatus = 'running' | 'expired' | 'finished' | 'failed' | 'interrupted';
+/** The wire types are the protocol's (shared/protocol/threads.ts). */
+export type RunStatus = RunJson['status'];
 
-export interface RunInfo {
-  readonly runId: string;
-  readonly threadId: string;
-  readonly status: RunStatus;
-  /** 1, 2, 3, ...: each run start on the thread takes the next. */
-  readonly fencingToken: number;
-  readonly startedAt: string;
-  /** A running or expired run: when its lease ends (ended) unless renewed. */
-  readonly leaseExpiresAt?: string;
-  /** An ended run: when it ended. */
-  readonly endedAt?: string;
-}
+/** A run: one that holds (or held until its lease ended) the thread, or one that ended. */
+export type RunInfo = RunJson;
 
-export interface StartedRun extends RunInfo {
-  /** The run this start interrupted (`onBusy: 'interrupt'`), or null. */
-  readonly interrupted: string | null;
-}
+/** A run just started, with the run it interrupted (`onBusy: 'interrupt'`) or null. */
+export type StartedRun = StartedRunJson;
 
-export interface ThreadHead {
-  readonly checkpointId: string;
-  readonly parent: string | null;
-  readonly createdAt: string;
-  /** When it became the head. */
-  readonly since: string;
-}
+export type ThreadHead = ThreadHeadJson;
 
-export interface ThreadInfo {
-  readonly threadId: string;
-  readonly createdAt: string;
-  readonly updatedAt: string;
-  /** Namespace → head, for the namespaces whose head the thread record holds. */
-  readonly heads: Readonly<Record<string, ThreadHead>>;
-  /** The run that holds or last held the thread, until another starts or it finishes. */
-  readonly run: RunInfo | null;
-  /** The last ended runs, newest first. */
-  readonly recentRuns: readonly RunInfo[];
-}
+/** A thread: its heads by namespace, the run that holds or last held it, its last ended runs. */
+export type ThreadInfo = ThreadJson;
 
 export interface ThreadPage {
   readonly threads: readonly string[];
@@ -174,27 +166,8 @@ export interface RunStartOptions {
   readonly leaseSeconds?: number;
 }
 
-interface WireValue {
-  readonly type: string;
-  readonly data: string;
-}
-
-interface WireWrite extends WireValue {
-  readonly taskId: string;
-  readonly taskPath: string;
-  readonly channel: string;
-  readonly idx: number;
-}
-
-interface WireCheckpoint extends Omit<
-  StoredCheckpoint,
-  'checkpoint' | 'values' | 'pendingWrites' | 'pendingSends'
-> {
-  readonly checkpoint: WireValue;
-  readonly values: Record<string, WireValue>;
-  readonly pendingWrites: readonly WireWrite[];
-  readonly pendingSends?: readonly WireValue[];
-}
+type WireValue = TypedBytesJson;
+type WireCheckpoint = ThreadCheckpointJson;
 
 const toWire = (value: TypedValue): WireValue => ({
   type: value.type,
@@ -239,7 +212,7 @@ export class ThreadsClient {
   /** Creates the thread; idempotent (`created` false when it existed). */
   async create(threadId: string): Promise<{ created: boolean; thread: ThreadInfo }> {
     const reply = await this.transport.call('PUT', threadPath(threadId));
-    const thread = await readJson<ThreadInfo>(reply, 200, 201);
+    const thread = await readJson<ThreadJson>(reply, 200, 201);
     return { created: reply.status === 201, thread };
   }
 
@@ -266,7 +239,7 @@ export class ThreadsClient {
     const reply = await this.transport.call('GET', '/threads', {
       query: { prefix: options.prefix, limit: options.pageSize, cursor: options.cursor ?? undefined },
     });
-    const page = await readJson<{ threads: { threadId: string }[]; next: string | null }>(reply, 200);
+    const page = await readJson<ThreadPageJson>(reply, 200);
     return { threads: page.threads.map((thread) => thread.threadId), next: page.next };
   }
 
@@ -287,10 +260,10 @@ export class ThreadsClient {
         ...put,
         checkpoint: toWire(put.checkpoint),
         values: mapValues(put.values ?? {}, (value) => (value === null ? null : toWire(value))),
-      },
+      } satisfies PutCheckpointBody,
       idempotent: true,
     });
-    const body = await readJson<Omit<PutCheckpointResult, 'created'>>(reply, 200, 201);
+    const body = await readJson<ThreadCheckpointStoredJson>(reply, 200, 201);
     return { ...body, created: reply.status === 201 };
   }
 
@@ -329,7 +302,7 @@ export class ThreadsClient {
       },
     });
     if (reply.status === 404) return null;
-    const page = await readJson<{ checkpoints: WireCheckpoint[]; next: string | null }>(reply, 200);
+    const page = await readJson<ThreadCheckpointPageJson>(reply, 200);
     return { checkpoints: page.checkpoints.map(checkpointOf), next: page.next };
   }
 
@@ -360,11 +333,11 @@ export class ThreadsClient {
             idx: write.idx,
             ...toWire(write.value),
           })),
-        },
+        } satisfies PutWritesBody,
         idempotent: true,
       },
     );
-    return (await readJson<{ writes: number }>(reply, 200)).writes;
+    return (await readJson<ThreadWritesStoredJson>(reply, 200)).writes;
   }
 
   /** Moves the head of a namespace to a stored checkpoint; the later ones stay readable. */
@@ -373,23 +346,25 @@ export class ThreadsClient {
     target: { readonly checkpointId: string; readonly ns?: string; readonly runId?: string },
   ): Promise<ThreadInfo> {
     const reply = await this.transport.call('POST', `${threadPath(threadId)}/rewind`, {
-      json: target,
+      json: target satisfies RewindBody,
       idempotent: true,
     });
-    return readJson(reply, 200);
+    return readJson<ThreadJson>(reply, 200);
   }
 
   /** Starts a run holding the thread (creating the thread if needed). Never sent twice. */
   async startRun(threadId: string, options: RunStartOptions = {}): Promise<StartedRun> {
-    const reply = await this.transport.call('POST', `${threadPath(threadId)}/runs`, { json: options });
-    return readJson(reply, 201);
+    const reply = await this.transport.call('POST', `${threadPath(threadId)}/runs`, {
+      json: options satisfies StartRunBody,
+    });
+    return readJson<StartedRunJson>(reply, 201);
   }
 
   /** The run, or null when the thread does not know it. */
   async getRun(threadId: string, runId: string): Promise<RunInfo | null> {
     const reply = await this.transport.call('GET', `${threadPath(threadId)}/runs/${segment(runId)}`);
     if (reply.status === 404) return null;
-    return readJson(reply, 200);
+    return readJson<RunJson>(reply, 200);
   }
 
   /** Renews the run's lease from now (its own lease length unless `leaseSeconds` is given). */
@@ -402,11 +377,11 @@ export class ThreadsClient {
         idempotent: true,
       },
     );
-    return readJson(reply, 200);
+    return readJson<LiveRunJson>(reply, 200);
   }
 
   /** Ends the run and frees the thread; finishing again with the same status answers the same. */
-  async finishRun(threadId: string, runId: string, status: 'finished' | 'failed'): Promise<RunInfo> {
+  async finishRun(threadId: string, runId: string, status: FinishRunStatus): Promise<RunInfo> {
     const reply = await this.transport.call('POST', `${threadPath(threadId)}/runs/${segment(runId)}/finish`, {
       json: { status },
       idempotent: true,

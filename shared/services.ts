@@ -20,7 +20,6 @@ import type { EmailWindowQueue } from './coordination/emailWindowQueue';
 import { interactionPrunePart } from './coordination/interactionRetention';
 import { Encryption, type SealingCodec } from './crypto/encryption';
 import { keyValueRewrapTarget, type RewrapTarget } from './crypto/rewrap';
-import { SEAL_OVERHEAD } from './crypto/sealedFormat';
 import { SealingKeyValueStoreFactory } from './crypto/sealedKeyValueStore';
 import { NotConfiguredError } from './errors';
 import { type PrunerOptions, RetentionPruner } from './jobs/retentionPrune';
@@ -30,6 +29,8 @@ import { MemoryFacts, memoryRepairCheck } from './memory/memory';
 import { memoryPrunePart } from './memory/memoryRetention';
 import { memoryRewrapTarget } from './memory/memoryRewrap';
 import type { MemoryStore } from './memory/memoryStore';
+import { SEAL_OVERHEAD } from './protocol/fields';
+import { threadValueLimit } from './protocol/threads';
 import { MAX_READINESS_MS, Readiness } from './readiness';
 import type { PrunePart, VerifyPart } from './retention/parts';
 import { RetentionPolicies } from './retention/policy';
@@ -220,7 +221,7 @@ export function createServices(config: Config): Services {
     memoryStore === undefined ? undefined : new MemoryFacts({ store: memoryStore, codec, audit });
   const threads = new ThreadStore({
     storeOf: threadSpaceOf,
-    maxValueBytes: rawKv.maxValueBytes - (encryption.enabled ? SEAL_OVERHEAD : 0),
+    maxValueBytes: threadValueLimit(rawKv.maxValueBytes, encryption.enabled),
     sealed: encryption.enabled,
     audit,
   });

@@ -16,7 +16,7 @@ import {
   WRITES_IDX_MAP,
 } from '@langchain/langgraph-checkpoint';
 
-import { isCheckpointId } from '../../shared/threads/identifiers';
+import { isCheckpointId } from '../../shared/protocol/threads';
 import { CairnClient, type CairnClientOptions } from '../cairnClient';
 import type { StoredCheckpoint, ThreadsClient, TypedValue } from '../threadsClient';
 import { ThreadNames } from './threadNames';

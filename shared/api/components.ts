@@ -2,23 +2,14 @@ import { BLOCK_BYTES, MAX_DATA_BYTES, MAX_FILES_PER_CHECKPOINT } from '../archiv
 import { MAX_FACT_KEY_BYTES, MAX_NAMESPACE_BYTES, MAX_NAMESPACE_SEGMENTS } from '../memory/facts';
 import { MAX_FILTER_FIELDS } from '../memory/valueFilter';
 import { MAX_VECTOR_DIMS } from '../memory/vectors';
-import { BASE64_PATTERN } from '../protocol/fields';
-import {
-  MAX_CHANNEL_LENGTH,
-  MAX_NAMESPACE_LENGTH,
-  MAX_TASK_ID_LENGTH,
-  MAX_TASK_PATH_LENGTH,
-} from '../threads/identifiers';
-import { MAX_RECENT_RUNS } from '../threads/records';
-import { MAX_VERSION_LENGTH } from '../threads/validation';
 import { header, type JsonObject, REQUEST_ID_HEADER, type Schema, schemaRef } from './openapiKit';
 
 /**
  * The shared parts of the OpenAPI document: schemas of names and bodies, the error answers, the
  * common headers and parameters, and the security schemes. Patterns mirror the validation in
- * shared/ (keys.ts, archive/identifiers.ts, coordination/chatIds.ts, threads/identifiers.ts,
- * threads/validation.ts and snapshots/identifiers.ts); where a rule cannot be a pattern (bytes of
- * UTF-8), the description says it.
+ * shared/ (keys.ts, archive/identifiers.ts, coordination/chatIds.ts and snapshots/identifiers.ts);
+ * where a rule cannot be a pattern (bytes of UTF-8), the description says it. The schemas of the
+ * routes declared in shared/protocol/ are generated from them and merged in.
  */
 
 const nullable = (schema: Schema): Schema => ({ ...schema, type: [schema['type'] as string, 'null'] });
@@ -41,44 +32,6 @@ const ID_LAST_SEGMENT = String.raw`(?!\.\.?$)[A-Za-z0-9._-]{1,128}`;
 const PLAIN_TEXT = String.raw`^[^\u0000-\u001F\u007F\uFDD0-\uFDEF\uFFFE\uFFFF]*$`;
 const LENGTH_NOTE =
   'Lengths count UTF-16 code units (an astral character counts 2); unpaired surrogates and Unicode noncharacters (U+FDD0-U+FDEF, U+FFFE and U+FFFF in every plane) are refused.';
-
-const runFields = {
-  runId: schemaRef('Id'),
-  threadId: schemaRef('Id'),
-  fencingToken: {
-    type: 'integer',
-    minimum: 1,
-    description: "The run's fencing token: every run start on the thread takes the next one (1, 2, 3...).",
-  },
-  startedAt: timestamp,
-} satisfies Record<string, Schema>;
-
-/** A run holding the thread (or that held it until its lease ended), with `extra` fields. */
-function liveRunSchema(extra: Record<string, Schema> = {}): Schema {
-  return {
-    type: 'object',
-    required: [
-      'runId',
-      'threadId',
-      'status',
-      'fencingToken',
-      'startedAt',
-      'leaseExpiresAt',
-      ...Object.keys(extra),
-    ],
-    additionalProperties: false,
-    properties: {
-      ...runFields,
-      status: {
-        enum: ['running', 'expired'],
-        description:
-          "running while `leaseExpiresAt` is ahead of the serving instance's clock; expired once it passed.",
-      },
-      leaseExpiresAt: timestamp,
-      ...extra,
-    },
-  };
-}
 
 /** A fact as answered; `extra` adds optional fields (a search result's score). */
 function memoryItemSchema(extra: Record<string, Schema> = {}): Schema {
@@ -210,12 +163,6 @@ const memorySchemas: Record<string, Schema> = {
 };
 
 const schemas: Record<string, Schema> = {
-  Id: {
-    type: 'string',
-    pattern: ID_PATTERN,
-    description:
-      'A session id, generation or checkpoint id, a thread name or a run id: 1-128 characters of [A-Za-z0-9._-], not "." or "..".',
-  },
   ChatId: {
     type: 'string',
     minLength: 1,
@@ -462,271 +409,6 @@ const schemas: Record<string, Schema> = {
       action: { type: 'string' },
       contentRef: { type: 'string' },
       metadata: { type: 'object' },
-    },
-  },
-  ThreadCheckpointId: {
-    allOf: [schemaRef('Id')],
-    not: { const: 'latest' },
-    description:
-      'A checkpoint id of a thread: 1-128 characters of [A-Za-z0-9._-], not ".", ".." or "latest".',
-  },
-  Namespace: {
-    type: 'string',
-    maxLength: MAX_NAMESPACE_LENGTH,
-    pattern: PLAIN_TEXT,
-    description: `A checkpoint namespace: at most ${MAX_NAMESPACE_LENGTH} characters without control characters or Unicode noncharacters; "" is the root namespace. ${LENGTH_NOTE}`,
-  },
-  Channel: {
-    type: 'string',
-    minLength: 1,
-    maxLength: MAX_CHANNEL_LENGTH,
-    pattern: PLAIN_TEXT,
-    not: { const: '__proto__' },
-    description: `A channel name: 1-${MAX_CHANNEL_LENGTH} characters without control characters or Unicode noncharacters, not "__proto__". ${LENGTH_NOTE}`,
-  },
-  ChannelVersion: {
-    oneOf: [{ type: 'number' }, { type: 'string', minLength: 1, maxLength: MAX_VERSION_LENGTH }],
-    description: `A channel's version: a number, or a string of 1-${MAX_VERSION_LENGTH} characters.`,
-  },
-  TypeTag: {
-    type: 'string',
-    pattern: String.raw`^[\x21-\x7E]{1,64}$`,
-    description: "The serializer's type tag (e.g. `json`): 1-64 printable ASCII characters without spaces.",
-  },
-  TypedBytes: {
-    type: 'object',
-    required: ['type', 'data'],
-    additionalProperties: false,
-    properties: { type: schemaRef('TypeTag'), data: schemaRef('Base64') },
-  },
-  TaskId: {
-    type: 'string',
-    minLength: 1,
-    maxLength: MAX_TASK_ID_LENGTH,
-    pattern: PLAIN_TEXT,
-    description: `A task id: 1-${MAX_TASK_ID_LENGTH} characters without control characters or Unicode noncharacters. ${LENGTH_NOTE}`,
-  },
-  TaskPath: {
-    type: 'string',
-    maxLength: MAX_TASK_PATH_LENGTH,
-    pattern: PLAIN_TEXT,
-    description: `A task's path, which orders writes: at most ${MAX_TASK_PATH_LENGTH} characters without control characters or Unicode noncharacters. ${LENGTH_NOTE}`,
-  },
-  WriteIndex: {
-    type: 'integer',
-    minimum: Number.MIN_SAFE_INTEGER,
-    maximum: Number.MAX_SAFE_INTEGER,
-    description:
-      'At least 0: a regular write (the first stored under its task id and index is kept); below 0: a special write (replaces the one stored).',
-  },
-  Base64: {
-    type: 'string',
-    contentEncoding: 'base64',
-    pattern: BASE64_PATTERN,
-    description: 'Bytes the client serialised, in base64 (with padding); opaque to Cairn.',
-  },
-  PendingWrite: {
-    type: 'object',
-    required: ['taskId', 'taskPath', 'channel', 'idx', 'type', 'data'],
-    additionalProperties: false,
-    properties: {
-      taskId: schemaRef('TaskId'),
-      taskPath: schemaRef('TaskPath'),
-      channel: schemaRef('Channel'),
-      idx: schemaRef('WriteIndex'),
-      type: schemaRef('TypeTag'),
-      data: schemaRef('Base64'),
-    },
-  },
-  ThreadCheckpoint: {
-    type: 'object',
-    required: [
-      'threadId',
-      'ns',
-      'checkpointId',
-      'parent',
-      'createdAt',
-      'v',
-      'checkpoint',
-      'metadata',
-      'channelVersions',
-      'values',
-      'pendingWrites',
-    ],
-    additionalProperties: false,
-    properties: {
-      threadId: schemaRef('Id'),
-      ns: schemaRef('Namespace'),
-      checkpointId: schemaRef('ThreadCheckpointId'),
-      parent: {
-        anyOf: [schemaRef('ThreadCheckpointId'), { type: 'null' }],
-        description: 'The checkpoint this one follows; null for the first.',
-      },
-      createdAt: timestamp,
-      v: {
-        type: 'integer',
-        minimum: 0,
-        maximum: Number.MAX_SAFE_INTEGER,
-        description: "The client's checkpoint format version, as sent.",
-      },
-      checkpoint: {
-        ...schemaRef('TypedBytes'),
-        description: 'The serialised checkpoint without its channel values, as sent.',
-      },
-      metadata: { type: 'object', description: 'The JSON object sent with the checkpoint.' },
-      channelVersions: {
-        type: 'object',
-        propertyNames: schemaRef('Channel'),
-        additionalProperties: schemaRef('ChannelVersion'),
-      },
-      values: {
-        type: 'object',
-        propertyNames: schemaRef('Channel'),
-        additionalProperties: schemaRef('TypedBytes'),
-        description:
-          'Every channel that has a value at this checkpoint (stored with it or before it), with that value.',
-      },
-      pendingWrites: {
-        type: 'array',
-        items: schemaRef('PendingWrite'),
-        description: 'Merged, in (task path, task id, index) order, strings by Unicode code point.',
-      },
-      pendingSends: {
-        type: 'array',
-        items: schemaRef('TypedBytes'),
-        description:
-          "Only for a checkpoint of format (`v`) below 4 with a parent: the parent's pending writes to the channel `__pregel_tasks`, in the order stored.",
-      },
-      runId: { ...schemaRef('Id'), description: 'The run that stored it; absent when none did.' },
-    },
-  },
-  ThreadCheckpointPage: {
-    type: 'object',
-    required: ['checkpoints', 'next'],
-    additionalProperties: false,
-    properties: {
-      checkpoints: {
-        type: 'array',
-        items: schemaRef('ThreadCheckpoint'),
-        description: 'Newest first (by id, descending).',
-      },
-      next: nullable({
-        type: 'string',
-        minLength: 1,
-        description:
-          'Opaque; pass it as `cursor` for the next page. Null when no older checkpoint is left. A page may hold fewer than `limit` with a non-null `next`.',
-      }),
-    },
-  },
-  ThreadCheckpointStored: {
-    type: 'object',
-    required: ['threadId', 'ns', 'checkpointId', 'head'],
-    additionalProperties: false,
-    properties: {
-      threadId: schemaRef('Id'),
-      ns: schemaRef('Namespace'),
-      checkpointId: schemaRef('ThreadCheckpointId'),
-      head: { ...schemaRef('ThreadCheckpointId'), description: "The namespace's head after the put." },
-    },
-  },
-  ThreadWritesStored: {
-    type: 'object',
-    required: ['threadId', 'ns', 'checkpointId', 'writes'],
-    additionalProperties: false,
-    properties: {
-      threadId: schemaRef('Id'),
-      ns: schemaRef('Namespace'),
-      checkpointId: schemaRef('ThreadCheckpointId'),
-      writes: { type: 'integer', minimum: 1, description: 'How many writes the call sent.' },
-    },
-  },
-  ThreadHead: {
-    type: 'object',
-    required: ['checkpointId', 'parent', 'createdAt', 'since'],
-    additionalProperties: false,
-    properties: {
-      checkpointId: schemaRef('ThreadCheckpointId'),
-      parent: { anyOf: [schemaRef('ThreadCheckpointId'), { type: 'null' }] },
-      createdAt: { ...timestamp, description: 'When the checkpoint was stored.' },
-      since: { ...timestamp, description: 'When it became the head (a put or a rewind).' },
-    },
-  },
-  LiveRun: {
-    ...liveRunSchema(),
-    description:
-      'The run that holds the thread, or held it until its lease ended and no other run started since.',
-  },
-  EndedRun: {
-    type: 'object',
-    required: ['runId', 'threadId', 'status', 'fencingToken', 'startedAt', 'endedAt'],
-    additionalProperties: false,
-    properties: {
-      ...runFields,
-      status: { enum: ['finished', 'failed', 'interrupted', 'expired'] },
-      endedAt: {
-        ...timestamp,
-        description: 'When it ended; for an expired run, when its lease ended.',
-      },
-    },
-  },
-  Run: { oneOf: [schemaRef('LiveRun'), schemaRef('EndedRun')] },
-  StartedRun: {
-    ...liveRunSchema({
-      interrupted: {
-        anyOf: [schemaRef('Id'), { type: 'null' }],
-        description: 'The run this start interrupted, or null.',
-      },
-    }),
-    description:
-      'The run just started (`running`, unless its lease already ended), and the run it interrupted.',
-  },
-  Thread: {
-    type: 'object',
-    required: ['threadId', 'createdAt', 'updatedAt', 'heads', 'run', 'recentRuns'],
-    additionalProperties: false,
-    properties: {
-      threadId: schemaRef('Id'),
-      createdAt: timestamp,
-      updatedAt: { ...timestamp, description: 'Its last change.' },
-      heads: {
-        type: 'object',
-        propertyNames: schemaRef('Namespace'),
-        additionalProperties: schemaRef('ThreadHead'),
-        description:
-          'Namespace → head, for the namespaces whose head the thread record holds: at most 32, the root and the most recently changed others (a head set by a rewind stays).',
-      },
-      run: {
-        anyOf: [schemaRef('LiveRun'), { type: 'null' }],
-        description: 'The run that holds or last held the thread, until another starts or it finishes.',
-      },
-      recentRuns: {
-        type: 'array',
-        maxItems: MAX_RECENT_RUNS,
-        items: schemaRef('EndedRun'),
-        description: `The last ${MAX_RECENT_RUNS} runs that ended, newest first.`,
-      },
-    },
-  },
-  ThreadPage: {
-    type: 'object',
-    required: ['threads', 'next'],
-    additionalProperties: false,
-    properties: {
-      threads: {
-        type: 'array',
-        items: {
-          type: 'object',
-          required: ['threadId'],
-          additionalProperties: false,
-          properties: { threadId: schemaRef('Id') },
-        },
-        description: 'Ascending by name.',
-      },
-      next: nullable({
-        type: 'string',
-        minLength: 1,
-        description: 'Opaque; pass it as `cursor` for the next page. Null on the last page.',
-      }),
     },
   },
   ThreadBusyError: errorSchema(['thread_busy'], {

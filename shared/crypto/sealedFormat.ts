@@ -1,6 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 
 import { IntegrityError } from '../errors';
+import { SEAL_OVERHEAD } from '../protocol/fields';
 import type { EncryptionKey } from './encryptionKeys';
 import type { ValuePlace } from './valueCodec';
 
@@ -29,8 +30,12 @@ const ID_FIELD = 32;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 const HEADER_BYTES = MARKER.length + 1 + 1 + ID_FIELD + IV_BYTES;
-/** Bytes a sealed value has beyond its plaintext. */
-export const SEAL_OVERHEAD = HEADER_BYTES + TAG_BYTES;
+// Bytes a sealed value has beyond its plaintext: the protocol's constant, which the limits of
+// sealed values are computed with, must be what this layout adds.
+if (HEADER_BYTES + TAG_BYTES !== SEAL_OVERHEAD) {
+  throw new Error(`the seal adds ${HEADER_BYTES + TAG_BYTES} bytes, not SEAL_OVERHEAD (${SEAL_OVERHEAD})`);
+}
+export { SEAL_OVERHEAD };
 
 /**
  * The plain size of a sealed value stored in `storedSize` bytes (the overhead is the same for

@@ -8,10 +8,11 @@ import { ForbiddenError, InvalidArgumentError, NotFoundError, PayloadTooLargeErr
 import type { Caller, MemoryFacts } from '../memory/memory';
 import { checkFilter } from '../memory/valueFilter';
 import { factQuery, forgetAllQuery, rememberBody, searchBody } from '../memory/wire';
+import { checkpointQuery, historyQuery, threadListQuery } from '../protocol/threads';
 import { configuredMemory, type Services } from '../services';
 import type { KeyValueStore, WriteConditions } from '../storage/keyValueStore';
 import { keysQuery } from '../storage/kvWire';
-import { checkpointQuery, historyQuery, threadListQuery, tupleJson } from '../threads/wire';
+import { tupleJson } from '../threads/wire';
 
 /**
  * The MCP tools (docs/mcp.md): each one validates its arguments with the zod schema of the HTTP

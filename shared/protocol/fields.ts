@@ -26,6 +26,16 @@ export const MAX_OBJECT_BYTES = 2 * MiB;
 /** The default of the setting CAIRN_MAX_VALUE_BYTES: the largest key/value value. */
 export const DEFAULT_MAX_VALUE_BYTES = 2 * MiB;
 
+/**
+ * The bytes encryption at rest adds to every stored value: a sealed value is its plaintext plus a
+ * 50-byte header (marker, format version, key id length, the key id padded to 32 bytes, the 96-bit
+ * IV) and the 16-byte authentication tag. A limit on what a store keeps is a limit on the sealed
+ * bytes, so the plain limit of a value that may be sealed is this much smaller (or its store takes
+ * values this much larger). The seal's format (shared/crypto/sealedFormat.ts) checks that its
+ * layout adds exactly this.
+ */
+export const SEAL_OVERHEAD = 66;
+
 export const Key = ruledString(keyProblem).meta({
   id: 'Key',
   description:

@@ -12,6 +12,7 @@ import {
   workspaceSnapshotsRoute,
 } from './snapshots';
 import type { RouteSpec } from './spec';
+import { THREAD_ROUTES } from './threads';
 
 /**
  * Every route declared as data, in the order the document lists them. A route the app registers
@@ -24,6 +25,7 @@ export const ROUTE_SPECS: readonly RouteSpec[] = [
   openApiRoute,
   kvRoute,
   keysRoute,
+  ...THREAD_ROUTES,
   auditRecordsRoute,
   auditVerifyRoute,
   auditHeadsRoute,

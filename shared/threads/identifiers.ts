@@ -1,21 +1,27 @@
 import { createHash } from 'node:crypto';
 
 import { InvalidArgumentError } from '../errors';
-import { characterProblem } from '../keys';
 /**
  * Names and ids of the thread store, their rules, and how they become key segments. Every rule is
  * checked before any I/O; every user-provided string that may hold characters a key cannot is
  * encoded, so that key validation always passes and the stored keys sort as the store needs.
  */
 import { isName, NAME_RULE } from '../protocol/fields';
+import { isPlainText, MAX_NAMESPACE_LENGTH, namespaceRule, ThreadCheckpointId } from '../protocol/threads';
 
-// Thread names, checkpoint ids and run ids: the session-id alphabet, a rule of the protocol.
+// Thread names, checkpoint ids and run ids: the session-id alphabet, rules of the protocol, as
+// are the lengths and characters of namespaces, channels and task ids.
 export { isName, NAME_RULE } from '../protocol/fields';
-
-export const MAX_NAMESPACE_LENGTH = 512;
-export const MAX_CHANNEL_LENGTH = 256;
-export const MAX_TASK_ID_LENGTH = 256;
-export const MAX_TASK_PATH_LENGTH = 1024;
+export {
+  channelRule,
+  isCheckpointId,
+  isPlainText,
+  MAX_CHANNEL_LENGTH,
+  MAX_NAMESPACE_LENGTH,
+  MAX_TASK_ID_LENGTH,
+  MAX_TASK_PATH_LENGTH,
+  namespaceRule,
+} from '../protocol/threads';
 
 /** Throws InvalidArgumentError (naming `field`) unless `value` is a thread name. */
 export function checkThreadId(value: string, field = 'threadId'): void {
@@ -23,33 +29,19 @@ export function checkThreadId(value: string, field = 'threadId'): void {
 }
 
 /**
- * Checkpoint ids: the name alphabet, and not `latest`, which the HTTP API reads as "the head".
- * LangGraph's ids (uuid6) fit.
+ * Checkpoint ids: the protocol's one rule (the name alphabet, and not `latest`, which the HTTP API
+ * reads as "the head"). LangGraph's ids (uuid6) fit.
  */
-export function isCheckpointId(value: string): boolean {
-  return isName(value) && value !== 'latest';
-}
-export const CHECKPOINT_ID_RULE = `${NAME_RULE}, and not "latest"`;
-
 export function checkCheckpointId(value: string, field = 'checkpointId'): void {
-  if (!isCheckpointId(value)) throw new InvalidArgumentError(field, CHECKPOINT_ID_RULE);
+  const parsed = ThreadCheckpointId.safeParse(value);
+  if (!parsed.success) {
+    throw new InvalidArgumentError(field, parsed.error.issues[0]?.message ?? NAME_RULE);
+  }
 }
 
 export function checkRunId(value: string, field = 'runId'): void {
   if (!isName(value)) throw new InvalidArgumentError(field, NAME_RULE);
 }
-
-/**
- * Free text used as a name (namespaces, channels, task ids): the characters of a store key (no
- * control characters, Unicode noncharacters or unpaired surrogates).
- */
-export function isPlainText(value: string, maxLength: number, allowEmpty: boolean): boolean {
-  if (value.length === 0) return allowEmpty;
-  return value.length <= maxLength && characterProblem(value) === null;
-}
-
-export const namespaceRule = `must be at most ${MAX_NAMESPACE_LENGTH} characters without control characters or Unicode noncharacters ("" is the root namespace)`;
-export const channelRule = `must be 1-${MAX_CHANNEL_LENGTH} characters without control characters or Unicode noncharacters`;
 
 export function checkNamespace(value: string, field = 'ns'): void {
   if (!isPlainText(value, MAX_NAMESPACE_LENGTH, true)) throw new InvalidArgumentError(field, namespaceRule);
@@ -73,7 +65,7 @@ export function invertedId(checkpointId: string): string {
   let out = '';
   for (const char of checkpointId) {
     const mapped = INVERTED.get(char);
-    if (mapped === undefined) throw new InvalidArgumentError('checkpointId', CHECKPOINT_ID_RULE);
+    if (mapped === undefined) throw new InvalidArgumentError('checkpointId', NAME_RULE);
     out += mapped;
   }
   return out + INVERTED_END;

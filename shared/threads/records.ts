@@ -119,7 +119,7 @@ export interface ThreadRecord {
   readonly outbox?: readonly PendingEvent[];
 }
 
-export const MAX_RECENT_RUNS = 16;
+export { MAX_RECENT_RUNS } from '../protocol/threads';
 
 /** `obj[key]` when `key` is an own property (so `constructor` or `__proto__` never reach a prototype). */
 export function ownValue<T>(obj: Readonly<Record<string, T>>, key: string): T | undefined {

@@ -13,7 +13,10 @@ export type OnBusy = 'reject' | 'wait' | 'interrupt';
 export interface ThreadStoreOptions {
   /** The tenant's thread space; cheap, no I/O (a factory's `forSpace('threads', tenant)`). */
   readonly storeOf: (tenant: string) => KeyValueStore;
-  /** The store's largest value, in bytes (a channel value must fit with its type tag). */
+  /**
+   * The largest value the thread store writes, in bytes (a channel value must fit with its type
+   * tag): the storage's limit less the seal's overhead when sealed (`threadValueLimit`).
+   */
   readonly maxValueBytes: number;
   /**
    * True when `storeOf` seals values at rest: a value's key then carries 16 random bytes instead of

@@ -1,6 +1,16 @@
 import { InvalidArgumentError } from '../errors';
 import { checkJsonDepth } from '../json';
 import {
+  channelValueLimit,
+  MAX_CHANNELS,
+  MAX_CHECKPOINT_BYTES,
+  MAX_LEASE_MS,
+  MAX_METADATA_BYTES,
+  MAX_VERSION_LENGTH,
+  MAX_WRITES_PER_CALL,
+  MIN_LEASE_MS,
+} from '../protocol/threads';
+import {
   channelRule,
   checkCheckpointId,
   checkNamespace,
@@ -17,17 +27,20 @@ import type { ChannelVersion, TypedBytes } from './records';
  * before the first storage request, and names the field at fault.
  */
 
-export const MAX_METADATA_BYTES = 16 * 1024;
-export const MAX_CHECKPOINT_BYTES = 256 * 1024;
-export const MAX_CHANNELS = 1000;
-export const MAX_VERSION_LENGTH = 128;
-export const MAX_WRITES_PER_CALL = 1000;
-export const MAX_FILTER_KEYS = 32;
-export const MIN_LEASE_MS = 1000;
-export const MAX_LEASE_MS = 600_000;
-export const DEFAULT_LEASE_MS = 60_000;
-export const MAX_BUSY_TIMEOUT_MS = 60_000;
-export const DEFAULT_BUSY_TIMEOUT_MS = 30_000;
+// The limits are the protocol's (shared/protocol/threads.ts), written once there.
+export {
+  DEFAULT_BUSY_TIMEOUT_MS,
+  DEFAULT_LEASE_MS,
+  MAX_BUSY_TIMEOUT_MS,
+  MAX_CHANNELS,
+  MAX_CHECKPOINT_BYTES,
+  MAX_FILTER_KEYS,
+  MAX_LEASE_MS,
+  MAX_METADATA_BYTES,
+  MAX_VERSION_LENGTH,
+  MAX_WRITES_PER_CALL,
+  MIN_LEASE_MS,
+} from '../protocol/threads';
 
 /** A checkpoint as the thread store takes it (the checks below refuse what it may not be). */
 export interface CheckpointPut {
@@ -104,7 +117,7 @@ export function checkPut(put: CheckpointPut, maxValueBytes: number): void {
     }
     if (value === null) continue;
     checkTypeTag(value.type, `values.${channel}.type`);
-    const limit = maxValueBytes - Buffer.byteLength(value.type) - 1;
+    const limit = channelValueLimit(maxValueBytes, value.type);
     if (value.data.length > limit) {
       throw new InvalidArgumentError(`values.${channel}.data`, `must be at most ${limit} bytes`);
     }
