@@ -1,4 +1,3 @@
-import { BLOCK_BYTES, MAX_DATA_BYTES, MAX_FILES_PER_CHECKPOINT } from '../archive/identifiers';
 import { MAX_FACT_KEY_BYTES, MAX_NAMESPACE_BYTES, MAX_NAMESPACE_SEGMENTS } from '../memory/facts';
 import { MAX_FILTER_FIELDS } from '../memory/valueFilter';
 import { MAX_VECTOR_DIMS } from '../memory/vectors';
@@ -16,7 +15,7 @@ import { header, type JsonObject, REQUEST_ID_HEADER, type Schema, schemaRef } fr
 /**
  * The shared parts of the OpenAPI document: schemas of names and bodies, the error answers, the
  * common headers and parameters, and the security schemes. Patterns mirror the validation in
- * shared/ (keys.ts, archive/identifiers.ts, coordination/chatIds.ts, threads/identifiers.ts,
+ * shared/ (keys.ts, coordination/chatIds.ts, threads/identifiers.ts,
  * threads/validation.ts and snapshots/identifiers.ts); where a rule cannot be a pattern (bytes of
  * UTF-8), the description says it.
  */
@@ -29,10 +28,6 @@ const timestamp: Schema = {
   format: 'date-time',
   description: 'RFC 3339 date-time; Cairn writes UTC with milliseconds, e.g. 2026-11-29T21:16:51.123Z.',
 };
-
-const ID_PATTERN = String.raw`^(?!\.\.?$)[A-Za-z0-9._-]{1,128}$`;
-const ID_SEGMENT = String.raw`(?!\.\.?/)[A-Za-z0-9._-]{1,128}`;
-const ID_LAST_SEGMENT = String.raw`(?!\.\.?$)[A-Za-z0-9._-]{1,128}`;
 
 /**
  * Text without control characters or Unicode noncharacters (thread namespaces, channels, task ids and
@@ -210,12 +205,6 @@ const memorySchemas: Record<string, Schema> = {
 };
 
 const schemas: Record<string, Schema> = {
-  Id: {
-    type: 'string',
-    pattern: ID_PATTERN,
-    description:
-      'A session id, generation or checkpoint id, a thread name or a run id: 1-128 characters of [A-Za-z0-9._-], not "." or "..".',
-  },
   ChatId: {
     type: 'string',
     minLength: 1,
@@ -225,103 +214,6 @@ const schemas: Record<string, Schema> = {
   },
   ClaimId: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
   Timestamp: timestamp,
-  ObjectStored: {
-    type: 'object',
-    required: ['key', 'size'],
-    additionalProperties: false,
-    properties: { key: { type: 'string' }, size: { type: 'integer', minimum: 1 } },
-  },
-  ManifestFile: {
-    type: 'object',
-    required: ['path', 'generation', 'size', 'sha256'],
-    additionalProperties: false,
-    properties: {
-      path: schemaRef('Key'),
-      generation: schemaRef('Id'),
-      size: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
-      sha256: {
-        type: 'string',
-        pattern: '^[0-9a-fA-F]{64}$',
-        description:
-          'Hex SHA-256 of the whole file; for a file of size 0 it must be the hash of no bytes, e3b0c442…b855 (else 400).',
-      },
-    },
-    description:
-      `A file of \`size\` bytes is blocks 0 … floor(size/${BLOCK_BYTES})-1 of its generation and, when ` +
-      `size % ${BLOCK_BYTES} > 0, the tail tails/<checkpointId>/<generation> of that length.`,
-  },
-  CheckpointData: nullable({
-    type: 'object',
-    description: `Any JSON object of at most ${MAX_DATA_BYTES} bytes, or null.`,
-  }),
-  PublishRequest: {
-    type: 'object',
-    required: ['checkpointId', 'files'],
-    additionalProperties: false,
-    properties: {
-      checkpointId: { allOf: [schemaRef('Id')], not: { const: 'latest' } },
-      parent: {
-        ...nullable({ type: 'string', pattern: ID_PATTERN }),
-        default: null,
-        description: 'The checkpoint this one follows; null (the default) for the first.',
-      },
-      files: {
-        type: 'array',
-        maxItems: MAX_FILES_PER_CHECKPOINT,
-        items: schemaRef('ManifestFile'),
-        description: 'Paths and generations are unique within a checkpoint.',
-      },
-      data: { ...schemaRef('CheckpointData'), default: null },
-    },
-  },
-  Published: {
-    type: 'object',
-    required: ['checkpointId', 'latest'],
-    additionalProperties: false,
-    properties: { checkpointId: schemaRef('Id'), latest: schemaRef('Id') },
-  },
-  Manifest: {
-    type: 'object',
-    required: ['checkpointId', 'parent', 'createdAt', 'files', 'data'],
-    additionalProperties: false,
-    properties: {
-      checkpointId: schemaRef('Id'),
-      parent: nullable({ type: 'string', pattern: ID_PATTERN }),
-      createdAt: timestamp,
-      files: { type: 'array', items: schemaRef('ManifestFile') },
-      data: schemaRef('CheckpointData'),
-    },
-  },
-  Session: {
-    type: 'object',
-    required: ['id', 'checkpointId', 'updatedAt', 'data'],
-    additionalProperties: false,
-    properties: {
-      id: schemaRef('Id'),
-      checkpointId: { ...schemaRef('Id'), description: 'The latest checkpoint the index knows of.' },
-      updatedAt: timestamp,
-      data: schemaRef('CheckpointData'),
-    },
-  },
-  SessionPage: {
-    type: 'object',
-    required: ['sessions', 'next'],
-    additionalProperties: false,
-    properties: {
-      sessions: { type: 'array', items: schemaRef('Session') },
-      next: {
-        ...nullable({ type: 'string', pattern: ID_PATTERN }),
-        description: 'The last id of this page when more follow (pass it as `after`), else null.',
-      },
-    },
-  },
-  ObjectKey: {
-    type: 'string',
-    pattern: `^(?:blocks/${ID_SEGMENT}/(?:0|[1-9][0-9]{0,14})|tails/${ID_SEGMENT}/${ID_LAST_SEGMENT})$`,
-    description:
-      `blocks/<generation>/<index> (exactly ${BLOCK_BYTES} bytes) or tails/<checkpointId>/<generation> ` +
-      `(1-${BLOCK_BYTES - 1} bytes); <index> is a decimal number without leading zeros.`,
-  },
   EmailCursor: {
     oneOf: [
       {

@@ -1,4 +1,3 @@
-import { BLOCK_BYTES, MAX_FILES_PER_CHECKPOINT } from '../archive/identifiers';
 import { MAX_JSON_DEPTH } from '../json';
 import { mcpBodyLimit } from '../mcp/limits';
 import {
@@ -24,7 +23,6 @@ import { ROUTE_SPECS } from '../protocol';
 import { DEFAULT_MAX_VALUE_BYTES } from '../protocol/fields';
 import { generatePaths } from '../protocol/openapi';
 import { TAGS } from '../protocol/tags';
-import { MAX_OBJECT_BYTES } from '../storage/immutableObjectStore';
 import {
   DEFAULT_BUSY_TIMEOUT_MS,
   DEFAULT_LEASE_MS,
@@ -40,7 +38,6 @@ import {
 import { MAX_PUT_BODY_BYTES, MAX_SMALL_BODY_BYTES, MAX_WRITES_BODY_BYTES } from '../threads/wire';
 import { components } from './components';
 import {
-  bytesAnswer,
   emptyAnswer,
   header,
   jsonAnswer,
@@ -65,150 +62,6 @@ const KiB = 1024;
 
 const json = (schema: JsonObject) => ({ mediaType: 'application/json', schema }) as const;
 const writeConditions = [ref('#/components/parameters/IfMatch'), ref('#/components/parameters/IfNoneMatch')];
-
-// ---------------------------------------------------------------------------------------------
-// Session archives
-
-const SESSIONS_NOTE =
-  "A session id belongs to the tenant that first writes to it: another tenant's write is 403 `tenant mismatch`, its read 404. Without the session index configured (CAIRN_TABLE_ENDPOINT) these routes answer 501 `not_configured` naming it. For a tenant CAIRN_ENCRYPT_TENANTS lists, objects, manifests and the index's `data` are sealed at rest (sizes and answers unchanged); stored bytes that do not open answer 500 `integrity_error`, never 404.";
-
-const sid = pathParameter('sid', 'The session id.', schemaRef('Id'));
-const cid = pathParameter('cid', 'A checkpoint id, or `latest` for the latest checkpoint.', schemaRef('Id'));
-
-const sessionsPath = {
-  get: operation({
-    operationId: 'listSessions',
-    summary: "List the caller's sessions",
-    description: `Ascending by id. ${SESSIONS_NOTE}`,
-    tag: TAGS.sessions,
-    access: 'tenant',
-    parameters: [
-      queryParameter('after', 'Sessions with an id greater than this one.', {
-        type: 'string',
-        pattern: '^[A-Za-z0-9._-]{0,128}$',
-      }),
-      queryParameter('limit', 'Sessions per page.', {
-        type: 'integer',
-        minimum: 1,
-        maximum: 1000,
-        default: 100,
-      }),
-    ],
-    answers: { 200: jsonAnswer('One page of sessions.', schemaRef('SessionPage')) },
-    errors: [400, 501],
-  }),
-};
-
-const sessionPath = {
-  parameters: [sid],
-  get: operation({
-    operationId: 'getSession',
-    summary: "A session's index record",
-    description: SESSIONS_NOTE,
-    tag: TAGS.sessions,
-    access: 'tenant',
-    answers: { 200: jsonAnswer('The record.', schemaRef('Session')) },
-    errors: [400, 404, 501],
-  }),
-};
-
-const sessionObjectPath = {
-  parameters: [
-    sid,
-    pathParameter('objectKey', 'The object key, the rest of the path.', schemaRef('ObjectKey'), {
-      restOfPath: true,
-    }),
-  ],
-  put: operation({
-    operationId: 'putSessionObject',
-    summary: 'Store a block or a tail',
-    description: `Objects are immutable. ${SESSIONS_NOTE}`,
-    tag: TAGS.sessions,
-    access: 'tenant',
-    body: {
-      mediaType: 'application/octet-stream',
-      description: `The bytes: a block exactly ${BLOCK_BYTES}, a tail 1-${BLOCK_BYTES - 1} (else 400).`,
-      schema: { type: 'string', contentMediaType: 'application/octet-stream' },
-      limitBytes: MAX_OBJECT_BYTES,
-    },
-    answers: {
-      200: jsonAnswer('The same bytes were already stored.', schemaRef('ObjectStored')),
-      201: jsonAnswer('Stored.', schemaRef('ObjectStored')),
-    },
-    errors: [400, 403, 409, 501],
-  }),
-  get: operation({
-    operationId: 'getSessionObject',
-    summary: 'Read a block or a tail',
-    description: SESSIONS_NOTE,
-    tag: TAGS.sessions,
-    access: 'tenant',
-    answers: { 200: bytesAnswer('The bytes.') },
-    errors: [400, 404, 501],
-  }),
-};
-
-const checkpointsPath = {
-  parameters: [sid],
-  post: operation({
-    operationId: 'publishCheckpoint',
-    summary: 'Publish a checkpoint',
-    description:
-      'Every referenced object must be stored with the size the files need (else 422). The manifest is stored immutably: publishing the same checkpoint again answers as the first time did; a different manifest under an existing checkpoint id is 409. `latest` then moves to `checkpointId` only if it equals `parent` (null: no checkpoint yet), otherwise 409 with `latest` in the error. ' +
-      SESSIONS_NOTE,
-    tag: TAGS.sessions,
-    access: 'tenant',
-    body: {
-      ...json(schemaRef('PublishRequest')),
-      description: `The manifest: at most ${MAX_FILES_PER_CHECKPOINT} files.`,
-      limitBytes: 512 * KiB,
-    },
-    answers: { 201: jsonAnswer('Published; `latest` is the new checkpoint.', schemaRef('Published')) },
-    errors: [400, 403, 409, 422, 501],
-  }),
-};
-
-const checkpointPath = {
-  parameters: [sid, cid],
-  get: operation({
-    operationId: 'getCheckpoint',
-    summary: "A checkpoint's manifest",
-    description: SESSIONS_NOTE,
-    tag: TAGS.sessions,
-    access: 'tenant',
-    answers: { 200: jsonAnswer('The manifest.', schemaRef('Manifest')) },
-    errors: [400, 404, 501],
-  }),
-};
-
-const checkpointFilePath = {
-  parameters: [
-    sid,
-    cid,
-    pathParameter('path', "The file's path in the manifest, the rest of the path.", schemaRef('Key'), {
-      restOfPath: true,
-    }),
-  ],
-  get: operation({
-    operationId: 'getCheckpointFile',
-    summary: "A checkpoint file's bytes",
-    description:
-      "Streamed and checked against the manifest's `sha256`: a mismatch is a 500 `integrity_error` (for a large file, whose answer has started, the connection is cut before the last bytes). " +
-      SESSIONS_NOTE,
-    tag: TAGS.sessions,
-    access: 'tenant',
-    answers: {
-      200: bytesAnswer("The file's bytes.", {
-        'Content-Length': header('The size of the file.', { type: 'integer', minimum: 0 }),
-        'Repr-Digest': header('RFC 9530: `sha-256=:<base64 of the SHA-256>:`.', {
-          type: 'string',
-          pattern: '^sha-256=:[A-Za-z0-9+/]{43}=:$',
-        }),
-      }),
-    },
-    errors: [400, 404, 501],
-  }),
-};
 
 // ---------------------------------------------------------------------------------------------
 // Fleet coordination
@@ -1262,12 +1115,6 @@ const generated = generatePaths(ROUTE_SPECS);
 
 /** The paths documented by hand (a shrinking list: a route converted to a spec leaves it). */
 export const HAND_WRITTEN_PATHS: Readonly<Record<string, JsonObject>> = {
-  '/api/sessions': sessionsPath,
-  '/api/sessions/{sid}': sessionPath,
-  '/api/sessions/{sid}/objects/{objectKey}': sessionObjectPath,
-  '/api/sessions/{sid}/checkpoints': checkpointsPath,
-  '/api/sessions/{sid}/checkpoints/{cid}': checkpointPath,
-  '/api/sessions/{sid}/checkpoints/{cid}/files/{path}': checkpointFilePath,
   '/api/poll/email-cursor': emailCursorPath,
   '/api/poll/email-cursor/init': emailCursorInitPath,
   '/api/poll/email-cursor/claim': emailCursorClaimPath,

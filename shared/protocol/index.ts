@@ -5,6 +5,14 @@ import { retentionPolicyRoute, retentionPruneRoute, tenantsRoute, verifyRoute } 
 import { rewrapStatusRoute, startRewrapRoute } from './rewrap';
 import { healthReadyRoute, healthRoute, notFoundRoute, openApiRoute } from './service';
 import {
+  sessionCheckpointRoute,
+  sessionCheckpointsRoute,
+  sessionFileRoute,
+  sessionListRoute,
+  sessionObjectRoute,
+  sessionRoute,
+} from './sessions';
+import {
   snapshotByIdRoute,
   snapshotKeysRoute,
   snapshotPartsRoute,
@@ -24,6 +32,12 @@ export const ROUTE_SPECS: readonly RouteSpec[] = [
   openApiRoute,
   kvRoute,
   keysRoute,
+  sessionListRoute,
+  sessionRoute,
+  sessionObjectRoute,
+  sessionCheckpointsRoute,
+  sessionCheckpointRoute,
+  sessionFileRoute,
   auditRecordsRoute,
   auditVerifyRoute,
   auditHeadsRoute,
