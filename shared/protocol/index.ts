@@ -1,4 +1,17 @@
 import { auditHeadsRoute, auditRecordsRoute, auditVerifyRoute } from './audit';
+import {
+  chatClaimsRoute,
+  chatCursorRoute,
+  emailCursorClaimRoute,
+  emailCursorInitRoute,
+  emailCursorRoute,
+  emailCursorSettleRoute,
+  interactionDayRoute,
+  interactionsRoute,
+  promiseResolveRoute,
+  promisesRoute,
+  watchedChatsRoute,
+} from './coordination';
 import { keysRoute, kvRoute } from './kv';
 import { migrationStatusRoute, startMigrationRoute } from './migrations';
 import { retentionPolicyRoute, retentionPruneRoute, tenantsRoute, verifyRoute } from './retention';
@@ -38,6 +51,17 @@ export const ROUTE_SPECS: readonly RouteSpec[] = [
   sessionCheckpointsRoute,
   sessionCheckpointRoute,
   sessionFileRoute,
+  emailCursorRoute,
+  emailCursorInitRoute,
+  emailCursorClaimRoute,
+  emailCursorSettleRoute,
+  watchedChatsRoute,
+  chatCursorRoute,
+  chatClaimsRoute,
+  promisesRoute,
+  promiseResolveRoute,
+  interactionsRoute,
+  interactionDayRoute,
   auditRecordsRoute,
   auditVerifyRoute,
   auditHeadsRoute,
