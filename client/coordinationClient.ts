@@ -1,4 +1,21 @@
+import type { z } from 'zod';
+
+import type {
+  ChatClaim as ChatClaimSchema,
+  ChatCursor as ChatCursorSchema,
+  ChatCursorRead as ChatCursorReadSchema,
+  EmailClaim,
+  EmailClaimOutcome,
+  EmailCursor,
+  Interaction,
+  interactionBody,
+  promiseBody,
+  PromiseRecord as PromiseRecordSchema,
+  WatchedChats,
+  WatchedChatsAdded,
+} from '../shared/protocol/coordination';
 import { readJson, segment, type Transport } from './transport';
+import type { Wire } from './wire';
 
 /**
  * Fleet coordination: the email poll cursor, the watched chats, chat cursors and delivery claims,
@@ -13,95 +30,39 @@ import { readJson, segment, type Transport } from './transport';
 /** `present`: read; `absent`: nothing stored; `unresolved`: the read failed or the value is unusable. */
 export type ReadOutcome = 'present' | 'absent' | 'unresolved';
 
-export interface EmailCursorRead {
-  readonly outcome: ReadOutcome;
-  /** RFC 3339 UTC time the next window starts from; null unless present. */
-  readonly cursor: string | null;
-  /** The version read: pass it to {@link CoordinationClient.claimEmailWindow}. */
-  readonly etag: string | null;
-  readonly recentClaims: readonly string[];
-}
+/**
+ * The cursor (RFC 3339 UTC time the next window starts from; null unless present) and the version
+ * read (`etag`: pass it to {@link CoordinationClient.claimEmailWindow}).
+ */
+export type EmailCursorRead = Wire<z.output<typeof EmailCursor>>;
 
-export interface EmailClaimRequest {
-  /** The end of the window being claimed (RFC 3339). */
-  readonly newCursor: string;
-  /** The ETag of the cursor as read. */
-  readonly etag: string;
-  /** 1-128 characters of `[A-Za-z0-9._:-]`, unique per claim. */
-  readonly claimId: string;
-  readonly priorClaims?: readonly string[];
-}
+/** The end of the window being claimed, the ETag of the cursor as read, a claim id unique per claim. */
+export type EmailClaimRequest = Wire<z.input<typeof EmailClaim>>;
 
 /** `won`: the window is this caller's; `lost`: another's; `failed`: nothing written; `unknown`: settle it. */
-export type EmailClaimResult = 'won' | 'lost' | 'failed' | 'unknown';
+export type EmailClaimResult = z.output<typeof EmailClaimOutcome>['result'];
 
-export interface WatchedChatsRead {
-  readonly outcome: ReadOutcome;
-  readonly chatIds: readonly string[];
-  readonly etag: string | null;
-}
+export type WatchedChatsRead = Wire<z.output<typeof WatchedChats>>;
 
-export interface WatchedChatsWrite {
-  /** False when the merged list could not be stored. */
-  readonly persisted: boolean;
-  /** The ids this call added (not listed before). */
-  readonly added: readonly string[];
-}
+/** Whether the merged list was stored, and the ids this call added (not listed before). */
+export type WatchedChatsWrite = Wire<z.output<typeof WatchedChatsAdded>>;
 
-export interface ChatCursor {
-  readonly lastTs: string | null;
-  readonly seenIdsTail: readonly string[];
-  readonly bootstrapped: boolean;
-  readonly lastWrittenAt: string | null;
-}
+export type ChatCursor = Wire<z.output<typeof ChatCursorSchema>>;
 
-export interface ChatCursorRead {
-  readonly outcome: ReadOutcome;
-  readonly cursor: ChatCursor | null;
-}
+export type ChatCursorRead = Wire<z.output<typeof ChatCursorReadSchema>>;
 
-export interface ChatClaim {
-  /** The candidate ids this caller now owns: deliver exactly these. */
-  readonly claimed: readonly string[];
-  /** Null when the cursor was read (and written if needed); otherwise why nothing was claimed. */
-  readonly reason: 'unresolved' | 'contention' | null;
-}
+/** The candidate ids this caller now owns (deliver exactly these), and why nothing was claimed when so. */
+export type ChatClaim = Wire<z.output<typeof ChatClaimSchema>>;
 
-export interface NewPromise {
-  readonly chatId: string;
-  readonly description: string;
-  /** RFC 3339. */
-  readonly dueBy?: string | null;
-}
+/** A promise to record; `dueBy` is RFC 3339. */
+export type NewPromise = Wire<z.input<typeof promiseBody>>;
 
-export interface PromiseRecord {
-  readonly id: string;
-  readonly createdAt: string;
-  readonly chatId: string;
-  readonly description: string;
-  readonly dueBy: string | null;
-  readonly status: 'open' | 'resolved';
-  readonly resolvedAt?: string;
-  readonly resolution?: string;
-}
+export type PromiseRecord = Wire<z.output<typeof PromiseRecordSchema>>;
 
-export interface NewInteraction {
-  readonly channel: string;
-  readonly direction: 'inbound' | 'outbound';
-  readonly sender: string;
-  readonly summary: string;
-  readonly recipient?: string;
-  readonly action?: string;
-  readonly contentRef?: string;
-  readonly metadata?: Record<string, unknown>;
-}
+export type NewInteraction = Wire<z.input<typeof interactionBody>>;
 
-export interface InteractionEntry extends Omit<NewInteraction, 'direction'> {
-  readonly id: string;
-  /** RFC 3339 UTC; the entry is in the log of this time's UTC day. */
-  readonly ts: string;
-  readonly direction: string;
-}
+/** An entry of the log; `ts` is RFC 3339 UTC, the entry is in the log of this time's UTC day. */
+export type InteractionEntry = Wire<z.output<typeof Interaction>>;
 
 export class CoordinationClient {
   constructor(private readonly transport: Transport) {}

@@ -31,9 +31,14 @@ export type SpecHandlers<R extends RouteSpec> = {
 export type SpecRouteHandler<R extends RouteSpec> = RouteHandler & { readonly spec: R };
 
 /** The first problem of a parse, as the 400 naming its field. */
-function invalid(issues: readonly { path: PropertyKey[]; message: string }[], fallback: string): never {
+function invalid(
+  issues: readonly { path: PropertyKey[]; message: string }[],
+  fallback: string,
+  fields: Readonly<Record<string, string>> = {},
+): never {
   const issue = issues[0];
-  throw new InvalidArgumentError(String(issue?.path[0] ?? fallback), issue?.message ?? 'is invalid');
+  const name = String(issue?.path[0] ?? fallback);
+  throw new InvalidArgumentError(fields[name] ?? name, issue?.message ?? 'is invalid');
 }
 
 export interface SpecHandlerOptions {
@@ -83,7 +88,7 @@ export function specHandler<R extends RouteSpec>(
           if (spec.params !== undefined) {
             const given = Object.fromEntries(paramNames.map((name) => [name, request.params[name] ?? '']));
             const parsed = spec.params.safeParse(given);
-            if (!parsed.success) invalid(parsed.error.issues, 'path');
+            if (!parsed.success) invalid(parsed.error.issues, 'path', spec.paramFields);
             params = parsed.data;
           }
           const query = operation.query === undefined ? {} : parseQuery(request, operation.query);

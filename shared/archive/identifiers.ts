@@ -1,26 +1,26 @@
 import { InvalidArgumentError } from '../errors';
+import { isName, NAME_RULE } from '../protocol/fields';
+import {
+  BLOCK_BYTES,
+  LATEST,
+  MAX_DATA_BYTES,
+  MAX_FILES_PER_CHECKPOINT,
+  objectKeyProblem,
+} from '../protocol/sessions';
 
 /**
  * Names inside session archives (docs/archives.md). Session ids, generations and checkpoint ids share one
  * alphabet; object keys inside a session are `blocks/<generation>/<index>` and
- * `tails/<checkpointId>/<generation>`. Everything is validated before any I/O.
+ * `tails/<checkpointId>/<generation>`. Everything is validated before any I/O; the rules and limits
+ * are the protocol's (shared/protocol/sessions.ts).
  */
 
-/** A full block: files are split into blocks of exactly this size . */
-export const BLOCK_BYTES = 64 * 1024;
-/** The most files one checkpoint may hold. */
-export const MAX_FILES_PER_CHECKPOINT = 128;
-/** The largest `data` of a checkpoint, as UTF-8 JSON. */
-export const MAX_DATA_BYTES = 16 * 1024;
-/** `latest` names the latest checkpoint in routes, so it cannot be a checkpoint id. */
-export const LATEST = 'latest';
+export { BLOCK_BYTES, LATEST, MAX_DATA_BYTES, MAX_FILES_PER_CHECKPOINT };
 
-const ID = /^[A-Za-z0-9._-]{1,128}$/;
-export const ID_RULE = 'must be 1-128 characters of [A-Za-z0-9._-], not "." or ".."';
+/** The rule of a session id, generation or checkpoint id, as messages say it. */
+export const ID_RULE = NAME_RULE;
 
-export function isValidId(value: string): boolean {
-  return ID.test(value) && value !== '.' && value !== '..';
-}
+export const isValidId = isName;
 
 /** Throws InvalidArgumentError naming `field` unless `value` is a session id, generation or checkpoint id. */
 export function validateId(value: string, field: string): void {
@@ -33,19 +33,12 @@ export type ObjectKey =
 
 /** Parses an object key of a session; throws InvalidArgumentError (field `objectKey`) otherwise. */
 export function parseObjectKey(key: string): ObjectKey {
-  const [kind, first = '', second = '', ...rest] = key.split('/');
-  const invalid = () =>
-    new InvalidArgumentError(
-      'objectKey',
-      'must be blocks/<generation>/<index> or tails/<checkpointId>/<generation>, ids of [A-Za-z0-9._-], the index a decimal number without leading zeros',
-    );
-  if (rest.length > 0 || !isValidId(first) || !isValidId(second)) throw invalid();
-  if (kind === 'blocks') {
-    if (!/^(0|[1-9][0-9]{0,14})$/.test(second)) throw invalid();
-    return { kind: 'block', generation: first, index: Number(second) };
-  }
-  if (kind === 'tails') return { kind: 'tail', checkpointId: first, generation: second };
-  throw invalid();
+  const problem = objectKeyProblem(key);
+  if (problem !== null) throw new InvalidArgumentError('objectKey', problem);
+  const [kind, first = '', second = ''] = key.split('/');
+  return kind === 'blocks'
+    ? { kind: 'block', generation: first, index: Number(second) }
+    : { kind: 'tail', checkpointId: first, generation: second };
 }
 
 export function blockKey(generation: string, index: number): string {

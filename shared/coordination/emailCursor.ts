@@ -1,5 +1,6 @@
 import { z } from 'zod';
 
+import { CLAIM_ID_PATTERN } from '../protocol/coordination';
 import type { KeyValueStore } from '../storage/keyValueStore';
 import { conditionalWrite, decodeUtf8, parseJson, readOutcome, type WriteOutcome } from './conditionalWrite';
 import { isRfc3339 } from './timestamps';
@@ -35,7 +36,7 @@ export const EMAIL_CURSOR_KEY = 'poll_state/email_cursor.txt';
 export const RECENT_CLAIMS_LIMIT = 16;
 
 /** Claim ids: 1-128 characters of `[A-Za-z0-9._:-]` (a UUID from {@link newClaimId} fits). */
-export const CLAIM_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+export { CLAIM_ID_PATTERN };
 
 export interface PendingWindow {
   readonly from: string;

@@ -4,39 +4,9 @@
  * accepted and compared exactly, never rounded.
  */
 
-const RFC_3339 =
-  /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:[Zz]|([+-])(\d{2}):(\d{2}))$/;
+import { isRfc3339, isUtcDay, parseRfc3339 } from '../protocol/time';
 
-/** Nanoseconds since the epoch, or null when `value` is not an RFC 3339 date-time with a zone. */
-export function parseRfc3339(value: string): bigint | null {
-  const match = RFC_3339.exec(value);
-  if (match === null) return null;
-  const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as [
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-  ];
-  if (month < 1 || month > 12 || hour > 23 || minute > 59 || second > 59) return null;
-  const epochMs = Date.UTC(year, month - 1, day, hour, minute, second);
-  // Date.UTC rolls 02-30 over to 03-02: a day that does not exist in its month is refused.
-  if (new Date(epochMs).getUTCDate() !== day) return null;
-  let offsetMinutes = 0;
-  if (match[8] !== undefined) {
-    const offsetHours = Number(match[9]);
-    const offsetMins = Number(match[10]);
-    if (offsetHours > 23 || offsetMins > 59) return null;
-    offsetMinutes = (match[8] === '-' ? -1 : 1) * (offsetHours * 60 + offsetMins);
-  }
-  const fractionNs = BigInt((match[7] ?? '').padEnd(9, '0'));
-  return (BigInt(epochMs) - BigInt(offsetMinutes) * 60_000n) * 1_000_000n + fractionNs;
-}
-
-export function isRfc3339(value: string): boolean {
-  return parseRfc3339(value) !== null;
-}
+export { isRfc3339, isUtcDay, parseRfc3339 };
 
 /** Milliseconds since the epoch (fractions below a millisecond dropped); null when not RFC 3339. */
 export function rfc3339Millis(value: string): number | null {
@@ -70,9 +40,4 @@ export function formatTimestamp(date: Date): string {
 /** The UTC day of `date`, `YYYY-MM-DD`. */
 export function utcDay(date: Date): string {
   return date.toISOString().slice(0, 10);
-}
-
-/** True for `YYYY-MM-DD` naming a real calendar day. */
-export function isUtcDay(value: string): boolean {
-  return /^\d{4}-\d{2}-\d{2}$/.test(value) && isRfc3339(`${value}T00:00:00Z`);
 }

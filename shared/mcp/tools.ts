@@ -3,12 +3,13 @@ import { z } from 'zod';
 import { actorOf, type Principal } from '../auth';
 import { claimDelivery } from '../coordination/chatCursors';
 import { addPromise, listPromises } from '../coordination/promises';
-import { chatClaimsBody, chatId, promiseBody, promisesQuery } from '../coordination/wire';
 import { ForbiddenError, InvalidArgumentError, NotFoundError, PayloadTooLargeError } from '../errors';
 import type { Caller, MemoryFacts } from '../memory/memory';
 import { checkFilter } from '../memory/valueFilter';
 import { factQuery, forgetAllQuery, rememberBody, searchBody } from '../memory/wire';
+import { chatIdRule, claimCandidates, promiseBody, promisesQuery } from '../protocol/coordination';
 import { checkpointQuery, historyQuery, threadListQuery } from '../protocol/threads';
+import { rfc3339 } from '../protocol/time';
 import { configuredMemory, type Services } from '../services';
 import type { KeyValueStore, WriteConditions } from '../storage/keyValueStore';
 import { keysQuery } from '../storage/kvWire';
@@ -342,13 +343,12 @@ const claimDeliveries = tool({
     'Of the message ids you are about to handle in a chat, claims those no one has claimed yet: across every agent and instance, each id is claimed exactly once. Handle only the ids in `claimed`. `reason` "unresolved" or "contention" means nothing was claimed this time: try again later.',
   readOnly: false,
   schema: z.strictObject({
-    chatId: chatId.describe('The chat the messages belong to.'),
-    candidateIds: chatClaimsBody.shape.candidateIds.describe(
-      'The message ids (at most 500, 1-256 characters each).',
-    ),
-    lastTs: chatClaimsBody.shape.lastTs.describe(
-      'Optional: the RFC 3339 timestamp of the newest candidate message.',
-    ),
+    chatId: chatIdRule.describe('The chat the messages belong to.'),
+    candidateIds: claimCandidates.describe('The message ids (at most 500, 1-256 characters each).'),
+    lastTs: rfc3339
+      .nullable()
+      .optional()
+      .describe('Optional: the RFC 3339 timestamp of the newest candidate message.'),
   }),
   run: async (args, call) => {
     const claim = await claimDelivery(storeOf(call), args.chatId, args.candidateIds, {
@@ -368,7 +368,7 @@ const addPromiseTool = tool({
   schema: z.strictObject({
     chatId: promiseBody.shape.chatId.describe('The chat the promise was made in.'),
     description: promiseBody.shape.description.describe('What was promised.'),
-    dueBy: promiseBody.shape.dueBy.describe('Optional: RFC 3339 time it is due by.'),
+    dueBy: rfc3339.nullable().optional().describe('Optional: RFC 3339 time it is due by.'),
   }),
   run: (args, call) => addPromise(storeOf(call), args),
 });

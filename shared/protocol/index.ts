@@ -1,9 +1,30 @@
 import { auditHeadsRoute, auditRecordsRoute, auditVerifyRoute } from './audit';
+import {
+  chatClaimsRoute,
+  chatCursorRoute,
+  emailCursorClaimRoute,
+  emailCursorInitRoute,
+  emailCursorRoute,
+  emailCursorSettleRoute,
+  interactionDayRoute,
+  interactionsRoute,
+  promiseResolveRoute,
+  promisesRoute,
+  watchedChatsRoute,
+} from './coordination';
 import { keysRoute, kvRoute } from './kv';
 import { migrationStatusRoute, startMigrationRoute } from './migrations';
 import { retentionPolicyRoute, retentionPruneRoute, tenantsRoute, verifyRoute } from './retention';
 import { rewrapStatusRoute, startRewrapRoute } from './rewrap';
 import { healthReadyRoute, healthRoute, notFoundRoute, openApiRoute } from './service';
+import {
+  sessionCheckpointRoute,
+  sessionCheckpointsRoute,
+  sessionFileRoute,
+  sessionListRoute,
+  sessionObjectRoute,
+  sessionRoute,
+} from './sessions';
 import {
   snapshotByIdRoute,
   snapshotKeysRoute,
@@ -25,6 +46,23 @@ export const ROUTE_SPECS: readonly RouteSpec[] = [
   openApiRoute,
   kvRoute,
   keysRoute,
+  sessionListRoute,
+  sessionRoute,
+  sessionObjectRoute,
+  sessionCheckpointsRoute,
+  sessionCheckpointRoute,
+  sessionFileRoute,
+  emailCursorRoute,
+  emailCursorInitRoute,
+  emailCursorClaimRoute,
+  emailCursorSettleRoute,
+  watchedChatsRoute,
+  chatCursorRoute,
+  chatClaimsRoute,
+  promisesRoute,
+  promiseResolveRoute,
+  interactionsRoute,
+  interactionDayRoute,
   ...THREAD_ROUTES,
   auditRecordsRoute,
   auditVerifyRoute,

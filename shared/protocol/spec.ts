@@ -88,6 +88,11 @@ export interface RouteSpec {
   readonly route: string;
   /** The path parameters, by the names of the template; a property's description documents it. */
   readonly params?: z.ZodObject;
+  /**
+   * The field a 400 names when a path parameter is refused, by parameter, where it is not the
+   * parameter's own name (the session routes' `sid` is the field `sessionId`).
+   */
+  readonly paramFields?: Readonly<Record<string, string>>;
   readonly operations: Readonly<Partial<Record<Method, OperationSpec>>>;
 }
 
