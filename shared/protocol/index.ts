@@ -1,5 +1,6 @@
 import { auditHeadsRoute, auditRecordsRoute, auditVerifyRoute } from './audit';
 import { keysRoute, kvRoute } from './kv';
+import { memoryBatchRoute, memoryFactRoute, memoryNamespacesRoute, memorySearchRoute } from './memory';
 import { migrationStatusRoute, startMigrationRoute } from './migrations';
 import { retentionPolicyRoute, retentionPruneRoute, tenantsRoute, verifyRoute } from './retention';
 import { rewrapStatusRoute, startRewrapRoute } from './rewrap';
@@ -40,5 +41,9 @@ export const ROUTE_SPECS: readonly RouteSpec[] = [
   workspaceSnapshotRoute,
   snapshotByIdRoute,
   snapshotKeysRoute,
+  memoryFactRoute,
+  memorySearchRoute,
+  memoryNamespacesRoute,
+  memoryBatchRoute,
   notFoundRoute,
 ];
