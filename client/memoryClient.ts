@@ -1,4 +1,17 @@
+import type { z } from 'zod';
+
+import type {
+  Distance,
+  MemoryBatchResult as MemoryBatchResultSchema,
+  MemoryBatchResults,
+  MemoryForgotten,
+  MemoryItem,
+  MemoryNamespaceList,
+  MemorySearchResult as MemorySearchResultSchema,
+  ScoredMemoryItem,
+} from '../shared/protocol/memory';
 import { failure, readJson, type Transport } from './transport';
+import type { Wire } from './wire';
 
 /**
  * Long-term memory (`/api/memory/...`): JSON facts under `/`-separated namespaces, per tenant.
@@ -15,24 +28,11 @@ import { failure, readJson, type Transport } from './transport';
 
 export type Namespace = string | readonly string[];
 
-export interface MemoryFact {
-  readonly namespace: string[];
-  readonly key: string;
-  readonly value: unknown;
-  /** Unix milliseconds. */
-  readonly createdAt: number;
-  readonly updatedAt: number;
-  /** Unix milliseconds; absent when the fact never expires. */
-  readonly expiresAt?: number;
-  /** The field paths the fact has vectors for; absent when it has none. */
-  readonly vectorFields?: string[];
-  readonly etag: string;
-}
+/** A fact as answered. Times are Unix milliseconds; `expiresAt` is absent when it never expires. */
+export type MemoryFact = Wire<z.output<typeof MemoryItem>>;
 
-export interface MemorySearchHit extends MemoryFact {
-  /** Relevance in [0, 1]; for a search with text or a vector (absent for a fact without vectors then). */
-  readonly score?: number;
-}
+/** A search result: `score` in [0, 1] for a search with text or a vector (absent for a fact without vectors then). */
+export type MemorySearchHit = Wire<z.output<typeof ScoredMemoryItem>>;
 
 export interface RememberOptions {
   /** Seconds until the fact expires; absent: never (and a previous ttl is cleared). */
@@ -54,7 +54,7 @@ export interface MemorySearchOptions {
   /** A query embedding: facts with vectors closest first (with `text` too: rank fusion of both). */
   readonly vector?: readonly number[];
   /** How closeness is measured; default `cosine`. */
-  readonly distance?: 'cosine' | 'dot' | 'l2';
+  readonly distance?: Distance;
   /** 1-1000 (default 10). */
   readonly limit?: number;
   /** 0-10000 (default 0). */
@@ -63,11 +63,8 @@ export interface MemorySearchOptions {
   readonly filter?: Readonly<Record<string, unknown>>;
 }
 
-export interface MemorySearchResult {
-  readonly items: MemorySearchHit[];
-  /** True when the namespace held more than one search reads; results cover what was read. */
-  readonly truncated: boolean;
-}
+/** `truncated`: the namespace held more than one search reads; results cover what was read. */
+export type MemorySearchResult = Wire<z.output<typeof MemorySearchResultSchema>>;
 
 export interface NamespaceListOptions {
   readonly prefix?: Namespace;
@@ -78,10 +75,7 @@ export interface NamespaceListOptions {
   readonly offset?: number;
 }
 
-export interface NamespaceList {
-  readonly namespaces: string[][];
-  readonly truncated: boolean;
-}
+export type NamespaceList = Wire<z.output<typeof MemoryNamespaceList>>;
 
 /** One operation of {@link MemoryClient.batch}, as the batch route takes it. */
 export type MemoryBatchOperation =
@@ -101,17 +95,7 @@ export type MemoryBatchOperation =
   | ({ readonly op: 'listNamespaces' } & NamespaceListOptions);
 
 /** One operation's answer in a batch: its route's status and result fields, or its error. */
-export interface MemoryBatchResult {
-  readonly status: number;
-  readonly item?: MemoryFact | null;
-  readonly created?: boolean;
-  readonly deleted?: boolean;
-  readonly items?: MemorySearchHit[];
-  readonly truncated?: boolean;
-  readonly namespaces?: string[][];
-  readonly error?: { readonly code: string; readonly message: string; readonly [name: string]: unknown };
-  readonly etag?: string;
-}
+export type MemoryBatchResult = Wire<z.output<typeof MemoryBatchResultSchema>>;
 
 export class MemoryClient {
   constructor(private readonly transport: Transport) {}
@@ -166,11 +150,11 @@ export class MemoryClient {
    * order, each with the `status` its route would answer and its result, or its `error` JSON. Not
    * atomic: a failed operation fails alone. Throws only when the request itself fails.
    */
-  async batch(operations: readonly MemoryBatchOperation[]): Promise<MemoryBatchResult[]> {
+  async batch(operations: readonly MemoryBatchOperation[]): Promise<readonly MemoryBatchResult[]> {
     const reply = await this.transport.call('POST', '/memory/batch', {
       json: { operations: operations.map(wireOperation) },
     });
-    return (await readJson<{ results: MemoryBatchResult[] }>(reply, 200)).results;
+    return (await readJson<Wire<z.output<typeof MemoryBatchResults>>>(reply, 200)).results;
   }
 
   /** Facts in the namespace and below (`''`: every namespace). */
@@ -193,7 +177,7 @@ export class MemoryClient {
       const reply = await this.transport.call('DELETE', '/memory/namespaces', {
         query: { namespace: namespacePath(namespace), all: options.all === true ? 'true' : undefined },
       });
-      const page = await readJson<{ deleted: number; more: boolean }>(reply, 200);
+      const page = await readJson<Wire<z.output<typeof MemoryForgotten>>>(reply, 200);
       deleted += page.deleted;
       if (!page.more) return deleted;
     }

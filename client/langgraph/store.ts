@@ -324,7 +324,7 @@ export class CairnStore extends BaseStore {
     const depth = this.scope.length;
     // Wildcards: every namespace under the literal start of the prefix, matched here.
     const literal = prefix.slice(0, Math.max(0, prefix.indexOf('*')));
-    const all: string[][] = [];
+    const all: (readonly string[])[] = [];
     for (let offset = 0; ; offset += NAMESPACE_PAGE) {
       const page = await this.memory.listNamespaces({
         prefix: this.cairnNamespace(literal),

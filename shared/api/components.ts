@@ -1,6 +1,3 @@
-import { MAX_FACT_KEY_BYTES, MAX_NAMESPACE_BYTES, MAX_NAMESPACE_SEGMENTS } from '../memory/facts';
-import { MAX_FILTER_FIELDS } from '../memory/valueFilter';
-import { MAX_VECTOR_DIMS } from '../memory/vectors';
 import { header, type JsonObject, REQUEST_ID_HEADER, type Schema, schemaRef } from './openapiKit';
 
 /**
@@ -10,143 +7,6 @@ import { header, type JsonObject, REQUEST_ID_HEADER, type Schema, schemaRef } fr
  * the description says it. The schemas of the routes declared in shared/protocol/ are generated
  * from them and merged in.
  */
-
-/**
- * Text without control characters or Unicode noncharacters (thread namespaces, channels, task ids and
- * paths; the pattern spells out those of the first plane, the descriptions say all).
- */
-const PLAIN_TEXT = String.raw`^[^\u0000-\u001F\u007F\uFDD0-\uFDEF\uFFFE\uFFFF]*$`;
-const LENGTH_NOTE =
-  'Lengths count UTF-16 code units (an astral character counts 2); unpaired surrogates and Unicode noncharacters (U+FDD0-U+FDEF, U+FFFE and U+FFFF in every plane) are refused.';
-
-/** A fact as answered; `extra` adds optional fields (a search result's score). */
-function memoryItemSchema(extra: Record<string, Schema> = {}): Schema {
-  return {
-    type: 'object',
-    required: ['namespace', 'key', 'value', 'createdAt', 'updatedAt', 'etag'],
-    additionalProperties: false,
-    properties: {
-      namespace: {
-        type: 'array',
-        minItems: 1,
-        maxItems: MAX_NAMESPACE_SEGMENTS,
-        items: { type: 'string', minLength: 1 },
-        description: "The namespace's segments.",
-      },
-      key: schemaRef('MemoryKey'),
-      value: { description: 'The JSON value as remembered.' },
-      createdAt: { type: 'integer', minimum: 0, description: 'Unix milliseconds of the first write.' },
-      updatedAt: {
-        type: 'integer',
-        minimum: 0,
-        description: 'Unix milliseconds of the last write; strictly increasing per fact.',
-      },
-      expiresAt: {
-        type: 'integer',
-        minimum: 0,
-        description: 'Unix milliseconds from which the fact is absent; only with a time to live.',
-      },
-      vectorFields: {
-        type: 'array',
-        items: { type: 'string' },
-        description: 'The field paths the fact has vectors for; absent when it has none.',
-      },
-      etag: schemaRef('Etag'),
-      ...extra,
-    },
-  };
-}
-
-const filterOperators: Schema = {
-  type: 'object',
-  minProperties: 1,
-  additionalProperties: false,
-  properties: {
-    $eq: {},
-    $ne: {},
-    $gt: { type: ['number', 'string'] },
-    $gte: { type: ['number', 'string'] },
-    $lt: { type: ['number', 'string'] },
-    $lte: { type: ['number', 'string'] },
-    $in: { type: 'array' },
-    $nin: { type: 'array' },
-    $exists: { type: 'boolean' },
-  },
-};
-
-const memorySchemas: Record<string, Schema> = {
-  MemoryNamespace: {
-    type: 'string',
-    minLength: 1,
-    pattern: String.raw`^(?!/)(?!.*/$)(?!.*//)[^\u0000-\u001F\u007F]+$`,
-    description: `A namespace: "/"-separated non-empty segments without control characters or Unicode noncharacters, 1-${MAX_NAMESPACE_BYTES} bytes of UTF-8, at most ${MAX_NAMESPACE_SEGMENTS} segments. ${LENGTH_NOTE}`,
-  },
-  MemoryKey: {
-    type: 'string',
-    minLength: 1,
-    pattern: PLAIN_TEXT,
-    description: `A fact's key: 1-${MAX_FACT_KEY_BYTES} bytes of UTF-8 without control characters or Unicode noncharacters ("/" is allowed).`,
-  },
-  MemoryItem: memoryItemSchema(),
-  MemoryVector: {
-    type: 'array',
-    minItems: 1,
-    maxItems: MAX_VECTOR_DIMS,
-    items: { type: 'number' },
-    description: 'An embedding: float32 numbers (stored as float32).',
-  },
-  MemoryFilter: {
-    type: 'object',
-    maxProperties: MAX_FILTER_FIELDS,
-    description:
-      'Conditions on top-level fields of the value, all of which must hold: a plain value is equality (deep JSON equality); an object of operators `$eq $ne $gt $gte $lt $lte $in $nin $exists` applies each. Order operators compare two numbers or two strings (else they do not hold); `$ne` and `$nin` hold for a missing field; `$exists: true` holds for a present field, also null.',
-    additionalProperties: { anyOf: [filterOperators, {}] },
-  },
-  MemorySearchResult: {
-    type: 'object',
-    required: ['items', 'truncated'],
-    additionalProperties: false,
-    properties: {
-      items: {
-        type: 'array',
-        items: memoryItemSchema({
-          score: {
-            type: 'number',
-            minimum: 0,
-            maximum: 1,
-            description: 'Relevance to the text; only for a search with text.',
-          },
-        }),
-      },
-      truncated: {
-        type: 'boolean',
-        description: 'True when the namespace held more than one search reads; results cover what was read.',
-      },
-    },
-  },
-  MemoryNamespaceList: {
-    type: 'object',
-    required: ['namespaces', 'truncated'],
-    additionalProperties: false,
-    properties: {
-      namespaces: {
-        type: 'array',
-        items: { type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } },
-        description: 'Each namespace as its segments.',
-      },
-      truncated: { type: 'boolean', description: 'True when more namespaces exist than one listing finds.' },
-    },
-  },
-  MemoryForgotten: {
-    type: 'object',
-    required: ['deleted', 'more'],
-    additionalProperties: false,
-    properties: {
-      deleted: { type: 'integer', minimum: 0, description: 'Live facts deleted by this call.' },
-      more: { type: 'boolean', description: 'True when facts may remain: call again.' },
-    },
-  },
-};
 
 const schemas: Record<string, Schema> = {
   ThreadBusyError: errorSchema(['thread_busy'], {
@@ -360,24 +220,7 @@ const parameters: Record<string, JsonObject> = {
       'Your id for this request (1-128 characters of [A-Za-z0-9._:-]); the answer carries it back.',
     schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
   },
-  IfMatch: {
-    name: 'If-Match',
-    in: 'header',
-    required: false,
-    description:
-      'Write only if the current ETag is this one (an absent key fails), or with `*` only if the key exists. Not met: 412, nothing written. Not with If-None-Match (400).',
-    schema: { type: 'string', pattern: String.raw`^(\*|"[^"\u0000-\u001F\u007F]*")$` },
-  },
-  IfNoneMatch: {
-    name: 'If-None-Match',
-    in: 'header',
-    required: false,
-    description: 'Only `*`: write only if the key is absent. Not met: 412, nothing written.',
-    schema: { type: 'string', const: '*' },
-  },
 };
-
-Object.assign(schemas, memorySchemas);
 
 export const components = {
   securitySchemes: {

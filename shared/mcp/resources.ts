@@ -1,6 +1,7 @@
 import { actorOf } from '../auth';
 import { InvalidArgumentError, NotFoundError } from '../errors';
-import { checkFactKey, checkNamespace, MAX_SEARCH_OFFSET } from '../memory/facts';
+import { checkFactKey, checkNamespace } from '../memory/facts';
+import { MAX_SEARCH_OFFSET } from '../protocol/memory';
 import { type ToolCall, valueJson } from './tools';
 
 /**

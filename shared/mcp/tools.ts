@@ -6,8 +6,8 @@ import { addPromise, listPromises } from '../coordination/promises';
 import { ForbiddenError, InvalidArgumentError, NotFoundError, PayloadTooLargeError } from '../errors';
 import type { Caller, MemoryFacts } from '../memory/memory';
 import { checkFilter } from '../memory/valueFilter';
-import { factQuery, forgetAllQuery, rememberBody, searchBody } from '../memory/wire';
 import { chatIdRule, claimCandidates, promiseBody, promisesQuery } from '../protocol/coordination';
+import { factKeyText, namespaceOrEmpty, namespaceText, rememberBody, searchBody } from '../protocol/memory';
 import { checkpointQuery, historyQuery, threadListQuery } from '../protocol/threads';
 import { rfc3339 } from '../protocol/time';
 import { configuredMemory, type Services } from '../services';
@@ -123,8 +123,8 @@ const remember = tool({
     'Stores a fact (any JSON value, at most 32 KiB) under a namespace and key, replacing what was stored there. Use it for anything worth keeping across conversations: user preferences, decisions, learned facts. Optionally expires after `ttl` seconds. Answers the stored fact with its ETag; `created` says whether it is new.',
   readOnly: false,
   schema: z.strictObject({
-    namespace: factQuery.shape.namespace.describe(NAMESPACE),
-    key: factQuery.shape.key.describe(FACT_KEY),
+    namespace: namespaceText.describe(NAMESPACE),
+    key: factKeyText.describe(FACT_KEY),
     value: rememberBody.shape.value.describe('The fact: any JSON value (text, number, object, list).'),
     ttl: rememberBody.shape.ttl.describe('Optional: seconds until the fact is forgotten by itself.'),
     ...conditionShape,
@@ -151,8 +151,8 @@ const recall = tool({
     'Reads the fact stored under a namespace and key. Fails with not_found when nothing is stored there (or it expired); use search_memory when the exact key is not known.',
   readOnly: true,
   schema: z.strictObject({
-    namespace: factQuery.shape.namespace.describe(NAMESPACE),
-    key: factQuery.shape.key.describe(FACT_KEY),
+    namespace: namespaceText.describe(NAMESPACE),
+    key: factKeyText.describe(FACT_KEY),
   }),
   run: async (args, call) => {
     const item = await memoryOf(call).recall(callerOf(call), args.namespace, args.key);
@@ -168,7 +168,9 @@ const searchMemory = tool({
     'Finds facts in a namespace and everything below it ("" searches every namespace). With `text`, ranks facts by keyword relevance to it (each result has a score from 0 to 1); without, lists them newest first. With `vector` (an embedding with as many dimensions as the vectors stored with the facts), ranks facts with vectors by cosine similarity to it; with both, by reciprocal rank fusion of the two rankings. `filter` keeps facts whose value has the given top-level fields, e.g. {"kind": "preference"}.',
   readOnly: true,
   schema: z.strictObject({
-    namespace: searchBody.shape.namespace.default('').describe(`${NAMESPACE} Default "": every namespace.`),
+    namespace: namespaceOrEmpty('is required ("" searches every namespace)', false)
+      .default('')
+      .describe(`${NAMESPACE} Default "": every namespace.`),
     text: searchBody.shape.text.describe('Optional: keywords to rank the facts by.'),
     vector: z
       .array(z.number({ error: 'must be a list of numbers' }), { error: 'must be a list of numbers' })
@@ -176,9 +178,10 @@ const searchMemory = tool({
       .describe('Optional: a query embedding to rank the facts with vectors by closeness to it.'),
     limit: searchBody.shape.limit.describe('Optional: at most this many results (default 10, at most 1000).'),
     offset: searchBody.shape.offset.describe('Optional: skip this many results, to page.'),
-    filter: searchBody.shape.filter.describe(
-      'Optional: a JSON object of top-level value fields and the values they must equal.',
-    ),
+    filter: z
+      .unknown()
+      .optional()
+      .describe('Optional: a JSON object of top-level value fields and the values they must equal.'),
   }),
   run: async (args, call) => {
     return memoryOf(call).search(callerOf(call), {
@@ -199,8 +202,8 @@ const forget = tool({
     'Deletes the fact under a namespace and key. Succeeds when nothing is stored there too (forgetting is idempotent), unless `ifMatch` is given.',
   readOnly: false,
   schema: z.strictObject({
-    namespace: factQuery.shape.namespace.describe(NAMESPACE),
-    key: factQuery.shape.key.describe(FACT_KEY),
+    namespace: namespaceText.describe(NAMESPACE),
+    key: factKeyText.describe(FACT_KEY),
     ifMatch: conditionShape.ifMatch,
   }),
   run: async (args, call) => {
@@ -216,7 +219,9 @@ const forgetAll = tool({
     'Deletes every fact in a namespace and below it (at most 1000 per call: when `more` is true, call again). `namespace` "" with `all` true forgets every fact of the tenant; ask the user before doing that.',
   readOnly: false,
   schema: z.strictObject({
-    namespace: forgetAllQuery.shape.namespace.describe(`${NAMESPACE} "" (with all) for every namespace.`),
+    namespace: namespaceOrEmpty('is required', false).describe(
+      `${NAMESPACE} "" (with all) for every namespace.`,
+    ),
     all: z
       .boolean({ error: 'must be true or false' })
       .optional()

@@ -1,6 +1,7 @@
 import { InvalidArgumentError, PayloadTooLargeError } from '../errors';
 import { checkJsonDepth } from '../json';
-import { characterProblem, checkCharacters } from '../keys';
+import { characterProblem } from '../keys';
+import { factKeyProblem, MAX_FACT_VALUE_BYTES, MAX_TTL_SECONDS, namespaceProblem } from '../protocol/memory';
 
 /**
  * Memory facts: what a fact is, and the checks of every input that need no I/O. Each check runs
@@ -10,22 +11,9 @@ import { characterProblem, checkCharacters } from '../keys';
  * a store key may hold (no control characters, Unicode noncharacters or unpaired surrogates): so no
  * leading or trailing `/` and no `//`. Fact keys follow the same character rules. "Below" means by whole segments: `users`
  * covers `users/42`, never `usersX/1`. The empty namespace `""` stands for the whole tenant and is
- * accepted only where a function says so (search, listing, forgetting everything).
+ * accepted only where a function says so (search, listing, forgetting everything). The rules and
+ * limits are the protocol's (shared/protocol/memory.ts): the routes check them too.
  */
-
-export const MAX_NAMESPACE_BYTES = 512;
-export const MAX_NAMESPACE_SEGMENTS = 16;
-export const MAX_FACT_KEY_BYTES = 512;
-/** The largest value, as serialised JSON in UTF-8. */
-export const MAX_FACT_VALUE_BYTES = 32 * 1024;
-/** Ten years: a longer time to live is almost certainly a unit mistake (milliseconds for seconds). */
-export const MAX_TTL_SECONDS = 10 * 365 * 24 * 3600;
-export const DEFAULT_SEARCH_LIMIT = 10;
-export const MAX_SEARCH_LIMIT = 1000;
-export const MAX_SEARCH_OFFSET = 10_000;
-export const MAX_SEARCH_TEXT_BYTES = 2048;
-export const DEFAULT_NAMESPACE_LIMIT = 100;
-export const MAX_NAMESPACE_LIMIT = 1000;
 
 /** A fact as the API answers it. Times are Unix milliseconds. */
 export interface MemoryItem {
@@ -57,30 +45,15 @@ export function isPlainText(text: string): boolean {
  * Returns its segments (none for `""`).
  */
 export function checkNamespace(namespace: string, field = 'namespace', allowEmpty = false): string[] {
-  if (namespace === '') {
-    if (allowEmpty) return [];
-    throw new InvalidArgumentError(field, 'must not be empty');
-  }
-  if (Buffer.byteLength(namespace, 'utf8') > MAX_NAMESPACE_BYTES) {
-    throw new InvalidArgumentError(field, `must be at most ${MAX_NAMESPACE_BYTES} bytes of UTF-8`);
-  }
-  checkCharacters(namespace, field);
-  const segments = namespace.split('/');
-  if (segments.some((segment) => segment === '')) {
-    throw new InvalidArgumentError(field, 'must not have an empty segment or a leading or trailing "/"');
-  }
-  if (segments.length > MAX_NAMESPACE_SEGMENTS) {
-    throw new InvalidArgumentError(field, `must have at most ${MAX_NAMESPACE_SEGMENTS} segments`);
-  }
-  return segments;
+  const problem = namespaceProblem(namespace, allowEmpty);
+  if (problem !== null) throw new InvalidArgumentError(field, problem);
+  return namespace === '' ? [] : namespace.split('/');
 }
 
+/** Throws unless `key` is a fact's key (the rules of {@link factKeyProblem}). */
 export function checkFactKey(key: string, field = 'key'): void {
-  if (key === '') throw new InvalidArgumentError(field, 'must not be empty');
-  if (Buffer.byteLength(key, 'utf8') > MAX_FACT_KEY_BYTES) {
-    throw new InvalidArgumentError(field, `must be at most ${MAX_FACT_KEY_BYTES} bytes of UTF-8`);
-  }
-  checkCharacters(key, field);
+  const problem = factKeyProblem(key);
+  if (problem !== null) throw new InvalidArgumentError(field, problem);
 }
 
 /**

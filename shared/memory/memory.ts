@@ -16,6 +16,21 @@ import {
 } from '../errors';
 import { lru } from '../lru';
 import { forEachLimited } from '../pool';
+import {
+  DEFAULT_NAMESPACE_LIMIT,
+  DEFAULT_SEARCH_LIMIT,
+  type Distance,
+  DISTANCES,
+  FORGET_ALL_BUDGET,
+  MAX_LISTED_NAMESPACES,
+  MAX_NAMESPACE_LIMIT,
+  MAX_NAMESPACE_SEGMENTS,
+  MAX_SEARCH_LIMIT,
+  MAX_SEARCH_OFFSET,
+  MAX_SEARCH_SCAN_BYTES,
+  MAX_SEARCH_SCAN_ROWS,
+  MAX_SEARCH_TEXT_BYTES,
+} from '../protocol/memory';
 import { casPause } from '../retry';
 import type { WriteConditions } from '../storage/keyValueStore';
 import {
@@ -23,13 +38,7 @@ import {
   checkNamespace,
   checkTtl,
   compareNamespaces,
-  DEFAULT_NAMESPACE_LIMIT,
-  DEFAULT_SEARCH_LIMIT,
   isWithin,
-  MAX_NAMESPACE_LIMIT,
-  MAX_SEARCH_LIMIT,
-  MAX_SEARCH_OFFSET,
-  MAX_SEARCH_TEXT_BYTES,
   type MemoryItem,
   type ScoredItem,
   serialiseValue,
@@ -52,8 +61,6 @@ import {
   checkVectors,
   closeness,
   commonDims,
-  type Distance,
-  DISTANCES,
   type FactVectors,
   packFact,
   RRF_K,
@@ -116,14 +123,6 @@ const MAX_CARRIED_CHARS = 16 * 1024;
 /** Deletes one `forgetAll` call runs at once (audited). */
 const DELETE_WIDTH = 8;
 
-/** Rows a search reads at most; past this the answer says `truncated`. */
-export const MAX_SEARCH_SCAN_ROWS = 10_000;
-/** Bytes of stored values a search reads at most. */
-export const MAX_SEARCH_SCAN_BYTES = 48 * 1024 * 1024;
-/** Rows one `forgetAll` call deletes at most; `more` then says to call again. */
-export const FORGET_ALL_BUDGET = 1000;
-/** Distinct namespaces a listing finds at most. */
-export const MAX_LISTED_NAMESPACES = 10_000;
 const WRITE_ATTEMPTS = 32;
 /** Fact versions remembered per instance (about 200 bytes each). */
 const KNOWN_VERSIONS = 10_000;
@@ -690,7 +689,7 @@ export class MemoryFacts {
     const offset = listing.offset ?? 0;
     checkRange('limit', limit, 1, MAX_NAMESPACE_LIMIT);
     checkRange('offset', offset, 0, MAX_LISTED_NAMESPACES);
-    if (listing.maxDepth !== undefined) checkRange('maxDepth', listing.maxDepth, 1, 16);
+    if (listing.maxDepth !== undefined) checkRange('maxDepth', listing.maxDepth, 1, MAX_NAMESPACE_SEGMENTS);
     const found = await this.store.namespaces(caller.tenant, prefix, {
       now: this.now(),
       max: MAX_LISTED_NAMESPACES,

@@ -1,10 +1,8 @@
-import { z } from 'zod';
-
 import { InvalidArgumentError } from '../errors';
+import { type BatchOperation as Operation, batchOperations as operationSchemas } from '../protocol/memory';
 import type { WriteConditions } from '../storage/keyValueStore';
 import type { Caller, MemoryFacts } from './memory';
 import { checkFilter } from './valueFilter';
-import { searchBody } from './wire';
 
 /**
  * A batch of memory operations in one request (`POST /api/memory/batch`, docs/memory.md): what
@@ -19,61 +17,6 @@ import { searchBody } from './wire';
  *   (`MemoryFacts.rememberMany`: on Table Storage one transaction per up to 98 facts when this
  *   instance knows their versions, or they are new); everything else runs as its route would.
  */
-
-/** Operations one batch holds at most. */
-export const MAX_BATCH_OPERATIONS = 1000;
-/** The largest batch body: room for many facts with vectors, less than a fact's 1 MiB times many. */
-export const MAX_BATCH_BODY_BYTES = 4 * 1024 * 1024;
-
-const required = z.string({ error: 'is required' });
-const conditionsShape = {
-  /** An ETag, or `*`: as the `If-Match` header. */
-  ifMatch: z.string({ error: 'must be an ETag or "*"' }).optional(),
-  /** `*`: as the `If-None-Match` header. */
-  ifNoneMatch: z.literal('*', { error: 'must be "*"' }).optional(),
-};
-
-const operationSchemas = {
-  get: z.strictObject({ op: z.literal('get'), namespace: required, key: required }),
-  put: z.strictObject({
-    op: z.literal('put'),
-    namespace: required,
-    key: required,
-    value: z.unknown(),
-    ttl: z
-      .number({ error: 'must be a whole number of seconds' })
-      .int('must be a whole number of seconds')
-      .optional(),
-    vectors: z.unknown().optional(),
-    ...conditionsShape,
-  }),
-  delete: z.strictObject({
-    op: z.literal('delete'),
-    namespace: required,
-    key: required,
-    ifMatch: conditionsShape.ifMatch,
-  }),
-  search: z.strictObject({ op: z.literal('search'), ...searchBody.shape }),
-  listNamespaces: z.strictObject({
-    op: z.literal('listNamespaces'),
-    prefix: z.string().optional(),
-    suffix: z.string().optional(),
-    maxDepth: z.number({ error: 'must be a whole number' }).optional(),
-    limit: z.number({ error: 'must be a whole number' }).optional(),
-    offset: z.number({ error: 'must be a whole number' }).optional(),
-  }),
-};
-
-export const batchBody = z.strictObject({
-  operations: z
-    .array(z.unknown(), { error: 'must be an array of operations' })
-    .min(1, 'must hold at least one operation')
-    .max(MAX_BATCH_OPERATIONS, `must hold at most ${MAX_BATCH_OPERATIONS} operations`),
-});
-
-type Operation = {
-  [K in keyof typeof operationSchemas]: z.infer<(typeof operationSchemas)[K]>;
-}[keyof typeof operationSchemas];
 
 /** One operation's answer: its result, or the error it failed with (the route's error). */
 export type BatchOutcome = { readonly result: Record<string, unknown> } | { readonly error: unknown };

@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 
 import { InvalidArgumentError } from '../errors';
+import { MAX_FILTER_FIELDS } from '../protocol/memory';
 
 /**
  * Filters on the top-level fields of a fact's value, as LangGraph stores take them:
@@ -24,7 +25,6 @@ import { InvalidArgumentError } from '../errors';
 export type ValueFilter = Readonly<Record<string, unknown>>;
 
 const OPERATORS = new Set(['$eq', '$ne', '$gt', '$gte', '$lt', '$lte', '$in', '$nin', '$exists']);
-export const MAX_FILTER_FIELDS = 32;
 
 function isOperatorObject(condition: unknown): condition is Record<string, unknown> {
   if (typeof condition !== 'object' || condition === null || Array.isArray(condition)) return false;

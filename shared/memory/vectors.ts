@@ -1,4 +1,10 @@
 import { InvalidArgumentError } from '../errors';
+import {
+  type Distance,
+  MAX_FIELD_PATH_BYTES,
+  MAX_VECTOR_DIMS,
+  MAX_VECTORS_PER_FACT,
+} from '../protocol/memory';
 import { isPlainText } from './facts';
 
 /**
@@ -19,16 +25,8 @@ import { isPlainText } from './facts';
  * stored exactly as before (its JSON) and older rows read as they are.
  */
 
-export const MAX_VECTOR_DIMS = 4096;
-/** Vectors one fact may carry. */
-export const MAX_VECTORS_PER_FACT = 8;
-export const MAX_FIELD_PATH_BYTES = 256;
-
 /** Field path → vector. */
 export type FactVectors = ReadonlyMap<string, Float32Array>;
-
-export type Distance = 'cosine' | 'dot' | 'l2';
-export const DISTANCES: readonly Distance[] = ['cosine', 'dot', 'l2'];
 
 const MAGIC = 0x00;
 const VERSION = 0x01;

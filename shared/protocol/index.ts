@@ -13,6 +13,7 @@ import {
   watchedChatsRoute,
 } from './coordination';
 import { keysRoute, kvRoute } from './kv';
+import { memoryBatchRoute, memoryFactRoute, memoryNamespacesRoute, memorySearchRoute } from './memory';
 import { migrationStatusRoute, startMigrationRoute } from './migrations';
 import { retentionPolicyRoute, retentionPruneRoute, tenantsRoute, verifyRoute } from './retention';
 import { rewrapStatusRoute, startRewrapRoute } from './rewrap';
@@ -80,5 +81,9 @@ export const ROUTE_SPECS: readonly RouteSpec[] = [
   workspaceSnapshotRoute,
   snapshotByIdRoute,
   snapshotKeysRoute,
+  memoryFactRoute,
+  memorySearchRoute,
+  memoryNamespacesRoute,
+  memoryBatchRoute,
   notFoundRoute,
 ];
