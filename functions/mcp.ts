@@ -1,16 +1,17 @@
 import type { HttpRequest } from '@azure/functions';
 
 import { InvalidArgumentError } from '#shared/errors';
-import { mcpBodyLimit } from '#shared/mcp/limits';
 import { handleMcpPost } from '#shared/mcp/server';
+import { mcpRoute } from '#shared/protocol/mcp';
 
-import { httpHandler, registerHttp } from './http/pipeline';
-import { json, readBody } from './http/request';
+import { json } from './http/request';
+import { registerRoute, specHandler } from './http/route';
 
 /**
  * Cairn as an MCP server (docs/mcp.md): `POST /api/mcp`, the Streamable HTTP transport in its
- * stateless, JSON-answering form. The pipeline authenticates as for every route (401 before the
- * MCP layer sees anything); the body is read within its limit (413) and must be JSON (400), and
+ * stateless, JSON-answering form, served by its spec (shared/protocol/mcp.ts). The pipeline
+ * authenticates as for every route (401 before the MCP layer sees anything); the body is read
+ * within its limit (413, from CAIRN_MAX_VALUE_BYTES) and must be JSON (400), and
  * its messages are answered by the SDK's server (shared/mcp/). Every answer is JSON (no event
  * streams), so `Accept` is not held against the caller. GET (an event stream) and DELETE (ending
  * a session) have nothing to do without sessions: 405 with `Allow: POST`, which the transport's
@@ -18,8 +19,7 @@ import { json, readBody } from './http/request';
  */
 
 /** The body as JSON: `content-type` must say so, and the bytes must be JSON (400 otherwise). */
-async function jsonBody(request: HttpRequest, limit: number): Promise<unknown> {
-  const bytes = await readBody(request, limit);
+function jsonBody(request: HttpRequest, bytes: Buffer): unknown {
   const contentType = request.headers.get('content-type') ?? '';
   if (!/^application\/json\s*(;|$)/i.test(contentType)) {
     throw new InvalidArgumentError('content-type', 'must be application/json (a JSON-RPC message of MCP)');
@@ -31,9 +31,9 @@ async function jsonBody(request: HttpRequest, limit: number): Promise<unknown> {
   }
 }
 
-export const mcp = httpHandler('mcp', {
-  POST: async (request, call) => {
-    const body = await jsonBody(request, mcpBodyLimit(call.services.config.maxValueBytes));
+export const mcp = specHandler(mcpRoute, {
+  POST: async ({ body: bytes }, request, call) => {
+    const body = jsonBody(request, bytes);
     const answer = await handleMcpPost(
       {
         principal: call.principal,
@@ -50,4 +50,4 @@ export const mcp = httpHandler('mcp', {
   },
 });
 
-registerHttp('mcp', 'mcp', mcp);
+registerRoute(mcp);

@@ -81,7 +81,9 @@ export function specHandler<R extends RouteSpec>(
               : await readBody(
                   request,
                   body.kind === 'bytes' && body.limitSetting === 'maxValueBytes'
-                    ? call.services.config.maxValueBytes
+                    ? (body.limitFromSetting ?? ((value: number) => value))(
+                        call.services.config.maxValueBytes,
+                      )
                     : body.limit,
                 );
           let params: unknown = {};

@@ -1,60 +1,26 @@
 import { MAX_JSON_DEPTH } from '../json';
-import { mcpBodyLimit } from '../mcp/limits';
 import { ROUTE_SPECS } from '../protocol';
-import { DEFAULT_MAX_VALUE_BYTES } from '../protocol/fields';
 import { generatePaths } from '../protocol/openapi';
 import { TAGS } from '../protocol/tags';
 import { components } from './components';
-import { emptyAnswer, jsonAnswer, type JsonObject, operation } from './openapiKit';
+import type { JsonObject } from './openapiKit';
 
 /**
  * Cairn's HTTP API as an OpenAPI 3.1 document: every route the app registers, with its methods,
- * parameters, bodies, answers and errors. Served at `GET /api/openapi.json`. A test holds it to the
- * app's registrations both ways (a route missing here, or a path here that no route serves, fails
- * it), and the end-to-end tests check every answer they get against it: a new route is added here
- * with one `operation(...)` per method, or the tests fail.
+ * parameters, bodies, answers and errors. Served at `GET /api/openapi.json`. Its paths and their
+ * schemas are generated from the route specs (shared/protocol/, ROUTE_SPECS); the parts every
+ * operation shares (error answers, headers, security schemes) are in ./components.ts. A test holds
+ * it to the app's registrations both ways (a route without a spec, or a spec no route serves,
+ * fails it), and the end-to-end tests check every request and answer against it.
  */
 
-const json = (schema: JsonObject) => ({ mediaType: 'application/json', schema }) as const;
-
-// ---------------------------------------------------------------------------------------------
-// MCP
-
-const mcpPath = {
-  post: operation({
-    operationId: 'mcp',
-    summary: 'Model Context Protocol (Streamable HTTP)',
-    description:
-      "Cairn as an MCP server: memory, key/value, delivery claims, promises and read-only threads as tools, facts and keys as resources, for the caller's tenant (docs/mcp.md). Stateless: every request stands alone and is answered with JSON; GET and DELETE answer 405. Every answer is JSON, whatever `Accept` says. A tool that fails answers 200 with an MCP tool error whose text is the error JSON of this API; a body that is not JSON, not a JSON-RPC message of MCP or a batch of 1 to 100 of them, or of an unsupported `MCP-Protocol-Version` is 400 with the error JSON. A batch is answered with an array of the answers to its requests, in their order.",
-    tag: TAGS.mcp,
-    access: 'tenant',
-    body: {
-      ...json({ type: ['object', 'array'] }),
-      description: 'A JSON-RPC message of MCP, or a batch.',
-      limitBytes: mcpBodyLimit(DEFAULT_MAX_VALUE_BYTES),
-    },
-    answers: {
-      200: jsonAnswer('The JSON-RPC answer (an array for a batch, even of one request).', {
-        type: ['object', 'array'],
-      }),
-      202: emptyAnswer('The body held only notifications or responses: nothing to answer.'),
-    },
-  }),
-};
-
-// ---------------------------------------------------------------------------------------------
-// Service
-
-/**
- * The paths generated from the route specs (shared/protocol/), with the component schemas they
- * reference. The paths below are the routes not declared as specs yet, documented by hand.
- */
 const generated = generatePaths(ROUTE_SPECS);
 
-/** The paths documented by hand (a shrinking list: a route converted to a spec leaves it). */
-export const HAND_WRITTEN_PATHS: Readonly<Record<string, JsonObject>> = {
-  '/api/mcp': mcpPath,
-};
+/**
+ * Paths documented by hand: none any more, every route is declared as a spec. The agreement test
+ * still reads this list, so a path written here by hand would have to be served.
+ */
+export const HAND_WRITTEN_PATHS: Readonly<Record<string, JsonObject>> = {};
 
 for (const name of Object.keys(generated.schemas)) {
   if (name in components.schemas) throw new Error(`schema ${name} is both generated and written by hand`);

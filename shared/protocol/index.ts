@@ -13,6 +13,7 @@ import {
   watchedChatsRoute,
 } from './coordination';
 import { keysRoute, kvRoute } from './kv';
+import { mcpRoute } from './mcp';
 import { memoryBatchRoute, memoryFactRoute, memoryNamespacesRoute, memorySearchRoute } from './memory';
 import { migrationStatusRoute, startMigrationRoute } from './migrations';
 import { retentionPolicyRoute, retentionPruneRoute, tenantsRoute, verifyRoute } from './retention';
@@ -37,9 +38,8 @@ import type { RouteSpec } from './spec';
 import { THREAD_ROUTES } from './threads';
 
 /**
- * Every route declared as data, in the order the document lists them. A route the app registers
- * is either here or still documented by hand in shared/api/openapi.ts (its list of hand-written
- * paths); a test holds the registrations to both.
+ * Every route declared as data, in the order the document lists them. Every route the app
+ * registers is here; a test holds the registrations to this list both ways.
  */
 export const ROUTE_SPECS: readonly RouteSpec[] = [
   healthRoute,
@@ -85,5 +85,6 @@ export const ROUTE_SPECS: readonly RouteSpec[] = [
   memorySearchRoute,
   memoryNamespacesRoute,
   memoryBatchRoute,
+  mcpRoute,
   notFoundRoute,
 ];

@@ -221,7 +221,14 @@ function operationOf(writer: SchemaWriter, spec: OperationSpec, phase: Io): Json
         ? {
             description: `${body.description} ${limit}`,
             required: body.required ?? true,
-            content: { 'application/octet-stream': { schema: BYTES } },
+            content:
+              body.documentedAs === undefined
+                ? { 'application/octet-stream': { schema: BYTES } }
+                : {
+                    [body.documentedAs.mediaType]: {
+                      schema: writer.convert(body.documentedAs.schema, 'input'),
+                    },
+                  },
           }
         : {
             description: `${body.description} ${limit}`,

@@ -57,6 +57,13 @@ export interface BytesBodySpec {
   readonly limit: number;
   /** The configuration value that replaces `limit` in a deployment (its setting is documented). */
   readonly limitSetting?: 'maxValueBytes';
+  /** The limit as a function of that setting's value (default: the value itself). */
+  readonly limitFromSetting?: (setting: number) => number;
+  /**
+   * The media type and schema the document gives these bytes, when the handler parses them itself
+   * (MCP's JSON-RPC messages); default `application/octet-stream`.
+   */
+  readonly documentedAs?: { readonly mediaType: string; readonly schema: z.ZodType };
   /** Default true; false when an empty body is allowed. */
   readonly required?: boolean;
 }

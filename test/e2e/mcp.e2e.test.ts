@@ -550,3 +550,42 @@ describe('MCP claims across two app instances on one Azurite', () => {
     expect(claimed.flat().sort()).toEqual(offered);
   });
 });
+
+describe('MCP body limit', () => {
+  const tenant = newTenant('mcp-limit');
+  let app: RunningApp;
+  const maxValueBytes = 3000;
+
+  beforeAll(async () => {
+    app = await startApp({
+      CAIRN_API_KEYS: apiKeysSetting([tenant]),
+      CAIRN_MAX_VALUE_BYTES: String(maxValueBytes),
+      ...backendSettings('local', azurite().blobEndpoint),
+    });
+  });
+  afterAll(async () => {
+    await app.stop();
+  });
+
+  it('follows CAIRN_MAX_VALUE_BYTES: a value of that size as base64 plus 64 KiB, larger bodies 413', async () => {
+    const limit = Math.ceil(maxValueBytes / 3) * 4 + 64 * 1024;
+    const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+    const post = (size: number) =>
+      client(app.url, tenant.key)('/api/mcp', {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2025-11-25',
+        },
+        // JSON allows whitespace after the message: the body is exactly `size` bytes.
+        body: ping + ' '.repeat(size - ping.length),
+      });
+    const atLimit = await post(limit);
+    expect(atLimit.status).toBe(200);
+    expect(await atLimit.json()).toEqual({ jsonrpc: '2.0', id: 1, result: {} });
+    const over = await post(limit + 1);
+    expect(over.status).toBe(413);
+    expect(((await over.json()) as { error: { code: string } }).error.code).toBe('payload_too_large');
+  });
+});
