@@ -14,6 +14,7 @@ import {
 import { azurite } from '../support/azurite';
 import { onCleanUp } from '../support/cleanup';
 import { memoryTableSettings } from '../support/tables';
+import { scaled } from '../support/timeouts';
 
 /**
  * `/api/mcp` (docs/mcp.md) with the official MCP client SDK over real HTTP against the app in the
@@ -395,7 +396,7 @@ describe.each<Backend>(['local', 'blob'])('MCP server on the %s backend', (backe
         },
         body: JSON.stringify(body),
         // A request left unanswered fails here rather than at the test's own timeout.
-        signal: AbortSignal.timeout(20_000),
+        signal: AbortSignal.timeout(scaled(20_000)),
       });
     const ping = (id: number | string) => ({ jsonrpc: '2.0', id, method: 'ping' });
     await ok(asAlpha, 'remember', { namespace: 'batch', key: 'k', value: 'in a batch' });
