@@ -230,10 +230,10 @@ export class CairnSession
     const base = this.seen;
     await this.changeWithSegments(refs, (head) => {
       const replaced = base ?? head.segments;
-      const extends_ = replaced.every(
+      const stillThere = replaced.every(
         (ref, index) => head.segments[index]?.id === ref.id && head.segments[index]?.count === ref.count,
       );
-      if (!extends_) {
+      if (!stillThere) {
         throw new HistoryTransactionError(
           'the history was popped, cleared or replaced since this session last read it: read it again and compact anew',
         );
@@ -456,21 +456,22 @@ function parseHead(bytes: Buffer, key: string): Head {
   return head as Head;
 }
 
-/** An item that answers a tool call: its call is the item of the same `callId` and a `*_call` type. */
-function isToolOutput(item: unknown): item is { readonly callId: string } {
-  if (typeof item !== 'object' || item === null) return false;
+/** The `callId` of a tool item and whether it is the call or its output (`*_result`, `*_output`). */
+function toolPart(item: unknown): { readonly callId: string; readonly output: boolean } | null {
+  if (typeof item !== 'object' || item === null) return null;
   const { type, callId } = item as { type?: unknown; callId?: unknown };
-  return typeof callId === 'string' && typeof type === 'string' && /_(result|output)$/.test(type);
+  if (typeof callId !== 'string' || typeof type !== 'string') return null;
+  return { callId, output: /_(result|output)$/.test(type) };
 }
 
 /** `items` without the tool outputs whose call is not among them (a limited read cut it off). */
 function withoutOrphanOutputs(items: readonly unknown[]): unknown[] {
-  const calls = new Set<string>();
-  for (const item of items) {
-    const { type, callId } = (item ?? {}) as { type?: unknown; callId?: unknown };
-    if (typeof callId === 'string' && typeof type === 'string' && !isToolOutput(item)) calls.add(callId);
-  }
-  return items.filter((item) => !isToolOutput(item) || calls.has(item.callId));
+  const parts = items.map(toolPart);
+  const calls = new Set(parts.flatMap((part) => (part !== null && !part.output ? [part.callId] : [])));
+  return items.filter((_, index) => {
+    const part = parts[index];
+    return part === null || part === undefined || !part.output || calls.has(part.callId);
+  });
 }
 
 /** The segments `segments` keeps after removing its last `count` items, and the ones it drops. */
