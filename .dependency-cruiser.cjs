@@ -9,77 +9,29 @@
 const DOMAINS = '^shared/(archive|audit|coordination|crypto|memory|migration|snapshots|threads|tenants)/';
 
 /**
- * The HTTP protocol declared as data (route specs, field rules, the OpenAPI generator): it depends
- * on zod only, so that it can become a package of its own; the domain, the functions and the client
- * import it, never the reverse.
+ * The protocol: the HTTP routes declared as data (field rules, the OpenAPI generator) and the formats
+ * both sides check (identifiers, manifests, the audit chain, signatures, canonical JSON, error codes).
+ * It is the package @cairn-state/protocol: it depends on zod, canonicalize and p-map alone, and the
+ * domain, the functions and the client packages import it, never the reverse.
  */
 const PROTOCOL = '^shared/protocol/';
 
 /** The composition root and what may wire implementations as it does: development and test code. */
 const COMPOSERS = ['^shared/services[.]ts$', '^dev/', '^test/'];
 
-/**
- * The server modules the client shares today (wire formats, identifiers, the audit chain's and the
- * snapshots' checks; the bounded pool and canonical JSON, thin wrappers over p-map and canonicalize
- * that both sides use), as exact arrows `client file -> shared file`. A shrinking list: remove an entry
- * when its import goes, never add one (a module the client needs belongs in client/ or in a module
- * both import that reaches no server code, which the rule below checks).
- */
-const CLIENT_SHARED_ALLOW_LIST = [
-  ['client/archive/restore.ts', 'shared/archive/identifiers.ts'],
-  ['client/archive/restore.ts', 'shared/archive/manifest.ts'],
-  ['client/archive/restore.ts', 'shared/keys.ts'],
-  ['client/archive/restore.ts', 'shared/pool.ts'],
-  ['client/archive/upload.ts', 'shared/archive/identifiers.ts'],
-  ['client/archive/upload.ts', 'shared/archive/manifest.ts'],
-  ['client/archiveClient.ts', 'shared/archive/identifiers.ts'],
-  ['client/archiveClient.ts', 'shared/archive/manifest.ts'],
-  ['client/auditClient.ts', 'shared/audit/chain.ts'],
-  ['client/auditClient.ts', 'shared/audit/headChain.ts'],
-  ['client/auditClient.ts', 'shared/audit/headSignature.ts'],
-  ['client/cli/auditCommand.ts', 'shared/audit/chain.ts'],
-  ['client/cli/auditCommand.ts', 'shared/audit/headChain.ts'],
-  ['client/cli/auditCommand.ts', 'shared/audit/headSignature.ts'],
-  ['client/cli/checkpointCommand.ts', 'shared/archive/identifiers.ts'],
-  ['client/cli/command.ts', 'shared/errors.ts'],
-  ['client/cli/migrateCommand.ts', 'shared/keys.ts'],
-  ['client/cli/migrateCommand.ts', 'shared/tenants/tenantIds.ts'],
-  ['client/cli/personaCommand.ts', 'shared/keyOrderWalk.ts'],
-  ['client/cli/personaCommand.ts', 'shared/keys.ts'],
-  ['client/cli/snapshotCommand.ts', 'shared/snapshots/identifiers.ts'],
-  ['client/index.ts', 'shared/archive/manifest.ts'],
-  ['client/langgraph/cairnCheckpointSaver.ts', 'shared/threads/identifiers.ts'],
-  ['client/openaiAgents/cairnSession.ts', 'shared/canonicalJson.ts'],
-  ['client/openaiAgents/cairnSession.ts', 'shared/pool.ts'],
-  ['client/snapshots/keyFiles.ts', 'shared/snapshots/signatures.ts'],
-  ['client/snapshots/load.ts', 'shared/pool.ts'],
-  ['client/snapshots/load.ts', 'shared/snapshots/identifiers.ts'],
-  ['client/snapshots/load.ts', 'shared/snapshots/manifest.ts'],
-  ['client/snapshots/load.ts', 'shared/snapshots/signatures.ts'],
-  ['client/snapshots/save.ts', 'shared/pool.ts'],
-  ['client/snapshots/save.ts', 'shared/snapshots/identifiers.ts'],
-  ['client/snapshots/save.ts', 'shared/snapshots/manifest.ts'],
-  ['client/snapshots/verify.ts', 'shared/pool.ts'],
-  ['client/snapshots/verify.ts', 'shared/snapshots/identifiers.ts'],
-  ['client/snapshots/verify.ts', 'shared/snapshots/manifest.ts'],
-  ['client/snapshots/workspaceTree.ts', 'shared/snapshots/manifest.ts'],
-  ['client/snapshotsClient.ts', 'shared/snapshots/identifiers.ts'],
-  ['client/transport.ts', 'shared/streams.ts'],
-];
-
-const exactly = (file) => `^${file.replaceAll('.', '[.]')}$`;
-const allowedTargets = [...new Set(CLIENT_SHARED_ALLOW_LIST.map(([, to]) => to))];
-
 module.exports = {
   forbidden: [
     {
-      name: 'protocol-depends-on-zod-only',
+      name: 'protocol-stands-alone',
       comment:
-        'shared/protocol/ imports only itself and zod: the domain imports its field rules from there, ' +
-        'not the reverse, and it can be published on its own.',
+        'shared/protocol/ imports only itself, Node and its three libraries (zod, canonicalize, p-map): ' +
+        'the domain imports its field rules from there, not the reverse, and it is published on its own.',
       severity: 'error',
       from: { path: PROTOCOL },
-      to: { pathNot: [PROTOCOL, '(^|/)node_modules/zod/'] },
+      to: {
+        dependencyTypesNot: ['core'],
+        pathNot: [PROTOCOL, '(^|/)node_modules/(zod|canonicalize|p-map)/'],
+      },
     },
     {
       name: 'no-cycles',
@@ -130,23 +82,11 @@ module.exports = {
     },
     {
       name: 'client-imports-no-server-code',
-      comment:
-        'The client talks HTTP: it imports no server code but the route specs (shared/protocol/) and ' +
-        'the shared modules of the allow-list (CLIENT_SHARED_ALLOW_LIST, a shrinking list).',
+      comment: 'The client packages talk HTTP: of the server they import the protocol package alone.',
       severity: 'error',
       from: { path: '^client/' },
-      to: { path: '^(shared|functions|dev|test)/', pathNot: [...allowedTargets.map(exactly), PROTOCOL] },
+      to: { path: '^(shared|functions|dev|test)/', pathNot: [PROTOCOL] },
     },
-    ...allowedTargets.map((target) => ({
-      name: 'client-imports-no-server-code',
-      comment: `Only the files of the allow-list import ${target} (CLIENT_SHARED_ALLOW_LIST).`,
-      severity: 'error',
-      from: {
-        path: '^client/',
-        pathNot: CLIENT_SHARED_ALLOW_LIST.filter(([, to]) => to === target).map(([from]) => exactly(from)),
-      },
-      to: { path: exactly(target) },
-    })),
     {
       name: 'client-reaches-no-server-code',
       comment:

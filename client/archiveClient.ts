@@ -1,5 +1,5 @@
-import { LATEST, validateId } from '../shared/archive/identifiers';
-import type { Manifest, ManifestFile } from '../shared/archive/manifest';
+import { LATEST, validateId } from '../shared/protocol/archive/identifiers';
+import type { Manifest, ManifestFile } from '../shared/protocol/archive/manifest';
 import { emptyTarget, restoreTree } from './archive/restore';
 import {
   readUploadState,

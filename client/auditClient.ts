@@ -1,9 +1,9 @@
 import type { z } from 'zod';
 
-import type { AuditRecord } from '../shared/audit/chain';
-import type { VerifyAnswer } from '../shared/audit/headChain';
-import type { SignedHead } from '../shared/audit/headSignature';
 import type { AuditRecordPage, SignedHeadPage } from '../shared/protocol/audit';
+import type { AuditRecord } from '../shared/protocol/audit/chain';
+import type { VerifyAnswer } from '../shared/protocol/audit/headChain';
+import type { SignedHead } from '../shared/protocol/audit/headSignature';
 import { readJson, type Transport } from './transport';
 
 /**
@@ -12,9 +12,9 @@ import { readJson, type Transport } from './transport';
  * verification of the hash chain, and the signed heads. `cairn audit verify` checks a trail itself, with the public key.
  */
 
-export type { AuditRecord, VerifyResult } from '../shared/audit/chain';
-export type { VerifyAnswer } from '../shared/audit/headChain';
-export type { SignedHead } from '../shared/audit/headSignature';
+export type { AuditRecord, VerifyResult } from '../shared/protocol/audit/chain';
+export type { VerifyAnswer } from '../shared/protocol/audit/headChain';
+export type { SignedHead } from '../shared/protocol/audit/headSignature';
 
 export interface AuditRecordQuery {
   readonly threadId?: string;

@@ -1,4 +1,4 @@
-export type { Manifest, ManifestFile } from '../shared/archive/manifest';
+export type { Manifest, ManifestFile } from '../shared/protocol/archive/manifest';
 export type {
   ArchiveClientOptions,
   PublishOptions,

@@ -3,7 +3,7 @@ import {
   validateSha256,
   validateSnapshotId,
   validateWorkspaceId,
-} from '../shared/snapshots/identifiers';
+} from '../shared/protocol/snapshots/identifiers';
 import { MissingPartsError, StaleParentError } from './snapshots/errors';
 import { type LoadOptions, type LoadReport, loadSnapshot } from './snapshots/load';
 import type {

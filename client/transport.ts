@@ -2,7 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { readAllBytes } from '../shared/streams';
+import { readAllBytes } from '../shared/protocol/streams';
 import { CairnHttpError, CairnNetworkError, CairnTimeoutError, TRANSIENT_STATUSES } from './errors';
 
 /**

@@ -8,7 +8,7 @@ import net from 'node:net';
 import path from 'node:path';
 
 import { loadConfig } from '../shared/config';
-import { ConfigurationError } from '../shared/errors';
+import { ConfigurationError } from '../shared/protocol/errors';
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from './azurite';
 
 /** A start-up failure to print as one line (`Cairn cannot start: <message>`), without a stack. */

@@ -2,8 +2,8 @@ import { app } from '@azure/functions';
 
 import type { AuditTrail } from '#shared/audit/auditTrail';
 import { auditSignScheduleFrom } from '#shared/config';
-import { InvalidArgumentError, NotConfiguredError } from '#shared/errors';
 import { auditHeadsRoute, auditRecordsRoute, auditVerifyRoute } from '#shared/protocol/audit';
+import { InvalidArgumentError, NotConfiguredError } from '#shared/protocol/errors';
 import { getServices } from '#shared/services';
 
 import type { AuthenticatedCall } from './http/pipeline';

@@ -2,8 +2,8 @@ import type { ActivityHandler, OrchestrationContext, Task } from 'durable-functi
 import * as df from 'durable-functions';
 
 import type { AuditEvent } from '#shared/audit/auditLog';
-import { InvalidArgumentError } from '#shared/errors';
 import { checkJobAudit, knownAdminActors } from '#shared/migration/jobInput';
+import { InvalidArgumentError } from '#shared/protocol/errors';
 import { getServices } from '#shared/services';
 
 /**

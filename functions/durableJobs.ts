@@ -1,7 +1,7 @@
 import type { InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
 
-import { NotFoundError } from '#shared/errors';
+import { NotFoundError } from '#shared/protocol/errors';
 
 import { isJobId } from './jobIds';
 

@@ -2,7 +2,7 @@ import { app } from '@azure/functions';
 
 import { emailPollScheduleFrom } from '#shared/config';
 import { isPollFailure, pollEmailWindows } from '#shared/coordination/emailWindowPoll';
-import { ConfigurationError } from '#shared/errors';
+import { ConfigurationError } from '#shared/protocol/errors';
 import { getServices } from '#shared/services';
 
 import { timerHandler } from './timer';

@@ -1,4 +1,4 @@
-import { NotReadyError } from '#shared/errors';
+import { NotReadyError } from '#shared/protocol/errors';
 import { healthReadyRoute, healthRoute } from '#shared/protocol/service';
 
 import { json } from './http/request';

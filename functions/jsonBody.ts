@@ -1,8 +1,8 @@
 import type { HttpRequest } from '@azure/functions';
 import type { z } from 'zod';
 
-import { InvalidArgumentError } from '#shared/errors';
 import { checkJsonDepth } from '#shared/json';
+import { InvalidArgumentError } from '#shared/protocol/errors';
 
 import { readBody } from './http/request';
 

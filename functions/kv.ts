@@ -1,6 +1,6 @@
 import type { HttpRequest } from '@azure/functions';
 
-import { NotFoundError, PreconditionFailedError } from '#shared/errors';
+import { NotFoundError, PreconditionFailedError } from '#shared/protocol/errors';
 import { keysRoute, kvRoute } from '#shared/protocol/kv';
 import type { KeyValueStore } from '#shared/storage/keyValueStore';
 

@@ -1,7 +1,7 @@
 import type { HttpRequest } from '@azure/functions';
 
-import { InvalidArgumentError } from '#shared/errors';
 import { handleMcpPost } from '#shared/mcp/server';
+import { InvalidArgumentError } from '#shared/protocol/errors';
 import { mcpRoute } from '#shared/protocol/mcp';
 
 import { json } from './http/request';

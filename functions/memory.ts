@@ -1,8 +1,8 @@
 import { actorOf } from '#shared/auth';
-import { NotFoundError } from '#shared/errors';
 import type { Caller, MemoryFacts } from '#shared/memory/memory';
 import { runMemoryBatch } from '#shared/memory/memoryBatch';
 import { checkFilter } from '#shared/memory/valueFilter';
+import { NotFoundError } from '#shared/protocol/errors';
 import {
   memoryBatchRoute,
   memoryFactRoute,

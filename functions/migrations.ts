@@ -2,7 +2,6 @@ import type { ActivityHandler, OrchestrationContext, OrchestrationHandler } from
 import * as df from 'durable-functions';
 
 import { actorOf } from '#shared/auth';
-import { InvalidArgumentError, NotConfiguredError } from '#shared/errors';
 import {
   checkJobAudit,
   checkSource,
@@ -23,6 +22,7 @@ import {
   planSourcePage,
   type SourcePlan,
 } from '#shared/migration/migration';
+import { InvalidArgumentError, NotConfiguredError } from '#shared/protocol/errors';
 import { migrationStatusRoute, startMigrationRoute } from '#shared/protocol/migrations';
 import { getServices } from '#shared/services';
 

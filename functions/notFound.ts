@@ -1,4 +1,4 @@
-import { NotFoundError } from '#shared/errors';
+import { NotFoundError } from '#shared/protocol/errors';
 import { notFoundRoute } from '#shared/protocol/service';
 
 import { registerRoute, specHandler } from './http/route';

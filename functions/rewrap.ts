@@ -3,8 +3,8 @@ import * as df from 'durable-functions';
 
 import { actorOf } from '#shared/auth';
 import { addCounts, emptyCounts, type RewrapCounts, type RewrapPage } from '#shared/crypto/rewrap';
-import { InternalError, InvalidArgumentError, NotConfiguredError } from '#shared/errors';
 import { checkJobAudit, checkTenant } from '#shared/migration/jobInput';
+import { InternalError, InvalidArgumentError, NotConfiguredError } from '#shared/protocol/errors';
 import { rewrapStatusRoute, startRewrapRoute } from '#shared/protocol/rewrap';
 import { getServices } from '#shared/services';
 

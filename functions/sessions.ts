@@ -2,7 +2,7 @@ import type { HttpResponseInit } from '@azure/functions';
 
 import type { SessionArchive } from '#shared/archive/sessionArchive';
 import { actorOf } from '#shared/auth';
-import { NotConfiguredError } from '#shared/errors';
+import { NotConfiguredError } from '#shared/protocol/errors';
 import {
   sessionCheckpointRoute,
   sessionCheckpointsRoute,
@@ -11,7 +11,7 @@ import {
   sessionObjectRoute,
   sessionRoute,
 } from '#shared/protocol/sessions';
-import { readAllBytes } from '#shared/streams';
+import { readAllBytes } from '#shared/protocol/streams';
 
 import type { AuthenticatedCall } from './http/pipeline';
 import { json } from './http/request';

@@ -1,5 +1,5 @@
 import { actorOf } from '#shared/auth';
-import { NotFoundError } from '#shared/errors';
+import { NotFoundError } from '#shared/protocol/errors';
 import {
   snapshotByIdRoute,
   snapshotKeysRoute,

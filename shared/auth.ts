@@ -3,8 +3,8 @@ import { createHash } from 'node:crypto';
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTVerifyGetKey } from 'jose';
 
 import type { ApiKeyEntry, EntraConfig } from './config';
-import { StorageUnavailableError, UnauthorizedError } from './errors';
-import { isValidTenantId } from './tenants/tenantIds';
+import { StorageUnavailableError, UnauthorizedError } from './protocol/errors';
+import { isValidTenantId } from './protocol/tenants/tenantIds';
 
 /** Who is calling: the tenant comes from the credential, never from the request. */
 export interface Principal {

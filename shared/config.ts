@@ -4,9 +4,11 @@ import path from 'node:path';
 import { Cron } from 'croner';
 import { z } from 'zod';
 
-import { parsePrivateKey } from './audit/headSignature';
 import { type EncryptionKey, parseEncryptionKeys } from './crypto/encryptionKeys';
-import { ConfigurationError } from './errors';
+import { parsePrivateKey } from './protocol/audit/headSignature';
+import { ConfigurationError } from './protocol/errors';
+import { publicKeyFromBase64, publicKeyToBase64 } from './protocol/snapshots/signatures';
+import { isValidTenantId, TENANT_ID_RULE } from './protocol/tenants/tenantIds';
 import {
   KEEP_EVERYTHING,
   MAX_INTERACTION_DAYS,
@@ -14,8 +16,6 @@ import {
   MAX_TTL_SECONDS,
   type RetentionPolicy,
 } from './retention/policy';
-import { publicKeyFromBase64, publicKeyToBase64 } from './snapshots/signatures';
-import { isValidTenantId, TENANT_ID_RULE } from './tenants/tenantIds';
 
 /**
  * Every setting Cairn reads, validated once at start-up into a typed {@link Config}. A missing or

@@ -4,7 +4,7 @@
  * shared/protocol/json.ts), and what is already stored (written by an older version, or straight
  * into storage) is read whatever its depth.
  */
-import { InvalidArgumentError } from './errors';
+import { InvalidArgumentError } from './protocol/errors';
 import { childrenOf, isContainer, JSON_DEPTH_RULE, MAX_JSON_DEPTH, tooDeepPath } from './protocol/json';
 
 export { JSON_DEPTH_RULE, MAX_JSON_DEPTH, tooDeepPath } from './protocol/json';

@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 
-import { BLOCK_BYTES } from '../../shared/archive/identifiers';
-import type { Manifest, ManifestFile } from '../../shared/archive/manifest';
-import { validateKey } from '../../shared/keys';
-import { forEachLimited } from '../../shared/pool';
+import { BLOCK_BYTES } from '../../shared/protocol/archive/identifiers';
+import type { Manifest, ManifestFile } from '../../shared/protocol/archive/manifest';
+import { validateKey } from '../../shared/protocol/keys';
+import { forEachLimited } from '../../shared/protocol/pool';
 import { failure, type HttpReply } from '../transport';
 import { BoundaryHash } from './boundaryHash';
 import { type UploadedFile, writeUploadState } from './sessionDirectory';

@@ -1,8 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 
-import { BLOCK_BYTES, blockKey, MAX_FILES_PER_CHECKPOINT, tailKey } from '../../shared/archive/identifiers';
-import type { ManifestFile } from '../../shared/archive/manifest';
+import {
+  BLOCK_BYTES,
+  blockKey,
+  MAX_FILES_PER_CHECKPOINT,
+  tailKey,
+} from '../../shared/protocol/archive/identifiers';
+import type { ManifestFile } from '../../shared/protocol/archive/manifest';
 import { BoundaryHash } from './boundaryHash';
 import { listSessionFiles, type SessionFile, type UploadedFile } from './sessionDirectory';
 

@@ -2,9 +2,9 @@ import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
-import { ChainVerifier, type ExpectedHead } from '../../shared/audit/chain';
-import { checkKeptHeads, checkSignedHeads } from '../../shared/audit/headChain';
-import { parsePublicKey, publicKeyId, type SignedHead } from '../../shared/audit/headSignature';
+import { ChainVerifier, type ExpectedHead } from '../../shared/protocol/audit/chain';
+import { checkKeptHeads, checkSignedHeads } from '../../shared/protocol/audit/headChain';
+import { parsePublicKey, publicKeyId, type SignedHead } from '../../shared/protocol/audit/headSignature';
 import { type Command, EXIT_FAILURE, EXIT_SUCCESS, UsageError } from './command';
 
 /**
@@ -12,7 +12,7 @@ import { type Command, EXIT_FAILURE, EXIT_SUCCESS, UsageError } from './command'
  * signed heads from the service and checks them here, trusting nothing the service computed: every
  * record's seq, link and hash; every head signed by the public key (its signature, that the trail
  * still holds that seq with that hash, so a cut tail or a rewritten chain fails, and that the head
- * it extends is still there: see shared/audit/headChain.ts); and that at least one head is signed
+ * it extends is still there: see the protocol's audit/headChain.ts); and that at least one head is signed
  * by that key. `--heads <file>` adds heads kept elsewhere (a JSON array of signed heads, or a
  * `GET /api/audit/heads` answer): the trail must still hold each, and the service's heads must not
  * end before them. `--save-heads <file>` writes, when everything holds, the kept heads and the

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 
-import { validateId } from '../../shared/archive/identifiers';
+import { validateId } from '../../shared/protocol/archive/identifiers';
 import {
   checked,
   type Command,

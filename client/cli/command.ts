@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 
-import { InvalidArgumentError } from '../../shared/errors';
+import { InvalidArgumentError } from '../../shared/protocol/errors';
 import type { CairnClient, CairnClientOptions } from '../cairnClient';
 
 /**

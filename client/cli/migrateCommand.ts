@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 
-import { validateKey } from '../../shared/keys';
-import { isValidTenantId } from '../../shared/tenants/tenantIds';
+import { validateKey } from '../../shared/protocol/keys';
+import { isValidTenantId } from '../../shared/protocol/tenants/tenantIds';
 import type { MigrationReport, MigrationStatus } from '../migrationsClient';
 import { checked, type Command, EXIT_FAILURE, EXIT_SUCCESS, UsageError } from './command';
 

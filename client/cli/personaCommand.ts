@@ -2,8 +2,8 @@ import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 
-import { walkInKeyOrder } from '../../shared/keyOrderWalk';
-import { validateKey } from '../../shared/keys';
+import { walkInKeyOrder } from '../../shared/protocol/keyOrderWalk';
+import { validateKey } from '../../shared/protocol/keys';
 import { CairnHttpError, CairnNetworkError } from '../errors';
 import type { KeyValueClient } from '../keyValueClient';
 import { checked, type Command, existingFolder, EXIT_FAILURE, EXIT_SUCCESS, UsageError } from './command';

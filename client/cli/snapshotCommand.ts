@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 
-import { validateSnapshotId, validateWorkspaceId } from '../../shared/snapshots/identifiers';
+import { validateSnapshotId, validateWorkspaceId } from '../../shared/protocol/snapshots/identifiers';
 import { readPrivateKey, readPublicKey } from '../snapshots/keyFiles';
 import {
   checked,

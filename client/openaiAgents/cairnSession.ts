@@ -8,8 +8,8 @@ import type {
   SessionHistoryTransactionAwareSession,
 } from '@openai/agents';
 
-import { canonicalJson } from '../../shared/canonicalJson';
-import { mapLimited } from '../../shared/pool';
+import { canonicalJson } from '../../shared/protocol/canonicalJson';
+import { mapLimited } from '../../shared/protocol/pool';
 import { CairnClient, type CairnClientOptions } from '../cairnClient';
 import { CairnHttpError, CairnNetworkError } from '../errors';
 import type { KeyValueClient } from '../keyValueClient';

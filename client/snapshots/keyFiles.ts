@@ -1,7 +1,7 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 
-import { publicKeyFromBase64, publicKeyToBase64 } from '../../shared/snapshots/signatures';
+import { publicKeyFromBase64, publicKeyToBase64 } from '../../shared/protocol/snapshots/signatures';
 
 /**
  * Ed25519 key files: the private key as PKCS#8 PEM (mode 600), the public key as SPKI PEM. A public

@@ -2,15 +2,20 @@ import { createHash, type KeyObject, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
-import { forEachLimited } from '../../shared/pool';
-import { PART_BYTES, partCount, partSize, validateSnapshotId } from '../../shared/snapshots/identifiers';
+import { forEachLimited } from '../../shared/protocol/pool';
+import {
+  PART_BYTES,
+  partCount,
+  partSize,
+  validateSnapshotId,
+} from '../../shared/protocol/snapshots/identifiers';
 import {
   parseManifest,
   type SnapshotFile,
   snapshotIdOf,
   type SnapshotManifest,
-} from '../../shared/snapshots/manifest';
-import { verifiesWith } from '../../shared/snapshots/signatures';
+} from '../../shared/protocol/snapshots/manifest';
+import { verifiesWith } from '../../shared/protocol/snapshots/signatures';
 import type { SnapshotRoutes } from './routes';
 
 /**

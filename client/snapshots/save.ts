@@ -1,8 +1,13 @@
 import { createHash, type KeyObject, sign } from 'node:crypto';
 import { constants, promises as fs } from 'node:fs';
 
-import { forEachLimited } from '../../shared/pool';
-import { PART_BYTES, partCount, partSize, validateWorkspaceId } from '../../shared/snapshots/identifiers';
+import { forEachLimited } from '../../shared/protocol/pool';
+import {
+  PART_BYTES,
+  partCount,
+  partSize,
+  validateWorkspaceId,
+} from '../../shared/protocol/snapshots/identifiers';
 import {
   MANIFEST_VERSION,
   parseManifest,
@@ -10,7 +15,7 @@ import {
   type SnapshotFile,
   snapshotIdOf,
   type SnapshotManifest,
-} from '../../shared/snapshots/manifest';
+} from '../../shared/protocol/snapshots/manifest';
 import { MissingPartsError } from './errors';
 import type { SnapshotRoutes } from './routes';
 import { type TreeFile, walkWorkspace } from './workspaceTree';

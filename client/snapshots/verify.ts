@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 
-import { forEachLimited } from '../../shared/pool';
-import { partCount, partName, partSize } from '../../shared/snapshots/identifiers';
-import type { SnapshotFile } from '../../shared/snapshots/manifest';
+import { forEachLimited } from '../../shared/protocol/pool';
+import { partCount, partName, partSize } from '../../shared/protocol/snapshots/identifiers';
+import type { SnapshotFile } from '../../shared/protocol/snapshots/manifest';
 import { fetchVerifiedManifest, type ManifestCheckOptions } from './load';
 import type { SnapshotRoutes } from './routes';
 

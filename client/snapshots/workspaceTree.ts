@@ -1,7 +1,7 @@
 import { type Dirent, promises as fs } from 'node:fs';
 import path from 'node:path';
 
-import { pathProblem } from '../../shared/snapshots/manifest';
+import { pathProblem } from '../../shared/protocol/snapshots/manifest';
 
 /**
  * What a workspace folder holds, walked without following links: regular files, symlinks (to

@@ -1,4 +1,4 @@
-import { ownsItsMemory } from '../../shared/streams';
+import { ownsItsMemory } from '../../shared/protocol/streams';
 
 /**
  * A request whose body the local runtime has already read into memory, shaped as the Functions

@@ -10,7 +10,7 @@ import {
   type InvocationContext,
 } from '@azure/functions';
 
-import { readAllBytes } from '../../shared/streams';
+import { readAllBytes } from '../../shared/protocol/streams';
 import { BufferedRequest } from './bufferedRequest';
 import { drainAfterAnswer, StreamedBody } from './requestBody';
 

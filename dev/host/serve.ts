@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { ConfigurationError } from '../../shared/errors';
+import { ConfigurationError } from '../../shared/protocol/errors';
 import { loadOrCreateHostKey } from './hostAccess';
 import { type LocalRuntime, startLocalRuntime } from './localRuntime';
 

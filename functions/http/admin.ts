@@ -1,4 +1,4 @@
-import { ForbiddenError } from '#shared/errors';
+import { ForbiddenError } from '#shared/protocol/errors';
 
 import type { AuthenticatedCall } from './pipeline';
 

@@ -1,5 +1,6 @@
 import type { HttpResponseInit } from '@azure/functions';
 
+import { errorSummary, type Logger } from '#shared/logging';
 import {
   CairnError,
   type ErrorCode,
@@ -7,8 +8,7 @@ import {
   NotConfiguredError,
   PreconditionFailedError,
   ThreadBusyError,
-} from '#shared/errors';
-import { errorSummary, type Logger } from '#shared/logging';
+} from '#shared/protocol/errors';
 
 /** The one mapping from error codes to HTTP statuses (docs/api.md). */
 export const STATUS_BY_CODE: Readonly<Record<ErrorCode, number>> = {

@@ -9,8 +9,8 @@ import {
 } from '@azure/functions';
 
 import type { Principal } from '#shared/auth';
-import { MethodNotAllowedError } from '#shared/errors';
 import { type Logger, processLogger, withLogSink } from '#shared/logging';
+import { MethodNotAllowedError } from '#shared/protocol/errors';
 import { getServices, type Services } from '#shared/services';
 
 import { errorResponse } from './errorResponse';

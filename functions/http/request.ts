@@ -1,8 +1,8 @@
 import type { HttpRequest } from '@azure/functions';
 import { type z } from 'zod';
 
-import { InvalidArgumentError, PayloadTooLargeError } from '#shared/errors';
 import { stringifyJson } from '#shared/json';
+import { InvalidArgumentError, PayloadTooLargeError } from '#shared/protocol/errors';
 import type { WriteConditions } from '#shared/storage/keyValueStore';
 
 /**

@@ -1,6 +1,6 @@
 import type { FunctionInput, HttpRequest, HttpResponseInit } from '@azure/functions';
 
-import { InvalidArgumentError } from '#shared/errors';
+import { InvalidArgumentError } from '#shared/protocol/errors';
 import type { Method, OperationInput, RouteSpec } from '#shared/protocol/spec';
 
 import { parseJsonBody } from '../jsonBody';

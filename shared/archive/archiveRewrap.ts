@@ -8,8 +8,8 @@ import {
   type RewrapTarget,
 } from '../crypto/rewrap';
 import { sealsTenant, type TenantPolicy } from '../crypto/tenantPolicy';
-import { IntegrityError } from '../errors';
-import { forEachLimited } from '../pool';
+import { IntegrityError } from '../protocol/errors';
+import { forEachLimited } from '../protocol/pool';
 import type { RewritableObjectStore } from '../storage/immutableObjectStore';
 import type { SessionIndex } from '../storage/sessionIndex';
 import {

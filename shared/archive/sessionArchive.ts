@@ -7,19 +7,7 @@ import {
   type RepairCheck,
   type TransactionalAuditLog,
 } from '../audit/pending';
-import {
-  ConflictError,
-  ForbiddenError,
-  IntegrityError,
-  InternalError,
-  MissingObjectsError,
-  NotFoundError,
-} from '../errors';
-import { validateKey } from '../keys';
 import { lru } from '../lru';
-import { forEachLimited } from '../pool';
-import type { ImmutableObjectStore, ObjectInfo } from '../storage/immutableObjectStore';
-import type { SessionIndex, SessionPage, SessionRecord } from '../storage/sessionIndex';
 import {
   BLOCK_BYTES,
   blockKey,
@@ -28,7 +16,7 @@ import {
   parseObjectKey,
   tailKey,
   validateId,
-} from './identifiers';
+} from '../protocol/archive/identifiers';
 import {
   deserializeManifest,
   type Manifest,
@@ -36,7 +24,19 @@ import {
   manifestIdentity,
   type PublishRequest,
   serializeManifest,
-} from './manifest';
+} from '../protocol/archive/manifest';
+import {
+  ConflictError,
+  ForbiddenError,
+  IntegrityError,
+  InternalError,
+  MissingObjectsError,
+  NotFoundError,
+} from '../protocol/errors';
+import { validateKey } from '../protocol/keys';
+import { forEachLimited } from '../protocol/pool';
+import type { ImmutableObjectStore, ObjectInfo } from '../storage/immutableObjectStore';
+import type { SessionIndex, SessionPage, SessionRecord } from '../storage/sessionIndex';
 import type { ArchiveStorage } from './sealedArchive';
 import { SESSION_TOMBSTONE } from './sessionRetention';
 

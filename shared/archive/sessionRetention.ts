@@ -1,12 +1,12 @@
-import { IntegrityError } from '../errors';
-import { forEachLimited } from '../pool';
+import { BLOCK_BYTES, blockKey, tailKey } from '../protocol/archive/identifiers';
+import { deserializeManifest, type Manifest } from '../protocol/archive/manifest';
+import { IntegrityError } from '../protocol/errors';
+import { forEachLimited } from '../protocol/pool';
 import { countObject, type PruneBudget, type PruneCounts } from '../retention/budget';
 import type { PrunePart } from '../retention/parts';
 import { withoutSessionIntent, withSessionIntent } from '../retention/pruneState';
 import type { ImmutableObjectStore, ObjectInfo } from '../storage/immutableObjectStore';
 import type { SessionIndex, SessionRecord } from '../storage/sessionIndex';
-import { BLOCK_BYTES, blockKey, tailKey } from './identifiers';
-import { deserializeManifest, type Manifest } from './manifest';
 import type { ArchiveStorage } from './sealedArchive';
 
 /**

@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 
-import { IntegrityError } from '../errors';
+import { BLOCK_BYTES, blockKey, tailKey } from '../protocol/archive/identifiers';
+import type { Manifest, ManifestFile } from '../protocol/archive/manifest';
+import { IntegrityError } from '../protocol/errors';
 import type { VerifyPart } from '../retention/parts';
 import type { HashSample, VerifyCollector } from '../retention/verifyReport';
 import { sampled } from '../retention/verifyReport';
 import type { ImmutableObjectStore } from '../storage/immutableObjectStore';
 import type { SessionIndex } from '../storage/sessionIndex';
-import { BLOCK_BYTES, blockKey, tailKey } from './identifiers';
-import type { Manifest, ManifestFile } from './manifest';
 import type { ArchiveStorage } from './sealedArchive';
 import { readSession, referencedObjects, SESSION_TOMBSTONE } from './sessionRetention';
 

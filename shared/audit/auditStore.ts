@@ -1,5 +1,5 @@
-import type { AuditRecord } from './chain';
-import type { SignedHead } from './headSignature';
+import type { AuditRecord } from '../protocol/audit/chain';
+import type { SignedHead } from '../protocol/audit/headSignature';
 import type { PendingCheck, PendingEvent } from './pending';
 
 /**

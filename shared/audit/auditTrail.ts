@@ -1,15 +1,21 @@
 import { createPublicKey, type KeyObject, randomBytes } from 'node:crypto';
 
-import { hasControlCharacter } from '../controlCharacters';
-import { InternalError, StorageUnavailableError } from '../errors';
 import type { Logger } from '../logging';
 import { lru } from '../lru';
+import {
+  type AuditRecord,
+  ChainVerifier,
+  type ExpectedHead,
+  GENESIS_HASH,
+  withHash,
+} from '../protocol/audit/chain';
+import { checkSignedHeads, type VerifyAnswer } from '../protocol/audit/headChain';
+import { publicKeyId, type SignedHead, signHead } from '../protocol/audit/headSignature';
+import { hasControlCharacter } from '../protocol/controlCharacters';
+import { InternalError, StorageUnavailableError } from '../protocol/errors';
 import { KeyedMutex } from '../storage/keyedMutex';
 import type { AuditEvent } from './auditLog';
 import type { AuditStore, RecordQuery, StoredMarker } from './auditStore';
-import { type AuditRecord, ChainVerifier, type ExpectedHead, GENESIS_HASH, withHash } from './chain';
-import { checkSignedHeads, type VerifyAnswer } from './headChain';
-import { publicKeyId, type SignedHead, signHead } from './headSignature';
 import type { PendingEvent, PendingFate, RepairCheck, TransactionalAuditLog } from './pending';
 
 /**

@@ -1,4 +1,4 @@
-import { CairnError, PreconditionFailedError, StorageUnavailableError } from '../errors';
+import { CairnError, PreconditionFailedError, StorageUnavailableError } from '../protocol/errors';
 import type { KeyValueStore, StoredValue, WriteConditions } from '../storage/keyValueStore';
 
 /**

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 
-import { InvalidArgumentError } from '../errors';
+import { InvalidArgumentError } from '../protocol/errors';
 import type { KeyValueStore } from '../storage/keyValueStore';
 import { decodeUtf8, parseJson } from './conditionalWrite';
 import { formatTimestamp, utcDay } from './timestamps';

@@ -2,7 +2,12 @@ import { randomUUID } from 'node:crypto';
 
 import { z } from 'zod';
 
-import { ConflictError, InvalidArgumentError, NotFoundError, PreconditionFailedError } from '../errors';
+import {
+  ConflictError,
+  InvalidArgumentError,
+  NotFoundError,
+  PreconditionFailedError,
+} from '../protocol/errors';
 import type { KeyValueStore, StoredValue } from '../storage/keyValueStore';
 import { decodeUtf8, parseJson } from './conditionalWrite';
 import { formatTimestamp, rfc3339Millis } from './timestamps';

@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from '../errors';
+import { InvalidArgumentError } from '../protocol/errors';
 import type { KeyValueStore } from '../storage/keyValueStore';
 import { isValidChatId } from './chatIds';
 import { conditionalWrite, decodeUtf8, parseJson, readOutcome } from './conditionalWrite';

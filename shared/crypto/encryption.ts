@@ -4,7 +4,7 @@ import {
   IntegrityError,
   InternalError,
   PreconditionFailedError,
-} from '../errors';
+} from '../protocol/errors';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import { TenantRegistry } from '../tenants/tenantRegistry';
 import type { EncryptionKey } from './encryptionKeys';

@@ -1,4 +1,4 @@
-import { ConfigurationError } from '../errors';
+import { ConfigurationError } from '../protocol/errors';
 
 /**
  * The application encryption keys (`CAIRN_ENCRYPTION_KEYS`): comma-separated `<id>:<64 hex>`

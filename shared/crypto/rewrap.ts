@@ -1,5 +1,5 @@
-import { CairnError, IntegrityError, PreconditionFailedError } from '../errors';
-import { forEachLimited } from '../pool';
+import { CairnError, IntegrityError, PreconditionFailedError } from '../protocol/errors';
+import { forEachLimited } from '../protocol/pool';
 import { casPause } from '../retry';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import type { SealingCodec } from './encryption';

@@ -1,5 +1,5 @@
-import { IntegrityError } from '../errors';
 import { lru } from '../lru';
+import { IntegrityError } from '../protocol/errors';
 import { sealIdentity } from './sealedFormat';
 
 /**

@@ -1,6 +1,6 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 
-import { IntegrityError } from '../errors';
+import { IntegrityError } from '../protocol/errors';
 import { SEAL_OVERHEAD } from '../protocol/fields';
 import type { EncryptionKey } from './encryptionKeys';
 import type { ValuePlace } from './valueCodec';

@@ -3,7 +3,7 @@ import {
   PayloadTooLargeError,
   PreconditionFailedError,
   StorageUnavailableError,
-} from '../errors';
+} from '../protocol/errors';
 import { casPause } from '../retry';
 import { checkConditions, checkConditionShape } from '../storage/conditions';
 import { KeyedMutex } from '../storage/keyedMutex';

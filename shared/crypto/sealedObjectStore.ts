@@ -1,4 +1,4 @@
-import { StorageUnavailableError } from '../errors';
+import { StorageUnavailableError } from '../protocol/errors';
 import {
   checkObject,
   type DeleteOptions,

@@ -1,4 +1,4 @@
-import { isValidTenantId } from '../tenants/tenantIds';
+import { isValidTenantId } from '../protocol/tenants/tenantIds';
 
 /**
  * The tenants whose own-format bytes are sealed (`CAIRN_ENCRYPT_TENANTS`): their key/value spaces

@@ -1,5 +1,5 @@
 import type { Logger } from '../logging';
-import { forEachLimited } from '../pool';
+import { forEachLimited } from '../protocol/pool';
 import { emptyCounts, PruneBudget, type PruneCounts } from '../retention/budget';
 import type { PrunePart, TenantPrunePass } from '../retention/parts';
 import { effectivePolicy, type RetentionPolicies, type RetentionPolicy } from '../retention/policy';

@@ -1,6 +1,7 @@
 import { randomInt } from 'node:crypto';
 
 import type { AuditChainCheck } from '../audit/auditChainCheck';
+import { checkTenantId } from '../protocol/tenants/tenantIds';
 import type { VerifyPart } from '../retention/parts';
 import {
   type HashSample,
@@ -9,7 +10,6 @@ import {
   VerifyCollector,
 } from '../retention/verifyReport';
 import type { DirectoryEntry, TenantDirectory } from '../tenants/tenantDirectory';
-import { checkTenantId } from '../tenants/tenantIds';
 import { GRACE_MS } from './retentionPrune';
 
 /**

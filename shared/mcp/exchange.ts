@@ -8,7 +8,7 @@ import {
   SUPPORTED_PROTOCOL_VERSIONS,
 } from '@modelcontextprotocol/sdk/types.js';
 
-import { InvalidArgumentError } from '../errors';
+import { InvalidArgumentError } from '../protocol/errors';
 
 /**
  * One POST of the Streamable HTTP transport in its stateless, JSON-answering form, as an SDK

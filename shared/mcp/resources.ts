@@ -1,6 +1,6 @@
 import { actorOf } from '../auth';
-import { InvalidArgumentError, NotFoundError } from '../errors';
 import { checkFactKey, checkNamespace } from '../memory/facts';
+import { InvalidArgumentError, NotFoundError } from '../protocol/errors';
 import { MAX_SEARCH_OFFSET } from '../protocol/memory';
 import { type ToolCall, valueJson } from './tools';
 

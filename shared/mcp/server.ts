@@ -15,9 +15,9 @@ import {
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js';
 import { z } from 'zod';
 
-import { CairnError, type ErrorCode as CairnCode } from '../errors';
 import { stringifyJson } from '../json';
 import type { Logger } from '../logging';
+import { CairnError, type ErrorCode as CairnCode } from '../protocol/errors';
 import { exchange, type McpAnswer, type McpEndpoint } from './exchange';
 import { listResources, readResource, RESOURCE_TEMPLATES } from './resources';
 import { callTool, type ToolCall, TOOLS } from './tools';

@@ -3,10 +3,15 @@ import { z } from 'zod';
 import { actorOf, type Principal } from '../auth';
 import { claimDelivery } from '../coordination/chatCursors';
 import { addPromise, listPromises } from '../coordination/promises';
-import { ForbiddenError, InvalidArgumentError, NotFoundError, PayloadTooLargeError } from '../errors';
 import type { Caller, MemoryFacts } from '../memory/memory';
 import { checkFilter } from '../memory/valueFilter';
 import { chatIdRule, claimCandidates, promiseBody, promisesQuery } from '../protocol/coordination';
+import {
+  ForbiddenError,
+  InvalidArgumentError,
+  NotFoundError,
+  PayloadTooLargeError,
+} from '../protocol/errors';
 import { factKeyText, namespaceOrEmpty, namespaceText, rememberBody, searchBody } from '../protocol/memory';
 import { checkpointQuery, historyQuery, threadListQuery } from '../protocol/threads';
 import { rfc3339 } from '../protocol/time';

@@ -1,6 +1,6 @@
-import { InvalidArgumentError, PayloadTooLargeError } from '../errors';
 import { checkJsonDepth } from '../json';
-import { characterProblem } from '../keys';
+import { InvalidArgumentError, PayloadTooLargeError } from '../protocol/errors';
+import { characterProblem } from '../protocol/keys';
 import { factKeyProblem, MAX_FACT_VALUE_BYTES, MAX_TTL_SECONDS, namespaceProblem } from '../protocol/memory';
 
 /**

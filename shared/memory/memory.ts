@@ -8,14 +8,13 @@ import {
   type TransactionalAuditLog,
 } from '../audit/pending';
 import { plainCodec, type ValueCodec, type ValuePlace } from '../crypto/valueCodec';
+import { lru } from '../lru';
 import {
   IntegrityError,
   InvalidArgumentError,
   PreconditionFailedError,
   StorageUnavailableError,
-} from '../errors';
-import { lru } from '../lru';
-import { forEachLimited } from '../pool';
+} from '../protocol/errors';
 import {
   DEFAULT_NAMESPACE_LIMIT,
   DEFAULT_SEARCH_LIMIT,
@@ -31,6 +30,7 @@ import {
   MAX_SEARCH_SCAN_ROWS,
   MAX_SEARCH_TEXT_BYTES,
 } from '../protocol/memory';
+import { forEachLimited } from '../protocol/pool';
 import { casPause } from '../retry';
 import type { WriteConditions } from '../storage/keyValueStore';
 import {

@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from '../errors';
+import { InvalidArgumentError } from '../protocol/errors';
 import { type BatchOperation as Operation, batchOperations as operationSchemas } from '../protocol/memory';
 import type { WriteConditions } from '../storage/keyValueStore';
 import type { Caller, MemoryFacts } from './memory';

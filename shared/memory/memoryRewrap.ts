@@ -1,7 +1,7 @@
 import type { SealingCodec } from '../crypto/encryption';
 import { addCounts, emptyCounts, resealValue, type RewrapCounts, type RewrapTarget } from '../crypto/rewrap';
-import { CairnError, PreconditionFailedError } from '../errors';
-import { forEachLimited } from '../pool';
+import { CairnError, PreconditionFailedError } from '../protocol/errors';
+import { forEachLimited } from '../protocol/pool';
 import { casPause } from '../retry';
 import { placeOf } from './memory';
 import type { MemoryStore, StoredFact } from './memoryStore';

@@ -27,7 +27,7 @@
  * other two the domain's audit bookkeeping): implementations never parse them.
  */
 
-import { PreconditionFailedError } from '../errors';
+import { PreconditionFailedError } from '../protocol/errors';
 
 /** The most writes one `writeMany` takes (a Table transaction's 100 operations, less the feed's two). */
 export const MAX_WRITES_PER_CALL = 98;

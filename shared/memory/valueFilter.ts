@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 
-import { InvalidArgumentError } from '../errors';
+import { InvalidArgumentError } from '../protocol/errors';
 import { MAX_FILTER_FIELDS } from '../protocol/memory';
 
 /**

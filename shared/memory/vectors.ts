@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from '../errors';
+import { InvalidArgumentError } from '../protocol/errors';
 import {
   type Distance,
   MAX_FIELD_PATH_BYTES,

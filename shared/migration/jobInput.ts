@@ -1,8 +1,8 @@
 import path from 'node:path';
 
-import { InvalidArgumentError } from '../errors';
-import { validateKey } from '../keys';
-import { checkTenantId } from '../tenants/tenantIds';
+import { InvalidArgumentError } from '../protocol/errors';
+import { validateKey } from '../protocol/keys';
+import { checkTenantId } from '../protocol/tenants/tenantIds';
 
 /**
  * The checks of an admin job's input, made by the HTTP route that starts the job and again by

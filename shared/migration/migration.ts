@@ -6,10 +6,10 @@ import {
   InvalidArgumentError,
   PreconditionFailedError,
   StorageUnavailableError,
-} from '../errors';
-import { compareKeys, type WalkEntry, walkInKeyOrder } from '../keyOrderWalk';
-import { validateKey } from '../keys';
-import { forEachLimited } from '../pool';
+} from '../protocol/errors';
+import { compareKeys, type WalkEntry, walkInKeyOrder } from '../protocol/keyOrderWalk';
+import { validateKey } from '../protocol/keys';
+import { forEachLimited } from '../protocol/pool';
 import type { KeyValueStore } from '../storage/keyValueStore';
 
 /**

@@ -1,5 +1,5 @@
-import { PreconditionFailedError } from '../errors';
-import { forEachLimited } from '../pool';
+import { PreconditionFailedError } from '../protocol/errors';
+import { forEachLimited } from '../protocol/pool';
 import type { ItemPage, KeyValueStore, ListedItem } from '../storage/keyValueStore';
 import { countObject, type PruneBudget, type PruneCounts } from './budget';
 

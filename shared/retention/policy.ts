@@ -1,8 +1,8 @@
-import { IntegrityError, InvalidArgumentError, PreconditionFailedError } from '../errors';
+import { IntegrityError, InvalidArgumentError, PreconditionFailedError } from '../protocol/errors';
 import { POLICY_BODY_RULE, POLICY_FIELDS, RetentionPolicyOverride } from '../protocol/retention';
+import { checkTenantId, isValidTenantId } from '../protocol/tenants/tenantIds';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import { SYSTEM_NAMESPACE } from '../tenants/systemNamespace';
-import { checkTenantId, isValidTenantId } from '../tenants/tenantIds';
 
 /**
  * Retention policies (docs/retention.md): how long a tenant's data is kept. Applied only when prune

@@ -1,4 +1,4 @@
-import { IntegrityError, PreconditionFailedError, StorageUnavailableError } from '../errors';
+import { IntegrityError, PreconditionFailedError, StorageUnavailableError } from '../protocol/errors';
 import { LOST_RACE, retryCompareAndSwap } from '../retry';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import { SYSTEM_NAMESPACE } from '../tenants/systemNamespace';

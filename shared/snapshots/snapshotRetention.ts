@@ -1,9 +1,9 @@
 import { deleteObjects } from '../archive/sessionRetention';
-import { forEachLimited } from '../pool';
+import { forEachLimited } from '../protocol/pool';
+import { MANIFEST_FILE, partCount, partSize } from '../protocol/snapshots/identifiers';
 import type { PruneBudget, PruneCounts } from '../retention/budget';
 import type { PrunePart } from '../retention/parts';
 import type { ImmutableObjectStore, ObjectInfo } from '../storage/immutableObjectStore';
-import { MANIFEST_FILE, partCount, partSize } from './identifiers';
 
 /**
  * The garbage of one tenant's snapshot storage (docs/retention.md): parts no stored manifest

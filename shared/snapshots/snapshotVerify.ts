@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 
-import { forEachLimited } from '../pool';
+import { forEachLimited } from '../protocol/pool';
+import { MANIFEST_FILE, partCount, partSize } from '../protocol/snapshots/identifiers';
 import type { VerifyPart } from '../retention/parts';
 import { type HashSample, sampled, type VerifyCollector } from '../retention/verifyReport';
 import type { ImmutableObjectStore } from '../storage/immutableObjectStore';
-import { MANIFEST_FILE, partCount, partSize } from './identifiers';
 import { readSnapshots, unreferencedSnapshotObjects } from './snapshotRetention';
 
 /**

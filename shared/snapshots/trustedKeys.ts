@@ -1,12 +1,12 @@
 import type { KeyObject } from 'node:crypto';
 
-import { InternalError, InvalidArgumentError } from '../errors';
 import { lru } from '../lru';
+import { InternalError, InvalidArgumentError } from '../protocol/errors';
 import { MAX_KEYS_BODY_BYTES, MAX_RUNTIME_KEYS } from '../protocol/snapshots';
+import { publicKeyFromBase64, publicKeyToBase64 } from '../protocol/snapshots/signatures';
+import { checkTenantId } from '../protocol/tenants/tenantIds';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import { SYSTEM_NAMESPACE } from '../tenants/systemNamespace';
-import { checkTenantId } from '../tenants/tenantIds';
-import { publicKeyFromBase64, publicKeyToBase64 } from './signatures';
 
 /**
  * The public keys a tenant's snapshots must be signed with: those of CAIRN_SNAPSHOT_KEYS plus those

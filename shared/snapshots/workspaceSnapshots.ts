@@ -6,6 +6,7 @@ import {
   type RepairCheck,
   type TransactionalAuditLog,
 } from '../audit/pending';
+import { lru } from '../lru';
 import {
   CairnError,
   ConflictError,
@@ -13,10 +14,8 @@ import {
   InvalidArgumentError,
   MissingObjectsError,
   NotFoundError,
-} from '../errors';
-import { lru } from '../lru';
-import { forEachLimited } from '../pool';
-import { type ImmutableObjectStore, ObjectExistsError } from '../storage/immutableObjectStore';
+} from '../protocol/errors';
+import { forEachLimited } from '../protocol/pool';
 import {
   idIndexKey,
   LATEST,
@@ -36,9 +35,10 @@ import {
   validateSha256,
   validateSnapshotId,
   validateWorkspaceId,
-} from './identifiers';
-import { parseManifest, type SnapshotFile, snapshotIdOf } from './manifest';
-import { SIGNATURE_BYTES, verifiesWith } from './signatures';
+} from '../protocol/snapshots/identifiers';
+import { parseManifest, type SnapshotFile, snapshotIdOf } from '../protocol/snapshots/manifest';
+import { SIGNATURE_BYTES, verifiesWith } from '../protocol/snapshots/signatures';
+import { type ImmutableObjectStore, ObjectExistsError } from '../storage/immutableObjectStore';
 import type { TrustedSnapshotKeys } from './trustedKeys';
 
 /**

@@ -1,4 +1,4 @@
-import { InvalidArgumentError, PreconditionFailedError } from '../errors';
+import { InvalidArgumentError, PreconditionFailedError } from '../protocol/errors';
 import type { StoredItem, WriteConditions } from './keyValueStore';
 
 /** Refuses `ifMatch` with `ifAbsent`: one write has one precondition. */

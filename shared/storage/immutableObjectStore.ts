@@ -1,6 +1,6 @@
-import { ConflictError, InvalidArgumentError, PayloadTooLargeError } from '../errors';
-import { validateKey, validatePrefix } from '../keys';
+import { ConflictError, InvalidArgumentError, PayloadTooLargeError } from '../protocol/errors';
 import { MAX_OBJECT_BYTES } from '../protocol/fields';
+import { validateKey, validatePrefix } from '../protocol/keys';
 
 /**
  * The storage contract of session archives and workspace snapshots: write-once objects (blocks,

@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from '../errors';
+import { InvalidArgumentError } from '../protocol/errors';
 
 /**
  * Opaque list cursors: base64url JSON that binds the position to the prefix it was made for, so a

@@ -1,5 +1,5 @@
-import { validateKey } from '../keys';
 import type { MemoryStore } from '../memory/memoryStore';
+import { validateKey } from '../protocol/keys';
 import type { ImmutableObjectStore } from '../storage/immutableObjectStore';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import type { SessionIndex } from '../storage/sessionIndex';

@@ -1,8 +1,8 @@
-import { PreconditionFailedError } from '../errors';
 import { lru } from '../lru';
+import { PreconditionFailedError } from '../protocol/errors';
+import { checkTenantId, isValidTenantId } from '../protocol/tenants/tenantIds';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import { SYSTEM_NAMESPACE } from './systemNamespace';
-import { checkTenantId, isValidTenantId } from './tenantIds';
 
 /**
  * The tenant directory: every tenant that has stored anything, and in which domains. Retention

@@ -1,7 +1,7 @@
-import { InternalError, PreconditionFailedError } from '../errors';
+import { InternalError, PreconditionFailedError } from '../protocol/errors';
+import { isValidTenantId } from '../protocol/tenants/tenantIds';
 import type { KeyValueStore, KeyValueStoreFactory } from '../storage/keyValueStore';
 import { SYSTEM_NAMESPACE } from './systemNamespace';
-import { isValidTenantId } from './tenantIds';
 
 /**
  * Registries of tenants: e.g. the tenants whose email cursor the `emailWindowPoll` timer serves

@@ -8,7 +8,7 @@ import {
   PreconditionFailedError,
   RunFencedError,
   ThreadBusyError,
-} from '../errors';
+} from '../protocol/errors';
 import { casPause } from '../retry';
 import type { KeyValueStore } from '../storage/keyValueStore';
 import type { ThreadHistory } from './history';

@@ -1,4 +1,4 @@
-import { IntegrityError, InvalidArgumentError, NotFoundError } from '../errors';
+import { IntegrityError, InvalidArgumentError, NotFoundError } from '../protocol/errors';
 import type { KeyValueStore } from '../storage/keyValueStore';
 import {
   checkCheckpointId,

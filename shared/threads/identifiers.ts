@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 
-import { InvalidArgumentError } from '../errors';
+import { InvalidArgumentError } from '../protocol/errors';
 /**
  * Names and ids of the thread store, their rules, and how they become key segments. Every rule is
  * checked before any I/O; every user-provided string that may hold characters a key cannot is

@@ -1,5 +1,5 @@
-import { InvalidArgumentError } from '../errors';
-import { compareKeys } from '../keyOrderWalk';
+import { InvalidArgumentError } from '../protocol/errors';
+import { compareKeys } from '../protocol/keyOrderWalk';
 import type { KeyValueStore } from '../storage/keyValueStore';
 
 /**

@@ -1,4 +1,4 @@
-import { IntegrityError } from '../errors';
+import { IntegrityError } from '../protocol/errors';
 import type { TypedBytes } from './records';
 
 /**

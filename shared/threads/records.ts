@@ -1,5 +1,5 @@
 import type { PendingEvent } from '../audit/pending';
-import { IntegrityError } from '../errors';
+import { IntegrityError } from '../protocol/errors';
 
 /**
  * What the thread store keeps, as JSON, and how it is shown to callers.

@@ -2,7 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import type { AuditEvent } from '../audit/auditLog';
-import { InvalidArgumentError, NotFoundError, StorageUnavailableError, ThreadBusyError } from '../errors';
+import {
+  InvalidArgumentError,
+  NotFoundError,
+  StorageUnavailableError,
+  ThreadBusyError,
+} from '../protocol/errors';
 import { checkRunId, checkThreadId } from './identifiers';
 import {
   type EndedRun,

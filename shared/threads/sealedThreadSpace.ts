@@ -1,6 +1,6 @@
 import type { SealingCodec } from '../crypto/encryption';
 import type { ValuePlace } from '../crypto/valueCodec';
-import { InternalError } from '../errors';
+import { InternalError } from '../protocol/errors';
 import type {
   ItemPage,
   KeyValueStore,

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 
 import type { AuditEvent } from '../audit/auditLog';
 import { noTransactionalAuditLog, pendingEvent, type TransactionalAuditLog } from '../audit/pending';
+import { lru } from '../lru';
 import {
   type CairnError,
   NotFoundError,
@@ -9,8 +10,7 @@ import {
   RunFencedError,
   StorageUnavailableError,
   ThreadBusyError,
-} from '../errors';
-import { lru } from '../lru';
+} from '../protocol/errors';
 import { casPause } from '../retry';
 import type { KeyValueStore } from '../storage/keyValueStore';
 import { threadKey } from './layout';

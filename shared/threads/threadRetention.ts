@@ -1,5 +1,5 @@
-import { PreconditionFailedError } from '../errors';
-import { forEachLimited } from '../pool';
+import { PreconditionFailedError } from '../protocol/errors';
+import { forEachLimited } from '../protocol/pool';
 import { countObject, type PruneBudget, type PruneCounts } from '../retention/budget';
 import { deleteListed, deletePrefix, LIST_PAGE, listAllItems } from '../retention/deletion';
 import type { PrunePart } from '../retention/parts';

@@ -1,7 +1,7 @@
 import type { SealingCodec } from '../crypto/encryption';
 import { emptyCounts, resealKey, resealValue, type RewrapCounts, type RewrapTarget } from '../crypto/rewrap';
 import type { ValuePlace } from '../crypto/valueCodec';
-import { forEachLimited } from '../pool';
+import { forEachLimited } from '../protocol/pool';
 import type { KeyValueStoreFactory } from '../storage/keyValueStore';
 import { kindOfThreadKey } from './sealedThreadSpace';
 

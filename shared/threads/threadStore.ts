@@ -1,7 +1,7 @@
 import type { AuditEvent } from '../audit/auditLog';
 import { pendingEvent } from '../audit/pending';
-import { InvalidArgumentError, NotFoundError, PreconditionFailedError } from '../errors';
-import { forEachLimited } from '../pool';
+import { InvalidArgumentError, NotFoundError, PreconditionFailedError } from '../protocol/errors';
+import { forEachLimited } from '../protocol/pool';
 import { casPause } from '../retry';
 import type { KeyValueStore } from '../storage/keyValueStore';
 import { CheckpointCommits } from './commitProtocol';

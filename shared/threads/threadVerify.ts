@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 
-import { IntegrityError } from '../errors';
-import { forEachLimited } from '../pool';
+import { IntegrityError } from '../protocol/errors';
+import { forEachLimited } from '../protocol/pool';
 import { listAllItems } from '../retention/deletion';
 import type { VerifyPart } from '../retention/parts';
 import { type HashSample, sampled, type VerifyCollector } from '../retention/verifyReport';

@@ -1,5 +1,5 @@
-import { InvalidArgumentError } from '../errors';
 import { checkJsonDepth } from '../json';
+import { InvalidArgumentError } from '../protocol/errors';
 import {
   channelValueLimit,
   MAX_CHANNELS,

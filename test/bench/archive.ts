@@ -8,7 +8,7 @@ import { BlobServiceClient, type ContainerClient, StorageSharedKeyCredential } f
 import { ArchiveClient } from '../../client/archiveClient';
 import { nodeHttpSender } from '../../client/transport';
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
-import { BLOCK_BYTES } from '../../shared/archive/identifiers';
+import { BLOCK_BYTES } from '../../shared/protocol/archive/identifiers';
 import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
 import { tempDir } from '../support/cleanup';
 import { startAzurite } from '../support/cleanup';

@@ -4,7 +4,6 @@ import http from 'node:http';
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
-import { BLOCK_BYTES } from '../../shared/archive/identifiers';
 import {
   plainArchiveStorage,
   sealedArchiveStorage,
@@ -12,10 +11,11 @@ import {
 } from '../../shared/archive/sealedArchive';
 import { SessionArchive } from '../../shared/archive/sessionArchive';
 import { AuditTrail } from '../../shared/audit/auditTrail';
-import { ChainVerifier } from '../../shared/audit/chain';
 import { Encryption } from '../../shared/crypto/encryption';
 import { SEAL_OVERHEAD } from '../../shared/crypto/sealedFormat';
 import { SealingKeyValueStoreFactory } from '../../shared/crypto/sealedKeyValueStore';
+import { BLOCK_BYTES } from '../../shared/protocol/archive/identifiers';
+import { ChainVerifier } from '../../shared/protocol/audit/chain';
 import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
 import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';
 import { createTableClient } from '../../shared/storage/azure/clients';

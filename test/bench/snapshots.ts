@@ -11,7 +11,7 @@ import { loadSnapshot } from '../../client/snapshots/load';
 import { saveSnapshot } from '../../client/snapshots/save';
 import { type HttpSender, nodeHttpSender } from '../../client/transport';
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
-import { readAllBytes } from '../../shared/streams';
+import { readAllBytes } from '../../shared/protocol/streams';
 import { apiKeysSetting, backendSettings, newTenant, startApp, type TestTenant } from '../support/app';
 import { startAzurite, tempDir } from '../support/cleanup';
 import { fixed, measure, table, watchRss } from './measure';

@@ -3,9 +3,9 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 import type { AuditStore } from '../../shared/audit/auditStore';
-import type { AuditRecord } from '../../shared/audit/chain';
-import type { SignedHead } from '../../shared/audit/headSignature';
 import type { PendingCheck, PendingEvent } from '../../shared/audit/pending';
+import type { AuditRecord } from '../../shared/protocol/audit/chain';
+import type { SignedHead } from '../../shared/protocol/audit/headSignature';
 import { TableAuditStore } from '../../shared/storage/azure/tableAuditStore';
 import { LocalAuditStore } from '../../shared/storage/local/localAuditStore';
 import { azurite } from '../support/azurite';

@@ -11,20 +11,20 @@ import { archiveRepairCheck, SessionArchive } from '../../shared/archive/session
 import type { AuditEvent } from '../../shared/audit/auditLog';
 import type { AuditStore } from '../../shared/audit/auditStore';
 import { AuditTrail } from '../../shared/audit/auditTrail';
+import type { RepairCheck } from '../../shared/audit/pending';
+import type { Logger } from '../../shared/logging';
+import { MemoryFacts, memoryRepairCheck } from '../../shared/memory/memory';
+import type { MemoryStore } from '../../shared/memory/memoryStore';
 import {
   type AuditRecord,
   ChainVerifier,
   GENESIS_HASH,
   type UnhashedRecord,
   withHash,
-} from '../../shared/audit/chain';
-import { checkKeptHeads } from '../../shared/audit/headChain';
-import { type SignedHead, verifyHeadSignature } from '../../shared/audit/headSignature';
-import type { RepairCheck } from '../../shared/audit/pending';
-import { ConflictError, StorageUnavailableError } from '../../shared/errors';
-import type { Logger } from '../../shared/logging';
-import { MemoryFacts, memoryRepairCheck } from '../../shared/memory/memory';
-import type { MemoryStore } from '../../shared/memory/memoryStore';
+} from '../../shared/protocol/audit/chain';
+import { checkKeptHeads } from '../../shared/protocol/audit/headChain';
+import { type SignedHead, verifyHeadSignature } from '../../shared/protocol/audit/headSignature';
+import { ConflictError, StorageUnavailableError } from '../../shared/protocol/errors';
 import { TrustedSnapshotKeys } from '../../shared/snapshots/trustedKeys';
 import { snapshotRepairCheck, WorkspaceSnapshots } from '../../shared/snapshots/workspaceSnapshots';
 import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';

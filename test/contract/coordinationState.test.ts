@@ -24,7 +24,7 @@ import {
 } from '../../shared/coordination/interactionLog';
 import { addPromise, listPromises, PROMISES_KEY, resolvePromise } from '../../shared/coordination/promises';
 import { addWatchedChats, readWatchedChats, WATCHED_CHATS_KEY } from '../../shared/coordination/watchedChats';
-import { ConflictError, InvalidArgumentError, NotFoundError } from '../../shared/errors';
+import { ConflictError, InvalidArgumentError, NotFoundError } from '../../shared/protocol/errors';
 import type { KeyValueStore } from '../../shared/storage/keyValueStore';
 import { BACKENDS, FaultyStore, realStores } from '../support/coordinationSupport';
 

@@ -13,8 +13,8 @@ import {
   WINDOW_LEASE_MS,
 } from '../../shared/coordination/emailWindowPoll';
 import type { EmailWindowQueue } from '../../shared/coordination/emailWindowQueue';
-import { StorageUnavailableError } from '../../shared/errors';
 import { createLogger } from '../../shared/logging';
+import { StorageUnavailableError } from '../../shared/protocol/errors';
 import { AzureEmailWindowQueue } from '../../shared/storage/azure/azureEmailWindowQueue';
 import { createQueueServiceClient } from '../../shared/storage/azure/clients';
 import type { KeyValueStore, KeyValueStoreFactory } from '../../shared/storage/keyValueStore';

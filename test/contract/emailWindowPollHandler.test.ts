@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import { AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { EMAIL_CURSOR_KEY } from '../../shared/coordination/emailCursor';
-import type { ConfigurationError } from '../../shared/errors';
+import type { ConfigurationError } from '../../shared/protocol/errors';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { drainQueue, freshQueue } from '../support/coordinationSupport';

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
-import { ConflictError, InvalidArgumentError, PayloadTooLargeError } from '../../shared/errors';
+import { ConflictError, InvalidArgumentError, PayloadTooLargeError } from '../../shared/protocol/errors';
 import {
   type ImmutableObjectStore,
   MAX_OBJECT_BYTES,

@@ -9,7 +9,7 @@ import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { Encryption, type SealingCodec } from '../../shared/crypto/encryption';
 import { SEAL_OVERHEAD } from '../../shared/crypto/sealedFormat';
 import { SealedObjectStore } from '../../shared/crypto/sealedObjectStore';
-import { StorageUnavailableError } from '../../shared/errors';
+import { StorageUnavailableError } from '../../shared/protocol/errors';
 import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
 import { MAX_OBJECT_BYTES } from '../../shared/storage/immutableObjectStore';
 import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';

@@ -2,7 +2,11 @@ import { randomUUID } from 'node:crypto';
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
-import { InvalidArgumentError, PayloadTooLargeError, PreconditionFailedError } from '../../shared/errors';
+import {
+  InvalidArgumentError,
+  PayloadTooLargeError,
+  PreconditionFailedError,
+} from '../../shared/protocol/errors';
 import type { KeyValueStore, KeyValueStoreFactory } from '../../shared/storage/keyValueStore';
 import { inParallelForThisTest } from '../support/parallel';
 

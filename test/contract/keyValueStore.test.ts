@@ -13,7 +13,7 @@ import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { Encryption } from '../../shared/crypto/encryption';
 import { SEAL_OVERHEAD } from '../../shared/crypto/sealedFormat';
 import { SealingKeyValueStoreFactory } from '../../shared/crypto/sealedKeyValueStore';
-import { PayloadTooLargeError, PreconditionFailedError } from '../../shared/errors';
+import { PayloadTooLargeError, PreconditionFailedError } from '../../shared/protocol/errors';
 import {
   BlobKeyValueStoreFactory,
   spaceContainerName,

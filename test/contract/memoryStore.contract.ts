@@ -5,15 +5,15 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Encryption, type SealingCodec } from '../../shared/crypto/encryption';
 import { addCounts, emptyCounts, type RewrapPage } from '../../shared/crypto/rewrap';
 import { sealedKeyId } from '../../shared/crypto/sealedFormat';
+import { MemoryFacts, placeOf } from '../../shared/memory/memory';
+import { memoryRewrapTarget } from '../../shared/memory/memoryRewrap';
+import type { FactHeader, MemoryStore, StoredFact } from '../../shared/memory/memoryStore';
 import {
   IntegrityError,
   InvalidArgumentError,
   PayloadTooLargeError,
   PreconditionFailedError,
-} from '../../shared/errors';
-import { MemoryFacts, placeOf } from '../../shared/memory/memory';
-import { memoryRewrapTarget } from '../../shared/memory/memoryRewrap';
-import type { FactHeader, MemoryStore, StoredFact } from '../../shared/memory/memoryStore';
+} from '../../shared/protocol/errors';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { tempDir } from '../support/cleanup';
 import { DelegatingMemoryStore } from '../support/delegatingMemoryStore';

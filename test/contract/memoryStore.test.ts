@@ -4,8 +4,8 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
-import { StorageUnavailableError } from '../../shared/errors';
 import { MemoryFacts } from '../../shared/memory/memory';
+import { StorageUnavailableError } from '../../shared/protocol/errors';
 import { createTableClient } from '../../shared/storage/azure/clients';
 import { TableMemoryStore } from '../../shared/storage/azure/tableMemoryStore';
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';

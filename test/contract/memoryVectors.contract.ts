@@ -4,10 +4,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 import { addCounts, emptyCounts } from '../../shared/crypto/rewrap';
 import { sealedKeyId } from '../../shared/crypto/sealedFormat';
-import { InvalidArgumentError } from '../../shared/errors';
 import { MemoryFacts } from '../../shared/memory/memory';
 import { memoryRewrapTarget } from '../../shared/memory/memoryRewrap';
 import type { MemoryStore } from '../../shared/memory/memoryStore';
+import { InvalidArgumentError } from '../../shared/protocol/errors';
 import { tempDir } from '../support/cleanup';
 import { type RecordingAudit, recordingAudit } from '../support/recordingAudit';
 import { allRows, type MemoryStoreFixture, sealingCodec } from './memoryStore.contract';

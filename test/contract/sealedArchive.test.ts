@@ -6,7 +6,6 @@ import type { TableClient } from '@azure/data-tables';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 import { archiveRewrapTarget } from '../../shared/archive/archiveRewrap';
-import { BLOCK_BYTES } from '../../shared/archive/identifiers';
 import {
   ARCHIVE_OBJECT_KIND,
   type ArchiveStorage,
@@ -22,7 +21,8 @@ import type { EncryptionKey } from '../../shared/crypto/encryptionKeys';
 import { addCounts, emptyCounts, type RewrapCounts } from '../../shared/crypto/rewrap';
 import { SEAL_OVERHEAD, sealedKeyId } from '../../shared/crypto/sealedFormat';
 import { SealedObjectStore } from '../../shared/crypto/sealedObjectStore';
-import { IntegrityError, MissingObjectsError } from '../../shared/errors';
+import { BLOCK_BYTES } from '../../shared/protocol/archive/identifiers';
+import { IntegrityError, MissingObjectsError } from '../../shared/protocol/errors';
 import { emptyCounts as emptyPruneCounts, PruneBudget } from '../../shared/retention/budget';
 import { VerifyCollector } from '../../shared/retention/verifyReport';
 import { TableSessionIndex } from '../../shared/storage/azure/sessionIndexTable';

@@ -3,10 +3,10 @@ import { randomBytes } from 'node:crypto';
 import type { TableClient } from '@azure/data-tables';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
-import { BLOCK_BYTES } from '../../shared/archive/identifiers';
-import type { PublishRequest } from '../../shared/archive/manifest';
 import { plainArchiveStorage } from '../../shared/archive/sealedArchive';
 import { SessionArchive } from '../../shared/archive/sessionArchive';
+import { BLOCK_BYTES } from '../../shared/protocol/archive/identifiers';
+import type { PublishRequest } from '../../shared/protocol/archive/manifest';
 import {
   ConflictError,
   ForbiddenError,
@@ -15,10 +15,10 @@ import {
   MissingObjectsError,
   NotFoundError,
   StorageUnavailableError,
-} from '../../shared/errors';
+} from '../../shared/protocol/errors';
+import { readAllBytes } from '../../shared/protocol/streams';
 import { TableSessionIndex } from '../../shared/storage/azure/sessionIndexTable';
 import { ObjectExistsError } from '../../shared/storage/immutableObjectStore';
-import { readAllBytes } from '../../shared/streams';
 import {
   FaultySessionIndex,
   ObservedObjectStore,

@@ -1,7 +1,7 @@
 import type { TableClient } from '@azure/data-tables';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
-import { StorageUnavailableError } from '../../shared/errors';
+import { StorageUnavailableError } from '../../shared/protocol/errors';
 import { TableSessionIndex } from '../../shared/storage/azure/sessionIndexTable';
 import { LocalSessionIndex } from '../../shared/storage/local/localSessionIndex';
 import type { SessionIndex, SessionRecord } from '../../shared/storage/sessionIndex';

@@ -13,7 +13,7 @@ import {
   RunFencedError,
   StorageUnavailableError,
   ThreadBusyError,
-} from '../../shared/errors';
+} from '../../shared/protocol/errors';
 import type {
   ItemPage,
   KeyValueStore,

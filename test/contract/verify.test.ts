@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 import { SESSION_TOMBSTONE } from '../../shared/archive/sessionRetention';
-import { objectKey } from '../../shared/snapshots/identifiers';
+import { objectKey } from '../../shared/protocol/snapshots/identifiers';
 import { keysOf } from '../../shared/threads/layout';
 import { decodeThreadRecord } from '../../shared/threads/records';
 import { azurite } from '../support/azurite';

@@ -11,8 +11,8 @@ import {
   MissingObjectsError,
   NotFoundError,
   StorageUnavailableError,
-} from '../../shared/errors';
-import { PART_BYTES } from '../../shared/snapshots/identifiers';
+} from '../../shared/protocol/errors';
+import { PART_BYTES } from '../../shared/protocol/snapshots/identifiers';
 import { TrustedSnapshotKeys } from '../../shared/snapshots/trustedKeys';
 import { GRACE_MS, type SnapshotStores, WorkspaceSnapshots } from '../../shared/snapshots/workspaceSnapshots';
 import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';

@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ArchiveClient, StaleCheckpointError } from '../../client/archiveClient';
 import { CairnHttpError } from '../../client/errors';
 import { type HttpSender, nodeHttpSender } from '../../client/transport';
-import { BLOCK_BYTES } from '../../shared/archive/identifiers';
+import { BLOCK_BYTES } from '../../shared/protocol/archive/identifiers';
 import {
   apiKeysSetting,
   type Backend,

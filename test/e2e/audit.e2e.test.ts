@@ -6,9 +6,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { type AuditRecord, GENESIS_HASH, withHash } from '../../shared/audit/chain';
-import type { VerifyAnswer } from '../../shared/audit/headChain';
-import type { SignedHead } from '../../shared/audit/headSignature';
+import { type AuditRecord, GENESIS_HASH, withHash } from '../../shared/protocol/audit/chain';
+import type { VerifyAnswer } from '../../shared/protocol/audit/headChain';
+import type { SignedHead } from '../../shared/protocol/audit/headSignature';
 import {
   apiKeysSetting,
   backendSettings,

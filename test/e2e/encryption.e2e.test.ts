@@ -9,9 +9,9 @@ import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-bl
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
-import { BLOCK_BYTES } from '../../shared/archive/identifiers';
 import { sealedKeyId } from '../../shared/crypto/sealedFormat';
 import { keyDigest, segmentDigests } from '../../shared/memory/layout';
+import { BLOCK_BYTES } from '../../shared/protocol/archive/identifiers';
 import { tenantContainerName } from '../../shared/storage/azure/blobKeyValueStore';
 import { rowKeyOf } from '../../shared/storage/azure/tableMemoryStore';
 import {

@@ -3,7 +3,7 @@ import { rm } from 'node:fs/promises';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { AuditRecord } from '../../shared/audit/chain';
+import type { AuditRecord } from '../../shared/protocol/audit/chain';
 import {
   apiKeysSetting,
   type Backend,

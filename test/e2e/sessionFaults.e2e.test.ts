@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 
 import { describe, expect, it } from 'vitest';
 
-import { BLOCK_BYTES } from '../../shared/archive/identifiers';
+import { BLOCK_BYTES } from '../../shared/protocol/archive/identifiers';
 import { type Backend, backendSettings } from '../support/app';
 import { splitFile } from '../support/archiveTestKit';
 import { appOnOwnStorage, expectStorageUnavailable } from '../support/faults';

@@ -6,7 +6,7 @@ import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-bl
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
-import { BLOCK_BYTES } from '../../shared/archive/identifiers';
+import { BLOCK_BYTES } from '../../shared/protocol/archive/identifiers';
 import {
   apiKeysSetting,
   type Backend,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { PART_BYTES } from '../../shared/snapshots/identifiers';
+import { PART_BYTES } from '../../shared/protocol/snapshots/identifiers';
 import { apiKeysSetting, backendSettings, client, newTenant } from '../support/app';
 import { appOnOwnStorage, expectStorageUnavailable } from '../support/faults';
 import { buildSnapshot, newKeyPair } from '../support/snapshotTestKit';

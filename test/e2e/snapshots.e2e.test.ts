@@ -18,8 +18,8 @@ import { saveSnapshot } from '../../client/snapshots/save';
 import { verifySnapshot } from '../../client/snapshots/verify';
 import type { HttpSender } from '../../client/transport';
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
-import { PART_BYTES } from '../../shared/snapshots/identifiers';
-import { MANIFEST_VERSION, serializeManifest } from '../../shared/snapshots/manifest';
+import { PART_BYTES } from '../../shared/protocol/snapshots/identifiers';
+import { MANIFEST_VERSION, serializeManifest } from '../../shared/protocol/snapshots/manifest';
 import {
   apiKeysSetting,
   type Backend,

@@ -11,10 +11,10 @@ import {
 } from '@azure/storage-blob';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
-import { BLOCK_BYTES, blockKey, tailKey } from '../../shared/archive/identifiers';
-import type { ManifestFile } from '../../shared/archive/manifest';
 import type { SessionArchive } from '../../shared/archive/sessionArchive';
-import { StorageUnavailableError } from '../../shared/errors';
+import { BLOCK_BYTES, blockKey, tailKey } from '../../shared/protocol/archive/identifiers';
+import type { ManifestFile } from '../../shared/protocol/archive/manifest';
+import { StorageUnavailableError } from '../../shared/protocol/errors';
 import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
 import type {
   DeleteOptions,

@@ -8,7 +8,7 @@ import {
   decodeEmailWindowMessage,
   type EmailWindowMessage,
 } from '../../shared/coordination/emailWindowQueue';
-import { StorageUnavailableError } from '../../shared/errors';
+import { StorageUnavailableError } from '../../shared/protocol/errors';
 import { BlobKeyValueStoreFactory } from '../../shared/storage/azure/blobKeyValueStore';
 import type {
   ItemPage,

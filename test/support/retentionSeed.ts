@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 
-import type { ManifestFile } from '../../shared/archive/manifest';
 import type { SessionArchive } from '../../shared/archive/sessionArchive';
+import type { ManifestFile } from '../../shared/protocol/archive/manifest';
 import type { KeyValueStore, ListedItem } from '../../shared/storage/keyValueStore';
 import type { TypedBytes } from '../../shared/threads/records';
 import type { CheckpointPut, ThreadStore } from '../../shared/threads/threadStore';

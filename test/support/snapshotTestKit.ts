@@ -1,12 +1,12 @@
 import { createHash, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
 
-import { PART_BYTES, partCount, partSize } from '../../shared/snapshots/identifiers';
+import { PART_BYTES, partCount, partSize } from '../../shared/protocol/snapshots/identifiers';
 import {
   MANIFEST_VERSION,
   serializeManifest,
   type SnapshotFile,
   type SnapshotSymlink,
-} from '../../shared/snapshots/manifest';
+} from '../../shared/protocol/snapshots/manifest';
 
 /** Test support for snapshots: key pairs, manifests built from in-memory files, their parts. */
 

@@ -11,8 +11,8 @@ import {
   recallQuery,
 } from '../../client/memory/agentMemory';
 import type { HttpSender } from '../../client/transport';
-import { InvalidArgumentError } from '../../shared/errors';
 import { checkNamespace } from '../../shared/memory/facts';
+import { InvalidArgumentError } from '../../shared/protocol/errors';
 
 /**
  * The framework-neutral part of the agent-side Memory: which namespace a run's state names (and

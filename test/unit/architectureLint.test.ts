@@ -102,32 +102,39 @@ describe('the architecture lint', { timeout: 180_000 }, () => {
     );
   });
 
-  it('fails when the route specs import anything but zod and themselves', async () => {
+  it('fails when the protocol imports anything but itself, Node and its three libraries', async () => {
     const { ok, output } = await lintWith({
       'shared/protocol/usesTheDomain.ts':
-        "import { NotFoundError } from '../errors';\nimport { Key } from './fields';\n" +
-        'export const both = [NotFoundError, Key];\n',
+        "import { getServices } from '../services';\nimport { Key } from './fields';\n" +
+        "import { createHash } from 'node:crypto';\n" +
+        'export const all = [getServices, Key, createHash];\n',
     });
     expect(ok).toBe(false);
     expect(output).toContain(
-      'error protocol-depends-on-zod-only: shared/protocol/usesTheDomain.ts → shared/errors.ts',
+      'error protocol-stands-alone: shared/protocol/usesTheDomain.ts → shared/services.ts',
     );
+    expect(output).not.toContain('shared/protocol/usesTheDomain.ts → node:crypto');
     expect(output).not.toContain('shared/protocol/usesTheDomain.ts → shared/protocol/fields.ts');
   });
 
-  it('fails when the client imports server code beyond its allow-list', async () => {
+  it('fails when the client imports server code other than the protocol', async () => {
     const { ok, output } = await lintWith({
       'client/reachesTheServer.ts':
         "import { getServices } from '../shared/services';\nexport const services = getServices;\n",
-      // An allowed module, from a file the allow-list does not name.
+      // A pure module of the domain is still the server's.
       'client/cli/notListed.ts':
-        "import { validateKey } from '../../shared/keys';\nexport const check = validateKey;\n",
+        "import { validateKey } from '../../shared/protocol/keys';\n" +
+        "import { checkThreadId } from '../../shared/threads/identifiers';\n" +
+        'export const check = [validateKey, checkThreadId];\n',
     });
     expect(ok).toBe(false);
     expect(output).toContain(
       'error client-imports-no-server-code: client/reachesTheServer.ts → shared/services.ts',
     );
-    expect(output).toContain('error client-imports-no-server-code: client/cli/notListed.ts → shared/keys.ts');
+    expect(output).toContain(
+      'error client-imports-no-server-code: client/cli/notListed.ts → shared/threads/identifiers.ts',
+    );
+    expect(output).not.toContain('notListed.ts → shared/protocol/keys.ts');
     expect(output).toContain('error client-reaches-no-server-code: client/reachesTheServer.ts');
   });
 });

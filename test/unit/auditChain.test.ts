@@ -8,15 +8,15 @@ import {
   GENESIS_HASH,
   recordHash,
   withHash,
-} from '../../shared/audit/chain';
-import { checkKeptHeads, checkSignedHeads } from '../../shared/audit/headChain';
+} from '../../shared/protocol/audit/chain';
+import { checkKeptHeads, checkSignedHeads } from '../../shared/protocol/audit/headChain';
 import {
   parsePublicKey,
   type SignedHead,
   signHead,
   verifyHeadSignature,
-} from '../../shared/audit/headSignature';
-import { canonicalJson } from '../../shared/canonicalJson';
+} from '../../shared/protocol/audit/headSignature';
+import { canonicalJson } from '../../shared/protocol/canonicalJson';
 
 function chain(length: number): AuditRecord[] {
   const records: AuditRecord[] = [];

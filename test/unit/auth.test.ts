@@ -6,7 +6,7 @@ import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { actorOf, Authenticator, sha256Hex } from '../../shared/auth';
-import { StorageUnavailableError, UnauthorizedError } from '../../shared/errors';
+import { StorageUnavailableError, UnauthorizedError } from '../../shared/protocol/errors';
 
 const ISSUER = 'https://login.example.test/tenant-1/v2.0';
 const AUDIENCE = 'api://cairn-test';

@@ -5,10 +5,10 @@ import { describe, expect, it } from 'vitest';
 import {
   manifestIdentity,
   serializeManifest as serializeArchiveManifest,
-} from '../../shared/archive/manifest';
-import { recordHash } from '../../shared/audit/chain';
-import { canonicalJson } from '../../shared/canonicalJson';
-import { serializeManifest, type SnapshotManifest } from '../../shared/snapshots/manifest';
+} from '../../shared/protocol/archive/manifest';
+import { recordHash } from '../../shared/protocol/audit/chain';
+import { canonicalJson } from '../../shared/protocol/canonicalJson';
+import { serializeManifest, type SnapshotManifest } from '../../shared/protocol/snapshots/manifest';
 
 /**
  * The walk every copy wrote by hand before the library took over (audit chain, snapshot manifest,

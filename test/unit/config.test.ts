@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { loadConfig, readBoolean } from '../../shared/config';
-import { ConfigurationError } from '../../shared/errors';
+import { ConfigurationError } from '../../shared/protocol/errors';
 
 const KEYS = `dev:${'a'.repeat(64)}:admin`;
 

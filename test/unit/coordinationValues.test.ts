@@ -20,7 +20,7 @@ import {
   encodeEmailWindowMessage,
 } from '../../shared/coordination/emailWindowQueue';
 import { compareTimestamps, isRfc3339, isUtcDay, laterTimestamp } from '../../shared/coordination/timestamps';
-import { ConfigurationError } from '../../shared/errors';
+import { ConfigurationError } from '../../shared/protocol/errors';
 
 /** The pure parts of fleet coordination: value formats, ids, time, plans, settings. */
 

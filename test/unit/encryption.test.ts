@@ -8,7 +8,7 @@ import { type EncryptionKey, parseEncryptionKeys } from '../../shared/crypto/enc
 import { RollbackWatch } from '../../shared/crypto/rollbackWatch';
 import { canonicalPlace, SEAL_OVERHEAD, sealedKeyId, sealWith } from '../../shared/crypto/sealedFormat';
 import type { ValuePlace } from '../../shared/crypto/valueCodec';
-import { ConfigurationError, IntegrityError, InternalError } from '../../shared/errors';
+import { ConfigurationError, IntegrityError, InternalError } from '../../shared/protocol/errors';
 import type { KeyValueStoreFactory } from '../../shared/storage/keyValueStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { tempDir } from '../support/cleanup';

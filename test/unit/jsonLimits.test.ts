@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 
-import { InvalidArgumentError } from '../../shared/errors';
 import {
   checkJsonDepth,
   jsonDepth,
@@ -11,6 +10,7 @@ import {
 } from '../../shared/json';
 import { documentTerms, queryWords } from '../../shared/memory/keywordSearch';
 import { checkFilter, matchesFilter } from '../../shared/memory/valueFilter';
+import { InvalidArgumentError } from '../../shared/protocol/errors';
 
 /** `[[[…leaf…]]]`, `depth` arrays deep, built without recursion. */
 function nestedArrays(depth: number, leaf: unknown = 'needle'): unknown {

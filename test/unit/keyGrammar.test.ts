@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 
-import { InvalidArgumentError } from '../../shared/errors';
-import { characterProblem, validateKey, validatePrefix } from '../../shared/keys';
 import { checkFactKey, checkNamespace as checkMemoryNamespace } from '../../shared/memory/facts';
+import { InvalidArgumentError } from '../../shared/protocol/errors';
+import { characterProblem, validateKey, validatePrefix } from '../../shared/protocol/keys';
 import { checkNamespace as checkThreadNamespace, isPlainText } from '../../shared/threads/identifiers';
 
 /** Every Unicode noncharacter: U+FDD0-U+FDEF and U+xxFFFE, U+xxFFFF in each of the 17 planes. */

@@ -4,7 +4,7 @@ import path from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { ConflictError, IntegrityError, PreconditionFailedError } from '../../shared/errors';
+import { ConflictError, IntegrityError, PreconditionFailedError } from '../../shared/protocol/errors';
 import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';

@@ -5,9 +5,9 @@ import { describe, expect, it } from 'vitest';
 
 import type { PendingEvent } from '../../shared/audit/pending';
 import type { ValueCodec, ValuePlace } from '../../shared/crypto/valueCodec';
-import { IntegrityError } from '../../shared/errors';
 import { bm25Scores, documentTerms, queryWords, words } from '../../shared/memory/keywordSearch';
 import { MemoryFacts } from '../../shared/memory/memory';
+import { IntegrityError } from '../../shared/protocol/errors';
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { tempDir } from '../support/cleanup';
 import { recordingAudit } from '../support/recordingAudit';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 
 import { describe, expect, it } from 'vitest';
 
-import { publishRequestSchema } from '../../shared/archive/manifest';
+import { publishRequestSchema } from '../../shared/protocol/archive/manifest';
 
 const file = (size: number, sha256: string) => ({ path: 'empty.txt', generation: 'g1', size, sha256 });
 

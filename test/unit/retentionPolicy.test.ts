@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 
 import { loadConfig, pruneScheduleFrom } from '../../shared/config';
 import { firstKeptDay } from '../../shared/coordination/interactionRetention';
-import { ConfigurationError, InvalidArgumentError } from '../../shared/errors';
+import { ConfigurationError, InvalidArgumentError } from '../../shared/protocol/errors';
 import { PruneBudget } from '../../shared/retention/budget';
 import { effectivePolicy, KEEP_EVERYTHING, parsePolicyOverride } from '../../shared/retention/policy';
 import { sampled } from '../../shared/retention/verifyReport';

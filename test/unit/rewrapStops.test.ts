@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 
 import { Encryption } from '../../shared/crypto/encryption';
 import { keyValueRewrapTarget } from '../../shared/crypto/rewrap';
-import { StorageUnavailableError } from '../../shared/errors';
+import { StorageUnavailableError } from '../../shared/protocol/errors';
 import type { KeyValueStore, KeyValueStoreFactory } from '../../shared/storage/keyValueStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { tempDir } from '../support/cleanup';

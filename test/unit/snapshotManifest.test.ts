@@ -1,15 +1,15 @@
 import { describe, expect, it } from 'vitest';
 
-import { canonicalJson } from '../../shared/canonicalJson';
 import { loadConfig, parseSnapshotKeys } from '../../shared/config';
-import { ConfigurationError, InvalidArgumentError } from '../../shared/errors';
+import { canonicalJson } from '../../shared/protocol/canonicalJson';
+import { ConfigurationError, InvalidArgumentError } from '../../shared/protocol/errors';
 import {
   MANIFEST_VERSION,
   parseManifest,
   serializeManifest,
   type SnapshotManifest,
   staysInside,
-} from '../../shared/snapshots/manifest';
+} from '../../shared/protocol/snapshots/manifest';
 import { newKeyPair, rawBase64 } from '../support/snapshotTestKit';
 
 /** The manifest format: canonical bytes, path rules, symlinks that leave the workspace, settings. */

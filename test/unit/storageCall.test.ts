@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { InternalError, StorageUnavailableError } from '../../shared/errors';
+import { InternalError, StorageUnavailableError } from '../../shared/protocol/errors';
 import { storageCall } from '../../shared/storage/azure/azureErrors';
 
 describe('storageCall', () => {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 
-import { InvalidArgumentError } from '../../shared/errors';
-import { compareKeys } from '../../shared/keyOrderWalk';
-import { validateKey } from '../../shared/keys';
+import { InvalidArgumentError } from '../../shared/protocol/errors';
+import { compareKeys } from '../../shared/protocol/keyOrderWalk';
+import { validateKey } from '../../shared/protocol/keys';
 import {
   channelSegment,
   checkCheckpointId,

@@ -1,4 +1,4 @@
-import { CairnError, InternalError, StorageUnavailableError } from '../../errors';
+import { CairnError, InternalError, StorageUnavailableError } from '../../protocol/errors';
 
 /**
  * Azure Storage errors, translated in one place (by status and service error code, never by message

@@ -1,8 +1,8 @@
 import type { BlockBlobClient, ContainerClient } from '@azure/storage-blob';
 
-import { StorageUnavailableError } from '../../errors';
-import { validateKey } from '../../keys';
-import { readAllBytes } from '../../streams';
+import { StorageUnavailableError } from '../../protocol/errors';
+import { validateKey } from '../../protocol/keys';
+import { readAllBytes } from '../../protocol/streams';
 import {
   checkObject,
   checkPointerValue,

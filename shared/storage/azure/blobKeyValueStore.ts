@@ -2,11 +2,15 @@ import { createHash } from 'node:crypto';
 
 import type { BlobServiceClient, BlockBlobClient, ContainerClient } from '@azure/storage-blob';
 
-import { PayloadTooLargeError, PreconditionFailedError, StorageUnavailableError } from '../../errors';
-import { validateKey, validatePrefix } from '../../keys';
 import { getOrCreate, type Lru, lru } from '../../lru';
+import {
+  PayloadTooLargeError,
+  PreconditionFailedError,
+  StorageUnavailableError,
+} from '../../protocol/errors';
+import { validateKey, validatePrefix } from '../../protocol/keys';
+import { copyOf, ownedBytes, readAllBytes } from '../../protocol/streams';
 import { casPause } from '../../retry';
-import { copyOf, ownedBytes, readAllBytes } from '../../streams';
 import { checkConditions, checkConditionShape, conditionsHold } from '../conditions';
 import { KeyedMutex } from '../keyedMutex';
 import type {

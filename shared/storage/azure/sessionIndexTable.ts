@@ -1,7 +1,7 @@
 import { odata, type TableClient } from '@azure/data-tables';
 
-import { StorageUnavailableError } from '../../errors';
 import { lru } from '../../lru';
+import { StorageUnavailableError } from '../../protocol/errors';
 import { casPause } from '../../retry';
 import type { SessionIndex, SessionPage, SessionRecord } from '../sessionIndex';
 import { isAzureError, isNotFound, storageCall } from './azureErrors';

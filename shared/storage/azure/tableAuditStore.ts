@@ -1,9 +1,9 @@
 import { odata, type TableClient, type TableEntityResult } from '@azure/data-tables';
 
 import type { AuditStore, RecordQuery, StoredMarker } from '../../audit/auditStore';
-import type { AuditRecord } from '../../audit/chain';
-import type { SignedHead } from '../../audit/headSignature';
 import type { PendingCheck, PendingEvent } from '../../audit/pending';
+import type { AuditRecord } from '../../protocol/audit/chain';
+import type { SignedHead } from '../../protocol/audit/headSignature';
 import { isAzureError, isNotFound, storageCall } from './azureErrors';
 import { TableRows } from './tableRows';
 

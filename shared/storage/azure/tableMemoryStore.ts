@@ -8,7 +8,6 @@ import {
   type TransactionAction,
 } from '@azure/data-tables';
 
-import { InternalError, PreconditionFailedError } from '../../errors';
 import { lru } from '../../lru';
 import { factId, namespaceDigest } from '../../memory/layout';
 import type {
@@ -23,7 +22,8 @@ import type {
   SubtreeDeletion,
 } from '../../memory/memoryStore';
 import { writeEachAlone } from '../../memory/memoryStore';
-import { forEachLimited } from '../../pool';
+import { InternalError, PreconditionFailedError } from '../../protocol/errors';
+import { forEachLimited } from '../../protocol/pool';
 import { casPause } from '../../retry';
 import { KeyedMutex } from '../keyedMutex';
 import { isAzureError, isNotFound, storageCall } from './azureErrors';

@@ -1,8 +1,8 @@
 import type { AuditStore, RecordQuery, StoredMarker } from '../../audit/auditStore';
-import type { AuditRecord } from '../../audit/chain';
-import type { SignedHead } from '../../audit/headSignature';
 import type { PendingCheck, PendingEvent } from '../../audit/pending';
-import { PreconditionFailedError } from '../../errors';
+import type { AuditRecord } from '../../protocol/audit/chain';
+import type { SignedHead } from '../../protocol/audit/headSignature';
+import { PreconditionFailedError } from '../../protocol/errors';
 import type { KeyValueStore } from '../keyValueStore';
 import { encodeCursor } from '../listCursor';
 import { localInternalStore } from './localKeyValueStore';

@@ -1,9 +1,9 @@
 import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 
-import { CairnError, ConflictError, IntegrityError, StorageUnavailableError } from '../../errors';
-import { compareKeys, walkInKeyOrder } from '../../keyOrderWalk';
-import { validateKey } from '../../keys';
+import { CairnError, ConflictError, IntegrityError, StorageUnavailableError } from '../../protocol/errors';
+import { compareKeys, walkInKeyOrder } from '../../protocol/keyOrderWalk';
+import { validateKey } from '../../protocol/keys';
 
 /** What the local stores (key/value and immutable objects) share about the filesystem. */
 

@@ -2,8 +2,8 @@ import { promises as fs } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 
-import { ConflictError } from '../../errors';
-import { walkInKeyOrder } from '../../keyOrderWalk';
+import { ConflictError } from '../../protocol/errors';
+import { walkInKeyOrder } from '../../protocol/keyOrderWalk';
 import {
   checkObject,
   checkPointerValue,

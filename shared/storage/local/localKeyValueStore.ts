@@ -1,8 +1,8 @@
 import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 
-import { PayloadTooLargeError, PreconditionFailedError } from '../../errors';
-import { validatePrefix } from '../../keys';
+import { PayloadTooLargeError, PreconditionFailedError } from '../../protocol/errors';
+import { validatePrefix } from '../../protocol/keys';
 import { checkConditions } from '../conditions';
 import { KeyedMutex } from '../keyedMutex';
 import type {

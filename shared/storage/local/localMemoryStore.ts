@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
-import { IntegrityError, InternalError, PreconditionFailedError } from '../../errors';
 import { lru } from '../../lru';
 import { factId, keyDigest, parseFactId, segmentDigests } from '../../memory/layout';
 import type {
@@ -17,6 +16,7 @@ import type {
   SubtreeDeletion,
 } from '../../memory/memoryStore';
 import { writeEachAlone } from '../../memory/memoryStore';
+import { IntegrityError, InternalError, PreconditionFailedError } from '../../protocol/errors';
 import { KeyedMutex } from '../keyedMutex';
 import { writeDurableTempFile } from './durableTempFile';
 import {

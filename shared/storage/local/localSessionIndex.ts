@@ -1,4 +1,4 @@
-import { PreconditionFailedError, StorageUnavailableError } from '../../errors';
+import { PreconditionFailedError, StorageUnavailableError } from '../../protocol/errors';
 import type { KeyValueStore } from '../keyValueStore';
 import { encodeCursor } from '../listCursor';
 import type { SessionIndex, SessionPage, SessionRecord } from '../sessionIndex';

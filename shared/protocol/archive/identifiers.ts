@@ -1,12 +1,6 @@
 import { InvalidArgumentError } from '../errors';
-import { isName, NAME_RULE } from '../protocol/fields';
-import {
-  BLOCK_BYTES,
-  LATEST,
-  MAX_DATA_BYTES,
-  MAX_FILES_PER_CHECKPOINT,
-  objectKeyProblem,
-} from '../protocol/sessions';
+import { isName, NAME_RULE } from '../fields';
+import { BLOCK_BYTES, LATEST, MAX_DATA_BYTES, MAX_FILES_PER_CHECKPOINT, objectKeyProblem } from '../sessions';
 
 /**
  * Names inside session archives (docs/archives.md). Session ids, generations and checkpoint ids share one

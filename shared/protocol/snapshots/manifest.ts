@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { canonicalJson } from '../canonicalJson';
 import { hasControlCharacter } from '../controlCharacters';
 import { InvalidArgumentError } from '../errors';
-import { MAX_MANIFEST_BYTES, MAX_PUBLISH_BODY_BYTES } from '../protocol/snapshots';
+import { MAX_MANIFEST_BYTES, MAX_PUBLISH_BODY_BYTES } from '../snapshots';
 import { isValidWorkspaceId, SHA256_RULE, WORKSPACE_ID_RULE } from './identifiers';
 
 /**

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../errors';
-import { PART_BYTES } from '../protocol/snapshots';
+import { PART_BYTES } from '../snapshots';
 
 /**
  * Names inside a tenant's snapshot storage (docs/snapshots.md), validated before any I/O:

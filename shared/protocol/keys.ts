@@ -1,8 +1,8 @@
 import { InvalidArgumentError } from './errors';
-import { characterProblem, keyProblem, prefixProblem } from './protocol/text';
+import { characterProblem, keyProblem, prefixProblem } from './text';
 
 // The rules themselves are the protocol's (shared/protocol/text.ts): the route specs check them too.
-export { characterProblem, MAX_KEY_BYTES, NONCHARACTER_RULE } from './protocol/text';
+export { characterProblem, MAX_KEY_BYTES, NONCHARACTER_RULE } from './text';
 
 /** Throws {@link InvalidArgumentError} naming `field` when `text` breaks {@link characterProblem}. */
 export function checkCharacters(text: string, field: string): void {
