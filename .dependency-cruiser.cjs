@@ -155,7 +155,9 @@ module.exports = {
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.json' },
     doNotFollow: { path: 'node_modules' },
-    exclude: { path: '^(dist|node_modules|coverage)/|[.]cairn/' },
+    exclude: {
+      path: '^(dist|node_modules|coverage)/|^(shared/protocol|client/[^/]+)/(dist|[.]build)/|[.]cairn/',
+    },
     // `#shared/*` (package.json imports) resolves to dist/; tsconfig paths map it to shared/.
     enhancedResolveOptions: {
       exportsFields: ['exports'],

@@ -3,7 +3,7 @@ import simpleImportSort from 'eslint-plugin-simple-import-sort';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', '.cairn/**', 'coverage/**'] },
+  { ignores: ['**/dist/**', 'node_modules/**', '.cairn/**', 'coverage/**', '**/.build/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

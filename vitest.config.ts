@@ -5,8 +5,22 @@ import { defineConfig } from 'vitest/config';
 import { scaled } from './test/support/timeouts';
 
 export default defineConfig({
-  // The `#shared/*` imports of functions/ (package.json `imports`) as sources, as tsconfig's paths read them.
-  resolve: { alias: [{ find: /^#shared\/(.*)$/, replacement: path.resolve('shared/$1') }] },
+  // The `#shared/*` imports of functions/ (package.json `imports`) and the packages' names as
+  // sources, as tsconfig's paths read them: a test loads one copy of each module, the server's
+  // protocol and the client's being the same. The packages as built are tested as installed
+  // (test/packages/).
+  resolve: {
+    alias: [
+      { find: /^#shared\/(.*)$/, replacement: path.resolve('shared/$1') },
+      { find: /^@cairn-state\/protocol\/(.*)$/, replacement: path.resolve('shared/protocol/$1') },
+      { find: /^@cairn-state\/protocol$/, replacement: path.resolve('shared/protocol/index.ts') },
+      { find: /^@cairn-state\/cli$/, replacement: path.resolve('client/cli/src/main.ts') },
+      {
+        find: /^@cairn-state\/(client|langgraph|openai-agents)$/,
+        replacement: path.resolve('client/$1/src/index.ts'),
+      },
+    ],
+  },
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/support/globalSetup.ts'],

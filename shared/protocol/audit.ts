@@ -1,8 +1,8 @@
 import { z } from 'zod';
 
-import { isName, NAME_RULE, SHA256_HEX } from './fields';
-import { route } from './spec';
-import { TAGS } from './tags';
+import { isName, NAME_RULE, SHA256_HEX } from './fields.js';
+import { route } from './spec.js';
+import { TAGS } from './tags.js';
 
 /**
  * The audit trail's routes (docs/audit.md): the caller's tenant's records, verification of the

@@ -1,10 +1,10 @@
 import { z } from 'zod';
 
-import { Etag, KiB, Timestamp } from './fields';
-import { route } from './spec';
-import { TAGS } from './tags';
-import { hasControlCharacter } from './text';
-import { RequestTimestamp, UtcDay } from './time';
+import { Etag, KiB, Timestamp } from './fields.js';
+import { route } from './spec.js';
+import { TAGS } from './tags.js';
+import { hasControlCharacter } from './text.js';
+import { RequestTimestamp, UtcDay } from './time.js';
 
 /**
  * Fleet coordination (docs/coordination.md): the email cursor, the watched chats, chat cursors and

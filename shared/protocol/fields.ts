@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-import { keyProblem, MAX_KEY_BYTES, prefixProblem } from './text';
+import { keyProblem, MAX_KEY_BYTES, prefixProblem } from './text.js';
 
 /**
  * The field rules the routes share, as zod schemas. A schema with an `id` is one component of the

@@ -1,4 +1,4 @@
-import { auditHeadsRoute, auditRecordsRoute, auditVerifyRoute } from './audit';
+import { auditHeadsRoute, auditRecordsRoute, auditVerifyRoute } from './audit.js';
 import {
   chatClaimsRoute,
   chatCursorRoute,
@@ -11,14 +11,14 @@ import {
   promiseResolveRoute,
   promisesRoute,
   watchedChatsRoute,
-} from './coordination';
-import { keysRoute, kvRoute } from './kv';
-import { mcpRoute } from './mcp';
-import { memoryBatchRoute, memoryFactRoute, memoryNamespacesRoute, memorySearchRoute } from './memory';
-import { migrationStatusRoute, startMigrationRoute } from './migrations';
-import { retentionPolicyRoute, retentionPruneRoute, tenantsRoute, verifyRoute } from './retention';
-import { rewrapStatusRoute, startRewrapRoute } from './rewrap';
-import { healthReadyRoute, healthRoute, notFoundRoute, openApiRoute } from './service';
+} from './coordination.js';
+import { keysRoute, kvRoute } from './kv.js';
+import { mcpRoute } from './mcp.js';
+import { memoryBatchRoute, memoryFactRoute, memoryNamespacesRoute, memorySearchRoute } from './memory.js';
+import { migrationStatusRoute, startMigrationRoute } from './migrations.js';
+import { retentionPolicyRoute, retentionPruneRoute, tenantsRoute, verifyRoute } from './retention.js';
+import { rewrapStatusRoute, startRewrapRoute } from './rewrap.js';
+import { healthReadyRoute, healthRoute, notFoundRoute, openApiRoute } from './service.js';
 import {
   sessionCheckpointRoute,
   sessionCheckpointsRoute,
@@ -26,16 +26,16 @@ import {
   sessionListRoute,
   sessionObjectRoute,
   sessionRoute,
-} from './sessions';
+} from './sessions.js';
 import {
   snapshotByIdRoute,
   snapshotKeysRoute,
   snapshotPartsRoute,
   workspaceSnapshotRoute,
   workspaceSnapshotsRoute,
-} from './snapshots';
-import type { RouteSpec } from './spec';
-import { THREAD_ROUTES } from './threads';
+} from './snapshots.js';
+import type { RouteSpec } from './spec.js';
+import { THREAD_ROUTES } from './threads.js';
 
 /**
  * Every route declared as data, in the order the document lists them. Every route the app

@@ -1,8 +1,8 @@
-import { InvalidArgumentError } from './errors';
-import { characterProblem, keyProblem, prefixProblem } from './text';
+import { InvalidArgumentError } from './errors.js';
+import { characterProblem, keyProblem, prefixProblem } from './text.js';
 
 // The rules themselves are the protocol's (shared/protocol/text.ts): the route specs check them too.
-export { characterProblem, MAX_KEY_BYTES, NONCHARACTER_RULE } from './text';
+export { characterProblem, MAX_KEY_BYTES, NONCHARACTER_RULE } from './text.js';
 
 /** Throws {@link InvalidArgumentError} naming `field` when `text` breaks {@link characterProblem}. */
 export function checkCharacters(text: string, field: string): void {

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 
-import { DEFAULT_MAX_VALUE_BYTES, Etag, Key, KeyPrefix } from './fields';
-import { route } from './spec';
-import { TAGS } from './tags';
+import { DEFAULT_MAX_VALUE_BYTES, Etag, Key, KeyPrefix } from './fields.js';
+import { route } from './spec.js';
+import { TAGS } from './tags.js';
 
 /** Key/value with compare-and-swap on ETags (docs/kv.md). */
 

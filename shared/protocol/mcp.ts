@@ -1,8 +1,8 @@
 import { z } from 'zod';
 
-import { DEFAULT_MAX_VALUE_BYTES } from './fields';
-import { route } from './spec';
-import { TAGS } from './tags';
+import { DEFAULT_MAX_VALUE_BYTES } from './fields.js';
+import { route } from './spec.js';
+import { TAGS } from './tags.js';
 
 /** Cairn as an MCP server (docs/mcp.md): one route, the Streamable HTTP transport, stateless. */
 

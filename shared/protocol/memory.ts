@@ -1,9 +1,9 @@
 import { z } from 'zod';
 
-import { Etag, KiB, MiB } from './fields';
-import { route } from './spec';
-import { TAGS } from './tags';
-import { characterProblem, utf8Length } from './text';
+import { Etag, KiB, MiB } from './fields.js';
+import { route } from './spec.js';
+import { TAGS } from './tags.js';
+import { characterProblem, utf8Length } from './text.js';
 
 /**
  * Long-term memory (docs/memory.md): facts per tenant under namespaces. Namespaces and keys travel

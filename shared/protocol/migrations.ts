@@ -1,10 +1,10 @@
 import { z } from 'zod';
 
-import { KiB, TenantId } from './fields';
-import { jobIdParams, JobStarted, JobState, statusUriHeader } from './jobs';
-import { route } from './spec';
-import { TAGS } from './tags';
-import { keyProblem } from './text';
+import { KiB, TenantId } from './fields.js';
+import { jobIdParams, JobStarted, JobState, statusUriHeader } from './jobs.js';
+import { route } from './spec.js';
+import { TAGS } from './tags.js';
+import { keyProblem } from './text.js';
 
 /** Copying local state to Blob storage, as a durable job (docs/migration.md); admin only. */
 

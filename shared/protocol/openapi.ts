@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-import type { AnswerSpec, Auth, HeaderSpec, Method, OperationSpec, RouteSpec } from './spec';
+import type { AnswerSpec, Auth, HeaderSpec, Method, OperationSpec, RouteSpec } from './spec.js';
 
 /**
  * The OpenAPI 3.1 paths of the route specs, generated with zod's own JSON Schema conversion

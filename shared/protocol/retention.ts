@@ -1,8 +1,8 @@
 import { z } from 'zod';
 
-import { KiB, TenantId, Timestamp } from './fields';
-import { route } from './spec';
-import { TAGS } from './tags';
+import { KiB, TenantId, Timestamp } from './fields.js';
+import { route } from './spec.js';
+import { TAGS } from './tags.js';
 
 /**
  * Retention (docs/retention.md): the admin routes that read and set a tenant's policy, run a prune

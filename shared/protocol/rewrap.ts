@@ -1,8 +1,8 @@
 import { z } from 'zod';
 
-import { jobIdParams, JobStarted, JobState, statusUriHeader } from './jobs';
-import { route } from './spec';
-import { TAGS } from './tags';
+import { jobIdParams, JobStarted, JobState, statusUriHeader } from './jobs.js';
+import { route } from './spec.js';
+import { TAGS } from './tags.js';
 
 /** Re-sealing stored values with the first encryption key, as a durable job (docs/encryption.md). */
 

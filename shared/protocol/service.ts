@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
-import { route } from './spec';
-import { TAGS } from './tags';
+import { route } from './spec.js';
+import { TAGS } from './tags.js';
 
 /** The routes of the service itself: health, readiness, this document, and every other path. */
 

@@ -1,9 +1,9 @@
 import { z } from 'zod';
 
-import { Id, isName, Key, KiB, MAX_OBJECT_BYTES, NAME_RULE, ruledString, Timestamp } from './fields';
-import { route } from './spec';
-import { TAGS } from './tags';
-import { utf8Length } from './text';
+import { Id, isName, Key, KiB, MAX_OBJECT_BYTES, NAME_RULE, ruledString, Timestamp } from './fields.js';
+import { route } from './spec.js';
+import { TAGS } from './tags.js';
+import { utf8Length } from './text.js';
 
 /**
  * Session archives (docs/archives.md). Every route works for the caller's tenant: a session

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 
-import { BASE64_PATTERN, KiB, MAX_OBJECT_BYTES, MiB, SHA256_HEX, TenantId, Timestamp } from './fields';
-import { route } from './spec';
-import { TAGS } from './tags';
+import { BASE64_PATTERN, KiB, MAX_OBJECT_BYTES, MiB, SHA256_HEX, TenantId, Timestamp } from './fields.js';
+import { route } from './spec.js';
+import { TAGS } from './tags.js';
 
 /**
  * Signed workspace snapshots (docs/snapshots.md). Every route works in the caller's tenant. The

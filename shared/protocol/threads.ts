@@ -1,10 +1,10 @@
 import { z } from 'zod';
 
-import { BASE64_PATTERN, Id, KiB, MiB, SEAL_OVERHEAD, Timestamp } from './fields';
-import { JSON_DEPTH_RULE, tooDeepPath } from './json';
-import { route } from './spec';
-import { TAGS } from './tags';
-import { characterProblem, utf8Length } from './text';
+import { BASE64_PATTERN, Id, KiB, MiB, SEAL_OVERHEAD, Timestamp } from './fields.js';
+import { JSON_DEPTH_RULE, tooDeepPath } from './json.js';
+import { route } from './spec.js';
+import { TAGS } from './tags.js';
+import { characterProblem, utf8Length } from './text.js';
 
 /**
  * Threads, checkpoints and runs (docs/threads.md), for LangGraph-style checkpointers and agent

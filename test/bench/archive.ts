@@ -4,9 +4,9 @@ import { appendFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 import { BlobServiceClient, type ContainerClient, StorageSharedKeyCredential } from '@azure/storage-blob';
+import { ArchiveClient } from '@cairn-state/client';
+import { nodeHttpSender } from '@cairn-state/client';
 
-import { ArchiveClient } from '../../client/archiveClient';
-import { nodeHttpSender } from '../../client/transport';
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { BLOCK_BYTES } from '../../shared/protocol/archive/identifiers';
 import { apiKeysSetting, backendSettings, newTenant, startApp } from '../support/app';
@@ -288,7 +288,7 @@ async function downloadRaw(container: ContainerClient): Promise<void> {
 
 /** Runs the `cairn` CLI and returns its peak RSS in MB; throws when it fails. */
 async function runCliRss(args: string[], env: Record<string, string>): Promise<number> {
-  const child = spawn(process.execPath, [path.resolve('dist/client/cli/main.js'), ...args], { env });
+  const child = spawn(process.execPath, [path.resolve('client/cli/dist/cjs/bin.js'), ...args], { env });
   const rss = watchRss(child.pid ?? 0, 50);
   let stderr = '';
   child.stderr.on('data', (data: Buffer) => (stderr += data.toString()));

@@ -1,10 +1,10 @@
 import http from 'node:http';
 
 import type { TableEntity } from '@azure/data-tables';
+import { CairnStore } from '@cairn-state/langgraph';
 import { Embeddings } from '@langchain/core/embeddings';
 import { InMemoryStore } from '@langchain/langgraph-checkpoint';
 
-import { CairnStore } from '../../client/langgraph';
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { namespaceDigest } from '../../shared/memory/layout';
 import { createTableClient } from '../../shared/storage/azure/clients';

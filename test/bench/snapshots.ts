@@ -5,11 +5,11 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 import { BlobServiceClient, type ContainerClient, StorageSharedKeyCredential } from '@azure/storage-blob';
+import { CairnClient } from '@cairn-state/client';
+import { loadSnapshot } from '@cairn-state/client';
+import { saveSnapshot } from '@cairn-state/client';
+import { type HttpSender, nodeHttpSender } from '@cairn-state/client';
 
-import { CairnClient } from '../../client/cairnClient';
-import { loadSnapshot } from '../../client/snapshots/load';
-import { saveSnapshot } from '../../client/snapshots/save';
-import { type HttpSender, nodeHttpSender } from '../../client/transport';
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { readAllBytes } from '../../shared/protocol/streams';
 import { apiKeysSetting, backendSettings, newTenant, startApp, type TestTenant } from '../support/app';
@@ -316,7 +316,7 @@ async function downloadRaw(container: ContainerClient, workspace: Workspace, tar
 
 /** Runs the `cairn` CLI; returns its stdout and peak RSS in MB; throws when it fails. */
 async function runCli(args: string[], env: Record<string, string>): Promise<{ stdout: string; rss: number }> {
-  const child = spawn(process.execPath, [path.resolve('dist/client/cli/main.js'), ...args], { env });
+  const child = spawn(process.execPath, [path.resolve('client/cli/dist/cjs/bin.js'), ...args], { env });
   const rss = watchRss(child.pid ?? 0, 50);
   let stdout = '';
   let stderr = '';

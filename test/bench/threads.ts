@@ -3,6 +3,8 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
+import { CairnClient, CairnHttpError, type HttpSender, nodeHttpSender } from '@cairn-state/client';
+import { CairnCheckpointSaver } from '@cairn-state/langgraph';
 import { AIMessage, type BaseMessage, HumanMessage } from '@langchain/core/messages';
 import type { RunnableConfig } from '@langchain/core/runnables';
 import { END, MessagesAnnotation, START, StateGraph } from '@langchain/langgraph';
@@ -14,8 +16,6 @@ import {
 } from '@langchain/langgraph-checkpoint';
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
 
-import { CairnClient, CairnHttpError, type HttpSender, nodeHttpSender } from '../../client';
-import { CairnCheckpointSaver } from '../../client/langgraph';
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { spaceContainerName } from '../../shared/storage/azure/blobKeyValueStore';
 import { apiKeysSetting, backendSettings, newTenant, type RunningApp, startApp } from '../support/app';

@@ -12,11 +12,11 @@ import {
 } from 'node:fs/promises';
 import path from 'node:path';
 
+import { ArchiveClient, StaleCheckpointError } from '@cairn-state/client';
+import { CairnHttpError } from '@cairn-state/client';
+import { type HttpSender, nodeHttpSender } from '@cairn-state/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { ArchiveClient, StaleCheckpointError } from '../../client/archiveClient';
-import { CairnHttpError } from '../../client/errors';
-import { type HttpSender, nodeHttpSender } from '../../client/transport';
 import { BLOCK_BYTES } from '../../shared/protocol/archive/identifiers';
 import {
   apiKeysSetting,

@@ -32,7 +32,7 @@ import { azuriteTable, memoryTableSettings, sessionIndexSettings } from '../supp
  * alone, tampering caught, the setting off, and 16 writers on two app processes with gapless seq.
  */
 
-const CLI = path.resolve('dist/client/cli/main.js');
+const CLI = path.resolve('client/cli/dist/cjs/bin.js');
 type Call = ReturnType<typeof client>;
 
 function cairn(

@@ -5,9 +5,9 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
+import { CairnClient, CairnHttpError, CairnNetworkError, CairnTimeoutError } from '@cairn-state/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CairnClient, CairnHttpError, CairnNetworkError, CairnTimeoutError } from '../../client';
 import {
   apiKeysSetting,
   type Backend,

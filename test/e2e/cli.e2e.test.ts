@@ -4,9 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 
+import { runCairn as runCairnHere } from '@cairn-state/cli';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { runCairn as runCairnHere } from '../../client/cli/main';
 import type { Azurite } from '../../dev/azurite';
 import {
   apiKeysSetting,

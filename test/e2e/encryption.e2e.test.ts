@@ -35,7 +35,7 @@ import { azuriteTable, memoryTableSettings, sessionIndexSettings } from '../supp
  * written with.
  */
 
-const CLI = path.resolve('dist/client/cli/main.js');
+const CLI = path.resolve('client/cli/dist/cjs/bin.js');
 const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64');
 const keyText = (id: string, material: Buffer) => `${id}:${material.toString('hex')}`;
 

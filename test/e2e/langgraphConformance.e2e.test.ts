@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 
+import { CairnClient } from '@cairn-state/client';
+import { CairnCheckpointSaver } from '@cairn-state/langgraph';
 import {
   type CheckpointSaverTestInitializer,
   deltaChannelHistoryTests,
@@ -7,8 +9,6 @@ import {
 } from '@langchain/langgraph-checkpoint-validation';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 
-import { CairnClient } from '../../client';
-import { CairnCheckpointSaver } from '../../client/langgraph';
 import {
   apiKeysSetting,
   type Backend,

@@ -1,3 +1,5 @@
+import { CairnClient, type HttpSender, nodeHttpSender } from '@cairn-state/client';
+import { CairnCheckpointSaver } from '@cairn-state/langgraph';
 import { AIMessage, type BaseMessage, HumanMessage } from '@langchain/core/messages';
 import type { RunnableConfig } from '@langchain/core/runnables';
 import {
@@ -13,8 +15,6 @@ import {
 import { type BaseCheckpointSaver, MemorySaver } from '@langchain/langgraph-checkpoint';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CairnClient, type HttpSender, nodeHttpSender } from '../../client';
-import { CairnCheckpointSaver } from '../../client/langgraph';
 import {
   apiKeysSetting,
   type Backend,

@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { CairnClient } from '@cairn-state/client';
+import { CairnCheckpointSaver } from '@cairn-state/langgraph';
 import { AIMessage, type BaseMessage, HumanMessage } from '@langchain/core/messages';
 import type { RunnableConfig } from '@langchain/core/runnables';
 import {
@@ -16,8 +18,6 @@ import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
 import { MemorySaver } from '@langchain/langgraph-checkpoint';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { CairnClient } from '../../client';
-import { CairnCheckpointSaver } from '../../client/langgraph';
 import { tempDir } from '../support/cleanup';
 import { startNpmStart, stopNpmStarts } from '../support/npmStart';
 

@@ -1,5 +1,8 @@
 import { randomUUID } from 'node:crypto';
 
+import { CairnClient, Memory, MemoryStateError, RECALL_HEADING } from '@cairn-state/client';
+import { type HttpSender, nodeHttpSender } from '@cairn-state/client';
+import { CairnGraphMemory } from '@cairn-state/langgraph';
 import { BaseChatModel } from '@langchain/core/language_models/chat_models';
 import { AIMessage, type BaseMessage, HumanMessage, type ToolMessage } from '@langchain/core/messages';
 import type { ChatResult } from '@langchain/core/outputs';
@@ -8,9 +11,6 @@ import { createReactAgent, ToolNode } from '@langchain/langgraph/prebuilt';
 import { MemorySaver } from '@langchain/langgraph-checkpoint';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CairnClient, Memory, MemoryStateError, RECALL_HEADING } from '../../client';
-import { CairnGraphMemory } from '../../client/langgraph';
-import { type HttpSender, nodeHttpSender } from '../../client/transport';
 import { apiKeysSetting, backendSettings, newTenant, type RunningApp, startApp } from '../support/app';
 import { azurite } from '../support/azurite';
 

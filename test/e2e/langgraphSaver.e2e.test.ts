@@ -1,13 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import { CairnClient, CairnHttpError, type HttpSender, nodeHttpSender } from '@cairn-state/client';
+import { CairnCheckpointSaver, decodeName, encodeName } from '@cairn-state/langgraph';
 import { AIMessage, type BaseMessage, HumanMessage } from '@langchain/core/messages';
 import type { RunnableConfig } from '@langchain/core/runnables';
 import { MessagesAnnotation, START, StateGraph } from '@langchain/langgraph';
 import { type Checkpoint, emptyCheckpoint, uuid6 } from '@langchain/langgraph-checkpoint';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CairnClient, CairnHttpError, type HttpSender, nodeHttpSender } from '../../client';
-import { CairnCheckpointSaver, decodeName, encodeName } from '../../client/langgraph';
 import {
   apiKeysSetting,
   type Backend,

@@ -1,5 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import { CairnClient } from '@cairn-state/client';
+import {
+  CairnStore,
+  decodeStoreLabel as decodeName,
+  encodeStoreLabel as encodeName,
+} from '@cairn-state/langgraph';
 import {
   Annotation,
   END,
@@ -11,12 +17,6 @@ import {
 import { type BaseStore, InMemoryStore, type Item, type Operation } from '@langchain/langgraph-checkpoint';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CairnClient } from '../../client';
-import {
-  CairnStore,
-  decodeStoreLabel as decodeName,
-  encodeStoreLabel as encodeName,
-} from '../../client/langgraph';
 import {
   apiKeysSetting,
   type Backend,

@@ -1,8 +1,8 @@
+import { CairnStore } from '@cairn-state/langgraph';
 import { Embeddings } from '@langchain/core/embeddings';
 import { type BaseStore, InMemoryStore } from '@langchain/langgraph-checkpoint';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CairnStore } from '../../client/langgraph';
 import {
   apiKeysSetting,
   type Backend,

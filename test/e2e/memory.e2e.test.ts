@@ -1,6 +1,6 @@
+import { CairnClient, CairnHttpError } from '@cairn-state/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CairnClient, CairnHttpError } from '../../client';
 import type { Azurite } from '../../dev/azurite';
 import {
   apiKeysSetting,

@@ -1,8 +1,8 @@
+import { CairnHttpError } from '@cairn-state/client';
+import { CairnStore } from '@cairn-state/langgraph';
 import type { Item, Operation, SearchItem } from '@langchain/langgraph-checkpoint';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CairnHttpError } from '../../client';
-import { CairnStore } from '../../client/langgraph';
 import {
   apiKeysSetting,
   type Backend,

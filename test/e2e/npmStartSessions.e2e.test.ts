@@ -2,9 +2,9 @@ import { readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
+import { ArchiveClient } from '@cairn-state/client';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { ArchiveClient } from '../../client/archiveClient';
 import { tempDir } from '../support/cleanup';
 import { startNpmStart, stopNpmStarts } from '../support/npmStart';
 

@@ -1,8 +1,5 @@
 import { randomUUID } from 'node:crypto';
 
-import { Agent, type Model, type ModelRequest, Runner, setTracingDisabled } from '@openai/agents';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
 import {
   AgentMemory,
   CairnClient,
@@ -10,9 +7,12 @@ import {
   Memory,
   MemoryStateError,
   RECALL_HEADING,
-} from '../../client';
-import { CairnAgentsMemory, CairnSession } from '../../client/openaiAgents';
-import { type HttpSender, nodeHttpSender } from '../../client/transport';
+} from '@cairn-state/client';
+import { type HttpSender, nodeHttpSender } from '@cairn-state/client';
+import { CairnAgentsMemory, CairnSession } from '@cairn-state/openai-agents';
+import { Agent, type Model, type ModelRequest, Runner, setTracingDisabled } from '@openai/agents';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { apiKeysSetting, backendSettings, newTenant, type RunningApp, startApp } from '../support/app';
 import { azurite } from '../support/azurite';
 import { reply, ScriptedModel, toolCall, toolOutput } from '../support/scriptedModel';

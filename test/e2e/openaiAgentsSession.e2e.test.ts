@@ -1,6 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 
+import { CairnClient } from '@cairn-state/client';
+import { type HttpSender, nodeHttpSender } from '@cairn-state/client';
+import {
+  CairnSession,
+  encodeSessionId,
+  HistoryTransactionError,
+  SESSION_KEY_PREFIX,
+} from '@cairn-state/openai-agents';
 import {
   Agent,
   type AgentInputItem,
@@ -18,14 +26,6 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 
-import { CairnClient } from '../../client';
-import {
-  CairnSession,
-  encodeSessionId,
-  HistoryTransactionError,
-  SESSION_KEY_PREFIX,
-} from '../../client/openaiAgents';
-import { type HttpSender, nodeHttpSender } from '../../client/transport';
 import {
   apiKeysSetting,
   type Backend,
@@ -38,7 +38,7 @@ import { azurite } from '../support/azurite';
 import { reply, ScriptedModel, toolCall } from '../support/scriptedModel';
 
 /**
- * `cairn/openai-agents` against the real app over HTTP: the SDK's Session contract under
+ * `@cairn-state/openai-agents` against the real app over HTTP: the SDK's Session contract under
  * concurrency (two clients, one session), idempotent history transactions, and the SDK's own run
  * loop keeping a conversation across two runs.
  */

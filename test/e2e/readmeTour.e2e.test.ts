@@ -2,11 +2,11 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { CairnClient } from '@cairn-state/client';
+import { CairnStore } from '@cairn-state/langgraph';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CairnClient } from '../../client';
-import { CairnStore } from '../../client/langgraph';
 import { apiKeysSetting, newTenant, type RunningApp, startApp, stopProcess } from '../support/app';
 import { azurite } from '../support/azurite';
 import { onCleanUp, tempDir } from '../support/cleanup';
@@ -30,7 +30,11 @@ function tourBlocks(): string[] {
   const start = README.indexOf('## A five-minute tour');
   const end = README.indexOf('\n## ', start + 1);
   const tour = README.slice(start, end);
-  return [...tour.matchAll(/```bash\n([\s\S]*?)```/g)].map((match) => match[1] ?? '');
+  // Not the client package's install line: here the workspace is that package (the pack-and-install
+  // test installs it as a user does).
+  return [...tour.matchAll(/```bash\n([\s\S]*?)```/g)]
+    .map((match) => match[1] ?? '')
+    .filter((block) => !block.startsWith('npm install '));
 }
 
 interface Expectation {
@@ -252,9 +256,15 @@ describe('the README tour', () => {
     const start = README.indexOf('## A five-minute tour');
     const block = /```ts\n([\s\S]*?)```/.exec(README.slice(start));
     const snippet = block?.[1] ?? '';
-    expect(snippet).toContain("import { CairnClient } from 'cairn/client';");
+    // The README shows the client package's own snippet (the one the pack-and-install test runs in
+    // installed projects) after its install line.
+    const packagePage = readFileSync('client/client/README.md', 'utf8');
+    expect(/<!-- snippet: client -->\n+```ts\n([\s\S]*?)```/.exec(packagePage)?.[1]).toBe(snippet);
+    expect(README.slice(start)).toContain('```bash\nnpm install @cairn-state/client\n```');
+    const imported = "import { CairnClient } from '@cairn-state/client';";
+    expect(snippet).toContain(imported);
     // The snippet's body as JavaScript, its import given as a parameter, its top-level awaits in a function.
-    const body = snippet.replace("import { CairnClient } from 'cairn/client';", '');
+    const body = snippet.replace(imported, '');
     const js = ts.transpileModule(`(async () => {\n${body}\n})()`, {
       compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.None },
     }).outputText;

@@ -6,9 +6,9 @@ import { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
+import { runCairn } from '@cairn-state/cli';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { runCairn } from '../../client/cli/main';
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import {
   apiKeysSetting,
@@ -31,7 +31,7 @@ import { memoryTableSettings, sessionIndexSettings } from '../support/tables';
  */
 
 type Call = ReturnType<typeof client>;
-const CLI = path.resolve('dist/client/cli/main.js');
+const CLI = path.resolve('client/cli/dist/cjs/bin.js');
 const BLOCK = 65_536;
 
 function cairn(args: string[], env: Record<string, string>) {

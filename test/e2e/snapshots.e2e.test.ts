@@ -4,19 +4,19 @@ import { lstat, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promi
 import path from 'node:path';
 
 import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
+import type { HttpSender } from '@cairn-state/client';
 import {
   CairnClient,
   CairnHttpError,
   MissingPartsError,
   type SnapshotsClient,
   StaleParentError,
-} from '../../client';
-import { loadSnapshot } from '../../client/snapshots/load';
-import { saveSnapshot } from '../../client/snapshots/save';
-import { verifySnapshot } from '../../client/snapshots/verify';
-import type { HttpSender } from '../../client/transport';
+} from '@cairn-state/client';
+import { loadSnapshot } from '@cairn-state/client';
+import { saveSnapshot } from '@cairn-state/client';
+import { verifySnapshot } from '@cairn-state/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { PART_BYTES } from '../../shared/protocol/snapshots/identifiers';
 import { MANIFEST_VERSION, serializeManifest } from '../../shared/protocol/snapshots/manifest';

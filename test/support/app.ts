@@ -4,7 +4,8 @@ import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 
-import { type HttpSender, nodeHttpSender } from '../../client/transport';
+import { type HttpSender, nodeHttpSender } from '@cairn-state/client';
+
 import { AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { sha256Hex } from '../../shared/auth';
 import { checkAnswer } from './answerContract';

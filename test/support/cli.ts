@@ -5,7 +5,7 @@ import { stopProcess } from './app';
 import { onCleanUp } from './cleanup';
 
 /** The compiled `cairn` command. */
-export const CLI = path.resolve('dist/client/cli/main.js');
+export const CLI = path.resolve('client/cli/dist/cjs/bin.js');
 
 export interface CliRun {
   readonly code: number;

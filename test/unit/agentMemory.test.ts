@@ -1,5 +1,4 @@
-import { describe, expect, it } from 'vitest';
-
+import type { HttpSender } from '@cairn-state/client';
 import {
   AgentMemory,
   formatRecall,
@@ -9,8 +8,9 @@ import {
   namespaceProblem,
   RECALL_HEADING,
   recallQuery,
-} from '../../client/memory/agentMemory';
-import type { HttpSender } from '../../client/transport';
+} from '@cairn-state/client';
+import { describe, expect, it } from 'vitest';
+
 import { checkNamespace } from '../../shared/memory/facts';
 import { InvalidArgumentError } from '../../shared/protocol/errors';
 

@@ -1,6 +1,12 @@
-import { InvalidArgumentError } from '../errors';
-import { isName, NAME_RULE } from '../fields';
-import { BLOCK_BYTES, LATEST, MAX_DATA_BYTES, MAX_FILES_PER_CHECKPOINT, objectKeyProblem } from '../sessions';
+import { InvalidArgumentError } from '../errors.js';
+import { isName, NAME_RULE } from '../fields.js';
+import {
+  BLOCK_BYTES,
+  LATEST,
+  MAX_DATA_BYTES,
+  MAX_FILES_PER_CHECKPOINT,
+  objectKeyProblem,
+} from '../sessions.js';
 
 /**
  * Names inside session archives (docs/archives.md). Session ids, generations and checkpoint ids share one

@@ -1,7 +1,7 @@
 import { type z } from 'zod';
 
-import { canonicalJson } from '../canonicalJson';
-import { PublishRequest } from '../sessions';
+import { canonicalJson } from '../canonicalJson.js';
+import { PublishRequest } from '../sessions.js';
 
 /**
  * Checkpoint manifests (docs/archives.md). A manifest is the commit point of a checkpoint: it is stored

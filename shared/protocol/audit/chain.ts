@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 
-import { canonicalJson } from '../canonicalJson';
+import { canonicalJson } from '../canonicalJson.js';
 
 /**
  * The audit trail's records and their hash chain. Pure (node's crypto only), so that the CLI checks

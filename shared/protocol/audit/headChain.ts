@@ -1,7 +1,7 @@
 import type { KeyObject } from 'node:crypto';
 
-import { type ExpectedHead, GENESIS_HASH, type VerifyResult } from './chain';
-import { publicKeyId, type SignedHead, verifyHeadSignature } from './headSignature';
+import { type ExpectedHead, GENESIS_HASH, type VerifyResult } from './chain.js';
+import { publicKeyId, type SignedHead, verifyHeadSignature } from './headSignature.js';
 
 /**
  * The continuity of an audit trail's signed heads (docs/audit.md), checked the same way by the

@@ -1,6 +1,6 @@
 import { createHash, createPrivateKey, createPublicKey, type KeyObject, sign, verify } from 'node:crypto';
 
-import { canonicalJson } from '../canonicalJson';
+import { canonicalJson } from '../canonicalJson.js';
 
 /**
  * Signed heads of an audit trail: Ed25519 signatures over `{tenant, seq, hash, signedAtMs, prevSeq,

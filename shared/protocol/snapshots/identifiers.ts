@@ -1,5 +1,5 @@
-import { InvalidArgumentError } from '../errors';
-import { PART_BYTES } from '../snapshots';
+import { InvalidArgumentError } from '../errors.js';
+import { PART_BYTES } from '../snapshots.js';
 
 /**
  * Names inside a tenant's snapshot storage (docs/snapshots.md), validated before any I/O:

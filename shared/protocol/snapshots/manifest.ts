@@ -2,11 +2,11 @@ import { createHash } from 'node:crypto';
 
 import { z } from 'zod';
 
-import { canonicalJson } from '../canonicalJson';
-import { hasControlCharacter } from '../controlCharacters';
-import { InvalidArgumentError } from '../errors';
-import { MAX_MANIFEST_BYTES, MAX_PUBLISH_BODY_BYTES } from '../snapshots';
-import { isValidWorkspaceId, SHA256_RULE, WORKSPACE_ID_RULE } from './identifiers';
+import { canonicalJson } from '../canonicalJson.js';
+import { hasControlCharacter } from '../controlCharacters.js';
+import { InvalidArgumentError } from '../errors.js';
+import { MAX_MANIFEST_BYTES, MAX_PUBLISH_BODY_BYTES } from '../snapshots.js';
+import { isValidWorkspaceId, SHA256_RULE, WORKSPACE_ID_RULE } from './identifiers.js';
 
 /**
  * The snapshot manifest (docs/snapshots.md), the one definition used by the service (publish), the

@@ -1,6 +1,6 @@
 import { createPublicKey, type KeyObject, verify } from 'node:crypto';
 
-import { SIGNATURE_BYTES } from '../snapshots';
+import { SIGNATURE_BYTES } from '../snapshots.js';
 
 /**
  * Ed25519 keys and signatures of snapshot manifests. A signature is the 64 raw bytes of

@@ -1,5 +1,5 @@
-import { InvalidArgumentError } from '../errors';
-import { isValidTenantId, TENANT_ID_RULE } from '../fields';
+import { InvalidArgumentError } from '../errors.js';
+import { isValidTenantId, TENANT_ID_RULE } from '../fields.js';
 
 /**
  * Tenant ids, in one place: what every route, setting, job input and stored registry accepts as a
@@ -7,7 +7,7 @@ import { isValidTenantId, TENANT_ID_RULE } from '../fields';
  */
 
 // The rule itself is the protocol's (shared/protocol/fields.ts), where the route specs check it.
-export { isValidTenantId, TENANT_ID_PATTERN, TENANT_ID_RULE } from '../fields';
+export { isValidTenantId, TENANT_ID_PATTERN, TENANT_ID_RULE } from '../fields.js';
 
 /** Throws a 400 `InvalidArgumentError` naming `field` unless `tenant` is a tenant id. */
 export function checkTenantId(tenant: unknown, field = 'tenant'): asserts tenant is string {
@@ -17,4 +17,4 @@ export function checkTenantId(tenant: unknown, field = 'tenant'): asserts tenant
 }
 
 /** A tenant id in a request body or query (zod), refused with {@link TENANT_ID_RULE}. */
-export { TenantId as tenantIdSchema } from '../fields';
+export { TenantId as tenantIdSchema } from '../fields.js';

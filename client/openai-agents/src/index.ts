@@ -1,0 +1,8 @@
+export type { CairnSessionOptions } from './cairnSession.js';
+export {
+  CairnSession,
+  encodeSessionId,
+  HistoryTransactionError,
+  SESSION_KEY_PREFIX,
+} from './cairnSession.js';
+export { CairnAgentsMemory } from './memory.js';
