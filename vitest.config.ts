@@ -8,7 +8,8 @@ export default defineConfig({
   // The `#shared/*` imports of functions/ (package.json `imports`) and the packages' names as
   // sources, as tsconfig's paths read them: a test loads one copy of each module, the server's
   // protocol and the client's being the same. The packages as built are tested as installed
-  // (test/packages/).
+  // (test/e2e/packagesInstalled.e2e.test.ts). An import of the protocol's folder itself would
+  // resolve through its package.json to the build: import `protocol/index`.
   resolve: {
     alias: [
       { find: /^#shared\/(.*)$/, replacement: path.resolve('shared/$1') },

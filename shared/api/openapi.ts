@@ -1,5 +1,5 @@
 import { MAX_JSON_DEPTH } from '../json';
-import { ROUTE_SPECS } from '../protocol';
+import { ROUTE_SPECS } from '../protocol/index';
 import { generatePaths } from '../protocol/openapi';
 import { TAGS } from '../protocol/tags';
 import { components } from './components';

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { loadRegistrations } from '../../dev/host/registrations';
 import { documentForVersion, HAND_WRITTEN_PATHS, openApiDocument } from '../../shared/api/openapi';
-import { ROUTE_SPECS } from '../../shared/protocol';
+import { ROUTE_SPECS } from '../../shared/protocol/index';
 import { keysRoute } from '../../shared/protocol/kv';
 import type { RouteSpec } from '../../shared/protocol/spec';
 import { tempDir } from '../support/cleanup';

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 
 import { openApiDocument } from '../../shared/api/openapi';
-import { ROUTE_SPECS } from '../../shared/protocol';
+import { ROUTE_SPECS } from '../../shared/protocol/index';
 import { Key } from '../../shared/protocol/fields';
 import { generatePaths, openApiPath } from '../../shared/protocol/openapi';
 import { route } from '../../shared/protocol/spec';
