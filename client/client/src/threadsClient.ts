@@ -44,7 +44,7 @@ export interface TypedValue {
 
 export type ChannelVersion = number | string;
 
-/** The wire types are the protocol's (shared/protocol/threads.ts). */
+/** The wire types are the protocol's (@cairn-state/protocol/threads). */
 export type RunStatus = RunJson['status'];
 
 /** A run: one that holds (or held until its lease ended) the thread, or one that ended. */

@@ -1,5 +1,5 @@
 /**
- * The client's types of what it sends and reads come from the route specs (shared/protocol/):
+ * The client's types of what it sends and reads come from the route specs (@cairn-state/protocol):
  * `Wire<z.output<typeof Schema>>` is a spec's schema as the client hands it out, read-only all
  * the way down.
  */
