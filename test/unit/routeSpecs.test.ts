@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 
 import { openApiDocument } from '../../shared/api/openapi';
-import { ROUTE_SPECS } from '../../shared/protocol/index';
 import { Key } from '../../shared/protocol/fields';
+import { ROUTE_SPECS } from '../../shared/protocol/index';
 import { generatePaths, openApiPath } from '../../shared/protocol/openapi';
 import { route } from '../../shared/protocol/spec';
 
