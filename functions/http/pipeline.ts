@@ -11,6 +11,7 @@ import {
 import type { Principal } from '#shared/auth';
 import { type Logger, processLogger, withLogSink } from '#shared/logging';
 import { MethodNotAllowedError } from '#shared/protocol/errors';
+import { REQUEST_ID_PATTERN } from '#shared/protocol/fields';
 import { getServices, type Services } from '#shared/services';
 
 import { errorResponse } from './errorResponse';
@@ -46,8 +47,6 @@ type RouteHandlers<C> = Partial<
   Record<HttpMethod, (request: HttpRequest, call: C) => Promise<HttpResponseInit>>
 >;
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
 /** Routes an invocation's log lines to the host's logger of that invocation, by level. */
 export function logSinkOf(context: InvocationContext) {
   return (line: string, level: number) => {
@@ -78,7 +77,7 @@ export function httpHandler(
   const handle = async (request: HttpRequest, context: InvocationContext): Promise<HttpResponseInit> => {
     const started = performance.now();
     const offered = request.headers.get('x-request-id');
-    const requestId = offered !== null && REQUEST_ID.test(offered) ? offered : randomUUID();
+    const requestId = offered !== null && REQUEST_ID_PATTERN.test(offered) ? offered : randomUUID();
     const services = getServices();
     const root = processLogger(services.config.logLevel);
     const bindings: Record<string, string> = {

@@ -1,30 +1,19 @@
 import { MAX_JSON_DEPTH } from '../json';
 import { ROUTE_SPECS } from '../protocol/index';
-import { generatePaths } from '../protocol/openapi';
+import { generateOpenApi } from '../protocol/openapi';
 import { TAGS } from '../protocol/tags';
-import { components } from './components';
-import type { JsonObject } from './openapiKit';
 
 /**
  * Cairn's HTTP API as an OpenAPI 3.1 document: every route the app registers, with its methods,
- * parameters, bodies, answers and errors. Served at `GET /api/openapi.json`. Its paths and their
- * schemas are generated from the route specs (shared/protocol/, ROUTE_SPECS); the parts every
- * operation shares (error answers, headers, security schemes) are in ./components.ts. A test holds
+ * parameters, bodies, answers and errors. Served at `GET /api/openapi.json`. Its paths and every
+ * component (schemas, the error answers, headers, security schemes) are generated from the route
+ * specs and the error answers of the protocol (shared/protocol/, ROUTE_SPECS, ERROR_ANSWERS); what
+ * is written here is the document's description and its tags. A test holds
  * it to the app's registrations both ways (a route without a spec, or a spec no route serves,
  * fails it), and the end-to-end tests check every request and answer against it.
  */
 
-const generated = generatePaths(ROUTE_SPECS);
-
-/**
- * Paths documented by hand: none any more, every route is declared as a spec. The agreement test
- * still reads this list, so a path written here by hand would have to be served.
- */
-export const HAND_WRITTEN_PATHS: Readonly<Record<string, JsonObject>> = {};
-
-for (const name of Object.keys(generated.schemas)) {
-  if (name in components.schemas) throw new Error(`schema ${name} is both generated and written by hand`);
-}
+const generated = generateOpenApi(ROUTE_SPECS);
 
 const { '/api/{path}': noRoutePath, ...specPaths } = generated.paths;
 
@@ -94,12 +83,11 @@ export const openApiDocument = {
   security: [{ apiKey: [] }, { entraId: [] }],
   paths: {
     ...specPaths,
-    ...HAND_WRITTEN_PATHS,
     // Last: the path of every path no other operation serves.
     ...(noRoutePath === undefined ? {} : { '/api/{path}': noRoutePath }),
   },
-  components: { ...components, schemas: { ...components.schemas, ...generated.schemas } },
-} satisfies JsonObject;
+  components: generated.components,
+};
 
 export type OpenApiDocument = typeof openApiDocument;
 

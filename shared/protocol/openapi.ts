@@ -1,5 +1,6 @@
 import { z } from 'zod';
 
+import { ERROR_ANSWERS, REQUEST_ID_HEADER as REQUEST_ID, REQUEST_ID_PARAMETER } from './errorAnswers.js';
 import type { AnswerSpec, Auth, HeaderSpec, Method, OperationSpec, RouteSpec } from './spec.js';
 
 /**
@@ -10,11 +11,12 @@ import type { AnswerSpec, Auth, HeaderSpec, Method, OperationSpec, RouteSpec } f
  * differ for a component (a default, an object zod would strip unknown fields of), the request's
  * is `<id>Input`. What every operation of a kind answers (400 for a path that does not decode, 401
  * and 503 when authenticated, 403 for admins only, 413 with a body, 500) and the request id are
- * added here, once.
+ * added here, once, and so are the components every operation shares: the error answers
+ * (./errorAnswers.ts), the request id header and parameter, and the security schemes.
  */
 
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-type JsonObject = { [key: string]: Json };
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
 
 /** The path item keys of operations, in the order the document lists them. */
 export const OPERATION_METHODS = ['get', 'head', 'put', 'post', 'patch', 'delete', 'options'] as const;
@@ -39,6 +41,11 @@ export function errorResponseName(status: number): string {
   const name = ERROR_RESPONSES[status];
   if (name === undefined) throw new Error(`no error answer is documented for status ${status}`);
   return name;
+}
+
+function errorResponseRef(name: string): JsonObject {
+  if (!(name in ERROR_ANSWERS)) throw new Error(`no error answer is named ${name}`);
+  return ref(`#/components/responses/${name}`);
 }
 
 /** The error statuses every operation of this access (and with a body or not) answers. */
@@ -177,11 +184,13 @@ function operationOf(writer: SchemaWriter, spec: OperationSpec, phase: Io): Json
   for (const error of spec.errors ?? []) {
     const status = typeof error === 'number' ? error : error.status;
     if (errors.has(status)) throw new Error(`${spec.operationId}: status ${status} is listed twice`);
-    const name = typeof error === 'number' ? errorResponseName(error) : error.response;
-    errors.set(status, ref(`#/components/responses/${name}`));
+    errors.set(
+      status,
+      errorResponseRef(typeof error === 'number' ? errorResponseName(error) : error.response),
+    );
   }
   for (const status of impliedErrors(spec.auth, spec.body !== undefined)) {
-    if (!errors.has(status)) errors.set(status, ref(`#/components/responses/${errorResponseName(status)}`));
+    if (!errors.has(status)) errors.set(status, errorResponseRef(errorResponseName(status)));
   }
   const responses: JsonObject = {};
   for (const [status, answer] of Object.entries(spec.answers)) responses[status] = answerOf(writer, answer);
@@ -270,18 +279,55 @@ function pathItemOf(writer: SchemaWriter, spec: RouteSpec, routePrefix: string, 
   return item;
 }
 
-/** The document's paths of `routes` and the component schemas they reference. */
-export function generatePaths(
+/** How a caller authenticates (`#/components/securitySchemes`). */
+const SECURITY_SCHEMES: JsonObject = {
+  apiKey: {
+    type: 'http',
+    scheme: 'bearer',
+    description:
+      "An API key of a tenant: `Authorization: Bearer <key>`. The service keeps only the key's SHA-256; a key may carry the admin role.",
+  },
+  entraId: {
+    type: 'http',
+    scheme: 'bearer',
+    bearerFormat: 'JWT',
+    description:
+      'A Microsoft Entra ID access token for the service, checked in-process (signature, exp, nbf, issuer, audience). The tenant is a claim of the token (default `oid`); the app role `Cairn.Admin` grants admin.',
+  },
+};
+
+/** The document's paths of `routes` and its components: their schemas and the shared parts. */
+export function generateOpenApi(
   routes: readonly RouteSpec[],
   routePrefix = 'api',
-): { paths: Record<string, JsonObject>; schemas: Record<string, JsonObject> } {
+): { paths: Record<string, JsonObject>; components: Record<string, JsonObject> } {
   const writer = new SchemaWriter();
   for (const spec of routes) pathItemOf(writer, spec, routePrefix, 'output');
+  const responses: JsonObject = {};
+  for (const [name, answer] of Object.entries(ERROR_ANSWERS)) responses[name] = answerOf(writer, answer);
   const paths: Record<string, JsonObject> = {};
   for (const spec of routes) {
     const { path } = openApiPath(spec.route, routePrefix);
     if (paths[path] !== undefined) throw new Error(`two route specs for ${path}`);
     paths[path] = pathItemOf(writer, spec, routePrefix, 'input');
   }
-  return { paths, schemas: writer.components };
+  const parameter = REQUEST_ID_PARAMETER;
+  return {
+    paths,
+    components: {
+      securitySchemes: SECURITY_SCHEMES,
+      schemas: writer.components,
+      responses,
+      headers: { RequestId: headerOf(writer, REQUEST_ID) },
+      parameters: {
+        RequestId: {
+          name: 'x-request-id',
+          in: 'header',
+          required: false,
+          description: parameter.description,
+          schema: writer.convert(parameter.schema, 'input'),
+        },
+      },
+    },
+  };
 }

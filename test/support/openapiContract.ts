@@ -2,8 +2,7 @@ import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 
 import { compareRanks, compileRoute, type RouteTemplate } from '../../dev/host/routeTemplate';
-import { OPERATION_METHODS } from '../../shared/api/openapiKit';
-import { openApiPath } from '../../shared/protocol/openapi';
+import { openApiPath, OPERATION_METHODS } from '../../shared/protocol/openapi';
 import type { RouteSpec } from '../../shared/protocol/spec';
 
 /**
@@ -32,31 +31,20 @@ export interface RegisteredRoute {
 
 /**
  * What differs between the registered routes and the route specs (shared/protocol/): a route
- * registered without a spec (unless its path is still documented by hand), a spec of another name,
- * template or methods than its registration, a spec not in the list the document is generated from,
- * a spec no route registers, a path documented both ways, a hand-written path that has become a
- * spec's or that no route serves. Empty when they agree.
+ * registered without a spec, a spec of another name, template or methods than its registration, a
+ * spec not in the list the document is generated from, a spec no route registers. Empty when they
+ * agree.
  */
-export function specDisagreements(
-  routes: readonly RegisteredRoute[],
-  specs: readonly RouteSpec[],
-  handWrittenPaths: readonly string[],
-  routePrefix = 'api',
-): string[] {
+export function specDisagreements(routes: readonly RegisteredRoute[], specs: readonly RouteSpec[]): string[] {
   const problems: string[] = [];
   // By name and template: the app's registrations hold the compiled specs, not these objects.
   const idOf = (spec: RouteSpec) => `${spec.name} ${spec.route}`;
   const listed = new Set(specs.map(idOf));
   const registered = new Set<string>();
-  const withoutSpec = new Set<string>();
   for (const route of routes) {
-    const { path } = openApiPath(route.route, routePrefix);
     const spec = route.spec;
     if (spec === undefined) {
-      withoutSpec.add(path);
-      if (!handWrittenPaths.includes(path)) {
-        problems.push(`route ${route.route} (function ${route.name}) is registered without a route spec`);
-      }
+      problems.push(`route ${route.route} (function ${route.name}) is registered without a route spec`);
       continue;
     }
     registered.add(idOf(spec));
@@ -70,13 +58,9 @@ export function specDisagreements(
     if ([...route.methods].sort().join() !== methods) {
       problems.push(`route ${route.route} serves ${route.methods.join(', ')}; its spec declares ${methods}`);
     }
-    if (handWrittenPaths.includes(path)) problems.push(`${path} is documented by its spec and by hand`);
   }
   for (const spec of specs.filter((spec) => !registered.has(idOf(spec)))) {
     problems.push(`the spec of ${spec.name} (${spec.route}) is not registered`);
-  }
-  for (const path of handWrittenPaths.filter((path) => !withoutSpec.has(path))) {
-    problems.push(`${path} is documented by hand but no route without a spec serves it`);
   }
   return problems;
 }

@@ -7,7 +7,7 @@ import addFormats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { loadRegistrations } from '../../dev/host/registrations';
-import { documentForVersion, HAND_WRITTEN_PATHS, openApiDocument } from '../../shared/api/openapi';
+import { documentForVersion, openApiDocument } from '../../shared/api/openapi';
 import { ROUTE_SPECS } from '../../shared/protocol/index';
 import { keysRoute } from '../../shared/protocol/kv';
 import type { RouteSpec } from '../../shared/protocol/spec';
@@ -190,25 +190,23 @@ describe('the registered routes and the document', () => {
       }));
   });
 
-  const handWritten = Object.keys(HAND_WRITTEN_PATHS);
-
-  it('agree with the route specs: each route has its spec or a path documented by hand, not both', () => {
+  it('agree with the route specs: each route has its spec', () => {
     expect(routes.filter((route) => route.spec !== undefined).map((route) => route.name)).toEqual(
       expect.arrayContaining(['kv', 'keys', 'health', 'healthReady', 'openapi', 'notFound']),
     );
-    expect(specDisagreements(routes, ROUTE_SPECS, handWritten, ROUTE_PREFIX)).toEqual([]);
+    expect(specDisagreements(routes, ROUTE_SPECS)).toEqual([]);
   });
 
   it('disagree with the specs when a route is registered without one', () => {
     const withNewRoute = [...routes, { name: 'widgetList', route: 'widgets', methods: ['GET'] }];
-    expect(specDisagreements(withNewRoute, ROUTE_SPECS, handWritten, ROUTE_PREFIX)).toEqual([
+    expect(specDisagreements(withNewRoute, ROUTE_SPECS)).toEqual([
       'route widgets (function widgetList) is registered without a route spec',
     ]);
     // A route that loses its spec, e.g. registered with the pipeline's own handler again.
     const withoutSpec = routes.map((route) =>
       route.name === 'keys' ? { ...route, spec: undefined } : route,
     );
-    expect(specDisagreements(withoutSpec, ROUTE_SPECS, handWritten, ROUTE_PREFIX)).toEqual([
+    expect(specDisagreements(withoutSpec, ROUTE_SPECS)).toEqual([
       'route keys (function keys) is registered without a route spec',
       'the spec of keys (keys) is not registered',
     ]);
@@ -216,26 +214,20 @@ describe('the registered routes and the document', () => {
 
   it('disagree with the specs when a spec is not registered, not listed, or differs from its route', () => {
     const orphan: RouteSpec = { ...keysRoute, name: 'keysAgain', route: 'keys-again' };
-    expect(specDisagreements(routes, [...ROUTE_SPECS, orphan], handWritten, ROUTE_PREFIX)).toEqual([
+    expect(specDisagreements(routes, [...ROUTE_SPECS, orphan])).toEqual([
       'the spec of keysAgain (keys-again) is not registered',
     ]);
     expect(
       specDisagreements(
         routes,
         ROUTE_SPECS.filter((spec) => spec !== keysRoute),
-        handWritten,
-        ROUTE_PREFIX,
       ),
     ).toEqual(['route keys: its spec is not in ROUTE_SPECS']);
     const moreMethods = routes.map((route) =>
       route.name === 'keys' ? { ...route, methods: ['GET', 'DELETE'] } : route,
     );
-    expect(specDisagreements(moreMethods, ROUTE_SPECS, handWritten, ROUTE_PREFIX)).toEqual([
+    expect(specDisagreements(moreMethods, ROUTE_SPECS)).toEqual([
       'route keys serves GET, DELETE; its spec declares GET',
-    ]);
-    expect(specDisagreements(routes, ROUTE_SPECS, [...handWritten, '/api/keys'], ROUTE_PREFIX)).toEqual([
-      '/api/keys is documented by its spec and by hand',
-      '/api/keys is documented by hand but no route without a spec serves it',
     ]);
   });
 

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { openApiDocument } from '../../shared/api/openapi';
 import { Key } from '../../shared/protocol/fields';
 import { ROUTE_SPECS } from '../../shared/protocol/index';
-import { generatePaths, openApiPath } from '../../shared/protocol/openapi';
+import { generateOpenApi, openApiPath } from '../../shared/protocol/openapi';
 import { route } from '../../shared/protocol/spec';
 
 /**
@@ -34,7 +34,8 @@ const widgetSpec = route({
 });
 
 describe('the OpenAPI generator of the route specs', () => {
-  const { paths, schemas } = generatePaths([widgetSpec]);
+  const { paths, components } = generateOpenApi([widgetSpec]);
+  const schemas = components['schemas'] as Record<string, unknown>;
   const item = paths['/api/widgets/{path}'] as Record<string, Record<string, unknown>>;
   const put = item['put'] as Record<string, unknown>;
 
@@ -97,23 +98,25 @@ describe('the OpenAPI generator of the route specs', () => {
   });
 
   it('refuses two specs of one path and an error status listed twice', () => {
-    expect(() => generatePaths([widgetSpec, widgetSpec])).toThrow('two route specs for /api/widgets/{path}');
+    expect(() => generateOpenApi([widgetSpec, widgetSpec])).toThrow(
+      'two route specs for /api/widgets/{path}',
+    );
     const twice = route({
       ...widgetSpec,
       operations: { PUT: { ...widgetSpec.operations.PUT, errors: [404, 404] } },
     });
-    expect(() => generatePaths([twice])).toThrow('putWidget: status 404 is listed twice');
+    expect(() => generateOpenApi([twice])).toThrow('putWidget: status 404 is listed twice');
   });
 
   it('is what the served document holds for every spec, components included', () => {
-    const generated = generatePaths(ROUTE_SPECS);
+    const generated = generateOpenApi(ROUTE_SPECS);
     const document = openApiDocument as unknown as {
       paths: Record<string, unknown>;
       components: { schemas: Record<string, unknown> };
     };
     for (const [path, pathItem] of Object.entries(generated.paths))
       expect(document.paths[path]).toEqual(pathItem);
-    for (const [name, schema] of Object.entries(generated.schemas)) {
+    for (const [name, schema] of Object.entries(generated.components['schemas'] ?? {})) {
       expect(document.components.schemas[name]).toEqual(schema);
     }
     expect(Object.keys(generated.paths)).toEqual(

@@ -2,6 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import { ErrorBody } from '@cairn-state/protocol/errorAnswers';
 import { readAllBytes } from '@cairn-state/protocol/streams';
 
 import { CairnHttpError, CairnNetworkError, CairnTimeoutError, TRANSIENT_STATUSES } from './errors.js';
@@ -206,17 +207,29 @@ function maybeReceived(error: unknown): boolean {
 
 /** The {@link CairnHttpError} an error answer stands for (reads its body). */
 export async function failure(reply: HttpReply): Promise<CairnHttpError> {
-  let body: { error?: { code?: unknown; message?: unknown } & Record<string, unknown> } = {};
+  let body: unknown;
   try {
-    body = (await reply.json()) as typeof body;
+    body = await reply.json();
   } catch {
-    // Not Cairn's JSON (a proxy, a cut connection, a HEAD): the status alone says it.
+    // Not JSON (a proxy, a cut connection, a HEAD): the status alone says it.
   }
-  const { code, message, ...details } = body.error ?? {};
+  const parsed = ErrorBody.safeParse(body);
+  if (!parsed.success) {
+    // Not Cairn's error JSON: the status alone says it.
+    return new CairnHttpError(
+      reply.status,
+      'unknown',
+      `HTTP ${reply.status}`,
+      {},
+      reply.header('etag'),
+      reply.header('x-request-id'),
+    );
+  }
+  const { code, message, ...details } = parsed.data.error;
   return new CairnHttpError(
     reply.status,
-    typeof code === 'string' ? code : 'unknown',
-    typeof message === 'string' ? message : `HTTP ${reply.status}`,
+    code,
+    message === '' ? `HTTP ${reply.status}` : message,
     details,
     reply.header('etag'),
     reply.header('x-request-id'),
