@@ -1,5 +1,7 @@
 import { LATEST, validateId } from '@cairn-state/protocol/archive/identifiers';
 import type { Manifest, ManifestFile } from '@cairn-state/protocol/archive/manifest';
+import type { Session, SessionPage as SessionPageSchema } from '@cairn-state/protocol/sessions';
+import type { z } from 'zod';
 
 import { emptyTarget, restoreTree } from './archive/restore.js';
 import {
@@ -10,6 +12,7 @@ import {
 } from './archive/sessionDirectory.js';
 import { filesToPublish, newId, ObjectConflict, uploadFiles } from './archive/upload.js';
 import { failure, keyPath, readJson, segment, Transport, type TransportOptions } from './transport.js';
+import type { Wire } from './wire.js';
 
 /**
  * The agent's side of session archives, for Node code and the `cairn` CLI.
@@ -81,21 +84,11 @@ export interface RestoreReport {
   readonly bytes: number;
 }
 
-/** A session of the caller's, as the session index shows it. */
-export interface SessionRecord {
-  readonly id: string;
-  /** Its latest checkpoint. */
-  readonly checkpointId: string;
-  readonly updatedAt: string;
-  /** The latest checkpoint's `data`, or null. */
-  readonly data: Record<string, unknown> | null;
-}
+/** A session of the caller's, as the session index shows it: its latest checkpoint and its `data`. */
+export type SessionRecord = Wire<z.output<typeof Session>>;
 
-export interface SessionPage {
-  readonly sessions: SessionRecord[];
-  /** Pass as `after` for the next page; null after the last one. */
-  readonly next: string | null;
-}
+/** A page of sessions; `next` is passed as `after` for the next page, null after the last one. */
+export type SessionPage = Wire<z.output<typeof SessionPageSchema>>;
 
 /** `latest` is not the parent this publish was based on: another publisher got there first. */
 export class StaleCheckpointError extends Error {

@@ -1,87 +1,44 @@
+import type {
+  PruneReport as PruneReportSchema,
+  RetentionPolicy as RetentionPolicySchema,
+  RetentionPolicyOverride,
+  RetentionPolicyView as RetentionPolicyViewSchema,
+  TenantList,
+  TenantPruneReport as TenantPruneReportSchema,
+  TenantVerifyReport as TenantVerifyReportSchema,
+  VerifyReport,
+} from '@cairn-state/protocol/retention';
+import type { z } from 'zod';
+
 import { failure, readJson, segment, type Transport } from './transport.js';
+import type { Wire } from './wire.js';
 
 /**
  * Retention and verification (admin): a tenant's retention policy, a prune run now, `verify` of
  * what is kept, and the tenant directory. Every call needs an admin credential (403 otherwise).
  */
 
-export interface RetentionPolicy {
-  readonly threadTtlSeconds: number | null;
-  readonly keepCheckpoints: number | null;
-  readonly dropBranches: boolean;
-  readonly sessionTtlSeconds: number | null;
-  readonly interactionDays: number | null;
-}
+export type RetentionPolicy = Wire<z.output<typeof RetentionPolicySchema>>;
 
 /** A tenant's override: each field given replaces the default (null: keep everything of that kind). */
-export type RetentionOverride = Partial<RetentionPolicy>;
+export type RetentionOverride = Wire<z.input<typeof RetentionPolicyOverride>>;
 
-export interface RetentionPolicyView {
-  readonly tenant: string;
-  readonly override: RetentionOverride | null;
-  readonly defaults: RetentionPolicy;
-  readonly effective: RetentionPolicy;
-}
+export type RetentionPolicyView = Wire<z.output<typeof RetentionPolicyViewSchema>>;
 
-export interface TenantPruneReport {
-  readonly tenant: string;
-  readonly threadsDeleted: number;
-  readonly threadsBusy: number;
-  readonly checkpointsDeleted: number;
-  readonly memoryItemsDeleted: number;
-  readonly sessionsDeleted: number;
-  readonly objectsDeleted: number;
-  readonly bytesFreed: number;
-  /** Work is left for the next run. */
-  readonly more: boolean;
-  readonly left: readonly string[];
-  readonly error?: string;
-}
+/** One tenant's part of a prune run; `more` when work is left for the next run. */
+export type TenantPruneReport = Wire<z.output<typeof TenantPruneReportSchema>>;
 
-export interface PruneReport {
-  readonly startedAt: string;
-  readonly tenants: readonly TenantPruneReport[];
-  readonly complete: boolean;
-}
+export type PruneReport = Wire<z.output<typeof PruneReportSchema>>;
 
-export interface VerifyFinding {
-  readonly domain: 'threads' | 'sessions' | 'snapshots';
-  readonly kind: 'missing' | 'wrong_size' | 'wrong_hash' | 'dangling_latest' | 'dangling_head' | 'unreadable';
-  readonly where: string;
-  readonly key: string;
-  readonly detail: string;
-}
+export type TenantVerifyReport = Wire<z.output<typeof TenantVerifyReportSchema>>;
 
-export interface VerifyOrphan {
-  readonly domain: 'threads' | 'sessions' | 'snapshots';
-  readonly key: string;
-  readonly size: number;
-  readonly storedAt: string;
-  readonly collectable: boolean;
-}
+export type VerifyFinding = TenantVerifyReport['findings'][number];
 
-export interface TenantVerifyReport {
-  readonly tenant: string;
-  readonly ok: boolean;
-  readonly findings: readonly VerifyFinding[];
-  readonly findingCount: number;
-  readonly orphans: readonly VerifyOrphan[];
-  readonly orphanCount: number;
-  readonly collectableOrphans: number;
-  readonly checked: Readonly<Record<string, number>>;
-  readonly sampling: string;
-  readonly audit: { readonly status: 'not_checked' | 'ok' | 'broken'; readonly reason?: string };
-}
+export type VerifyOrphan = TenantVerifyReport['orphans'][number];
 
-export interface ServiceVerifyReport {
-  readonly ok: boolean;
-  readonly tenants: readonly TenantVerifyReport[];
-}
+export type ServiceVerifyReport = Wire<z.output<typeof VerifyReport>>;
 
-export interface DirectoryTenant {
-  readonly tenant: string;
-  readonly domains: readonly string[];
-}
+export type DirectoryTenant = Wire<z.output<typeof TenantList>>['tenants'][number];
 
 export class RetentionClient {
   constructor(private readonly transport: Transport) {}

@@ -1,9 +1,16 @@
+import type {
+  Snapshot,
+  SnapshotDeleteReport as SnapshotDeleteReportSchema,
+  SnapshotPage as SnapshotPageSchema,
+  TrustedSnapshotKeys as TrustedSnapshotKeysSchema,
+} from '@cairn-state/protocol/snapshots';
 import {
   LATEST,
   validateSha256,
   validateSnapshotId,
   validateWorkspaceId,
 } from '@cairn-state/protocol/snapshots/identifiers';
+import type { z } from 'zod';
 
 import { MissingPartsError, StaleParentError } from './snapshots/errors.js';
 import { type LoadOptions, type LoadReport, loadSnapshot } from './snapshots/load.js';
@@ -17,6 +24,7 @@ import type {
 import { type SaveOptions, type SaveReport, saveSnapshot } from './snapshots/save.js';
 import { type VerifyOptions, type VerifyReport, verifySnapshot } from './snapshots/verify.js';
 import { failure, type HttpReply, readJson, segment, Transport, type TransportOptions } from './transport.js';
+import type { Wire } from './wire.js';
 
 /**
  * Signed workspace snapshots (docs/snapshots.md): `save` a folder as a signed snapshot, `load` one
@@ -41,52 +49,23 @@ export type {
   StoredSnapshot,
 } from './snapshots/routes.js';
 
-export interface SnapshotSummary {
-  readonly id: string;
-  /** When the manifest was stored (RFC 3339). */
-  readonly publishedAt: string;
-  readonly manifestBytes: number;
-}
+/** A page of a workspace's snapshots, newest first, with its latest. */
+export type SnapshotPage = Wire<z.output<typeof SnapshotPageSchema>>;
 
-export interface SnapshotPage {
-  /** Newest first. */
-  readonly snapshots: SnapshotSummary[];
-  /** The workspace's latest snapshot; null when it has none. */
-  readonly latest: string | null;
-  /** Pass as `cursor` for the next page; null on the last. */
-  readonly next: string | null;
-}
+/** A snapshot as a page lists it: its id, when it was published, the size of its manifest. */
+export type SnapshotSummary = SnapshotPage['snapshots'][number];
 
 export interface SnapshotList {
   /** Every snapshot of the workspace, newest first. */
-  readonly snapshots: SnapshotSummary[];
+  readonly snapshots: readonly SnapshotSummary[];
   readonly latest: string | null;
 }
 
-export interface SnapshotDeleteReport {
-  readonly id: string;
-  /** The workspace's latest snapshot after the delete (null: none is left). */
-  readonly latest: string | null;
-  /** Parts no other snapshot of the tenant referenced, deleted with it. */
-  readonly objectsDeleted: number;
-  /** False when collecting its unreferenced parts failed; the snapshot is deleted either way. */
-  readonly collectionComplete: boolean;
-}
+/** What a delete did: the workspace's latest after it, and the parts collected with it. */
+export type SnapshotDeleteReport = Wire<z.output<typeof SnapshotDeleteReportSchema>>;
 
-export interface TrustedSnapshotKeys {
-  readonly tenant: string;
-  /** From the setting CAIRN_SNAPSHOT_KEYS (base64 of raw Ed25519 public keys). */
-  readonly configured: string[];
-  /** Set at run time by an admin. */
-  readonly runtime: string[];
-}
-
-interface SnapshotJson {
-  readonly id: string;
-  readonly workspaceId: string;
-  readonly manifest: string;
-  readonly signature: string;
-}
+/** A tenant's trusted signing keys: those of the setting and those set at run time. */
+export type TrustedSnapshotKeys = Wire<z.output<typeof TrustedSnapshotKeysSchema>>;
 
 export class SnapshotsClient implements SnapshotRoutes {
   private readonly transport: Transport;
@@ -239,7 +218,7 @@ export class SnapshotsClient implements SnapshotRoutes {
   private async snapshotAt(route: string): Promise<StoredSnapshot | null> {
     const reply: HttpReply = await this.transport.call('GET', route);
     if (reply.status === 404) return null;
-    const body = await readJson<SnapshotJson>(reply, 200);
+    const body = await readJson<z.output<typeof Snapshot>>(reply, 200);
     return {
       id: body.id,
       workspaceId: body.workspaceId,

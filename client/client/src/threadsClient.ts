@@ -1,6 +1,7 @@
 import type {
   FinishRunStatus,
   LiveRunJson,
+  PendingWriteJson,
   PutCheckpointBody,
   PutWritesBody,
   RewindBody,
@@ -18,6 +19,7 @@ import type {
 } from '@cairn-state/protocol/threads';
 
 import { failure, readJson, segment, type Transport } from './transport.js';
+import type { Wire } from './wire.js';
 
 /**
  * Threads, checkpoints, pending writes, rewinds and runs (`/api/threads`, docs/threads.md): a
@@ -58,10 +60,9 @@ export type ThreadHead = ThreadHeadJson;
 /** A thread: its heads by namespace, the run that holds or last held it, its last ended runs. */
 export type ThreadInfo = ThreadJson;
 
-export interface ThreadPage {
+/** A page of thread names (the answer's `threads[].threadId`). */
+export interface ThreadPage extends Omit<Wire<ThreadPageJson>, 'threads'> {
   readonly threads: readonly string[];
-  /** Pass as `cursor` for the next page; null after the last one. */
-  readonly next: string | null;
 }
 
 export interface ThreadListOptions {
@@ -94,42 +95,32 @@ export interface CheckpointPut {
   readonly values?: Readonly<Record<string, TypedValue | null>>;
 }
 
-export interface PutCheckpointResult {
-  readonly threadId: string;
-  readonly ns: string;
-  readonly checkpointId: string;
-  /** The namespace's head after the put. */
-  readonly head: string;
-  /** False when the checkpoint was already stored with this content (a retry). */
+/** Where the checkpoint is stored and the namespace's head after the put. */
+export type PutCheckpointResult = Wire<ThreadCheckpointStoredJson> & {
+  /** False when the checkpoint was already stored with this content (a retry: 200, not 201). */
   readonly created: boolean;
-}
+};
 
-export interface StoredWrite extends TypedValue {
-  readonly taskId: string;
-  readonly taskPath: string;
-  readonly channel: string;
-  readonly idx: number;
-}
+/** A pending write as read, its bytes decoded. */
+export type StoredWrite = Omit<Wire<PendingWriteJson>, 'type' | 'data'> & TypedValue;
 
-export interface StoredCheckpoint {
-  readonly threadId: string;
-  readonly ns: string;
-  readonly checkpointId: string;
-  readonly parent: string | null;
-  readonly createdAt: string;
-  readonly v: number;
+/**
+ * A checkpoint as read (the protocol's `ThreadCheckpoint`), its bytes decoded: `values` holds every
+ * channel that has a value at this checkpoint (stored with it or before it), `pendingWrites` are in
+ * (task path, task id, index) order, `pendingSends` is there for a checkpoint of format below 4 with
+ * a parent (the parent's writes to `__pregel_tasks`).
+ */
+export type StoredCheckpoint = Omit<
+  Wire<ThreadCheckpointJson>,
+  'checkpoint' | 'metadata' | 'channelVersions' | 'values' | 'pendingWrites' | 'pendingSends'
+> & {
   readonly checkpoint: TypedValue;
   readonly metadata: Record<string, unknown>;
   readonly channelVersions: Record<string, ChannelVersion>;
-  /** Every channel that has a value at this checkpoint (stored with it or before it). */
   readonly values: Record<string, TypedValue>;
-  /** In (task path, task id, index) order. */
   readonly pendingWrites: readonly StoredWrite[];
-  /** A checkpoint of format below 4 with a parent: the parent's writes to `__pregel_tasks`. */
   readonly pendingSends?: readonly TypedValue[];
-  /** The run that stored it, when one did. */
-  readonly runId?: string;
-}
+};
 
 export interface HistoryOptions {
   /** One namespace (`""` is the root); undefined: every namespace. */
@@ -142,9 +133,9 @@ export interface HistoryOptions {
   readonly pageSize?: number;
 }
 
-export interface CheckpointPage {
+/** A page of the history; `next` is passed as `cursor` for the next page, null after the last one. */
+export interface CheckpointPage extends Omit<Wire<ThreadCheckpointPageJson>, 'checkpoints'> {
   readonly checkpoints: readonly StoredCheckpoint[];
-  readonly next: string | null;
 }
 
 export interface WritesPut {

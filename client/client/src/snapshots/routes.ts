@@ -1,4 +1,15 @@
-/** The wire types of the snapshot routes the client sends and reads. */
+import type {
+  PublishedSnapshot as PublishedSnapshotSchema,
+  SnapshotPartStored,
+} from '@cairn-state/protocol/snapshots';
+import type { z } from 'zod';
+
+import type { Wire } from '../wire.js';
+
+/**
+ * The snapshot routes' types as the client sends and reads them: the answers' from the route
+ * specs, the manifest and signature as bytes (base64 on the wire).
+ */
 
 export interface StoredSnapshot {
   readonly id: string;
@@ -20,19 +31,13 @@ export interface PublishSnapshotRequest {
   readonly allowExternalSymlinks?: boolean;
 }
 
-export interface PublishedSnapshot {
-  readonly id: string;
-  /** The workspace's latest snapshot: this one. */
-  readonly latest: string;
-}
+/** A published snapshot's id, and the workspace's latest: this one. */
+export type PublishedSnapshot = Wire<z.output<typeof PublishedSnapshotSchema>>;
 
-export interface PartStored {
-  readonly sha256: string;
-  readonly part: number;
-  readonly size: number;
-  /** False when the same bytes were stored already. */
+export type PartStored = Wire<z.output<typeof SnapshotPartStored>> & {
+  /** False when the same bytes were stored already (the answer was 200, not 201). */
   readonly created: boolean;
-}
+};
 
 /** The snapshot routes that save, load and verify call (the snapshots client implements them). */
 export interface SnapshotRoutes {
