@@ -384,3 +384,43 @@ describe('the retry rule', () => {
     expect(error).toMatchObject({ maybeReceived: false, attempts: 3 });
   });
 });
+
+describe('error answers', () => {
+  it("reads Cairn's error JSON into code, message and details, and anything else by its status alone", async () => {
+    const bodies: Record<string, string> = {
+      '/api/kv/cairn': JSON.stringify({
+        error: { code: 'thread_busy', message: 'held by run r1', runId: 'r1', retryAfter: 7 },
+      }),
+      // A proxy's JSON, not the error JSON of the protocol's ErrorBody.
+      '/api/kv/proxy': JSON.stringify({ error: 'Bad Gateway' }),
+      '/api/kv/html': '<html>502 Bad Gateway</html>',
+      '/api/kv/no-code': JSON.stringify({ error: { message: 'no code' } }),
+    };
+    const stub = await stubServer((request, response) => {
+      response.writeHead(409, { 'content-type': 'application/json', 'x-request-id': 'req-1' });
+      response.end(bodies[request.url ?? ''] ?? '');
+    });
+    try {
+      const cairn = new CairnClient({ url: stub.url, token: 'k', attempts: 1 });
+      const known = await rejection(cairn.kv.get('cairn'));
+      expect(known).toBeInstanceOf(CairnHttpError);
+      expect(known).toMatchObject({
+        status: 409,
+        code: 'thread_busy',
+        message: '409 thread_busy: held by run r1',
+        details: { runId: 'r1', retryAfter: 7 },
+        requestId: 'req-1',
+      });
+      for (const key of ['proxy', 'html', 'no-code']) {
+        expect(await rejection(cairn.kv.get(key))).toMatchObject({
+          status: 409,
+          code: 'unknown',
+          message: '409 unknown: HTTP 409',
+          details: {},
+        });
+      }
+    } finally {
+      await stub.stop();
+    }
+  });
+});
