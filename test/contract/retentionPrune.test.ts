@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -164,6 +165,92 @@ describe.each<Backend>(['local', 'blob'])('retention prune on the %s backend', (
       checkpointsDeleted: 0,
       objectsDeleted: 0,
     });
+  });
+
+  it('values stored by what they add: pruning a branch whose pieces the other shares keeps every kept checkpoint byte for byte, and verify names the checkpoints a missing or damaged pack fails', async () => {
+    const message = (seed: string) =>
+      Buffer.concat(
+        Array.from({ length: 10 }, (_, i) => createHash('sha256').update(`${seed}/${i}`).digest()),
+      ).subarray(0, 300);
+    const values = new Map<string, Buffer>();
+    const store = async (id: string, parent: string | null, version: number, data: Buffer) => {
+      values.set(id, data);
+      await world.threads.putCheckpoint(T, 't', {
+        checkpointId: id,
+        ns: '',
+        parent,
+        v: 4,
+        checkpoint: { type: 'json', data: Buffer.from('{}') },
+        metadata: {},
+        channelVersions: { m: version },
+        values: { m: { type: 'bytes', data } },
+      });
+    };
+    // Branch one: c001 → … → c006, each adding a message; branch two forks from c003: c007 → c008.
+    let value = Buffer.concat(Array.from({ length: 40 }, (_, i) => message(`m${i}`)));
+    await store('c001', null, 1, value);
+    for (let i = 2; i <= 6; i++) {
+      value = Buffer.concat([value, message(`one${i}`)]);
+      await store(`c00${i}`, `c00${i - 1}`, i, value);
+    }
+    const fork = Buffer.concat([values.get('c003') as Buffer, message('two7')]);
+    await store('c007', 'c003', 4, fork);
+    await store('c008', 'c007', 5, Buffer.concat([fork, message('two8')]));
+    const readBack = async (ids: readonly string[]) => {
+      for (const id of ids) {
+        const checkpoint = await world.threads.getCheckpoint(T, 't', '', id);
+        expect(checkpoint.values['m']?.data.equals(values.get(id) as Buffer), id).toBe(true);
+      }
+    };
+    const packKeys = async () =>
+      (await allItems(world.threadSpace(T), 'd/')).filter(
+        (item) => parseDataKey(item.key)?.item?.kind === 'pack',
+      );
+
+    // The abandoned branch goes; what the fork shares with it stays in the records kept.
+    await world.policies.set(T, { dropBranches: true });
+    expect(only(await world.pruner().run(silent)).checkpointsDeleted).toBe(3);
+    expect(await recordIds()).toEqual(['c001', 'c002', 'c003', 'c007', 'c008']);
+    await readBack(['c001', 'c002', 'c003', 'c007', 'c008']);
+    expect(await world.verifier().verifyTenant(T, { readData: true })).toMatchObject({
+      ok: true,
+      orphanCount: 0,
+    });
+
+    // Then the records the fork's pieces are in: their packs stay, apart, as long as c007 and c008 name them.
+    await world.policies.set(T, { keepCheckpoints: 2 });
+    expect(only(await world.pruner().run(silent)).checkpointsDeleted).toBe(3);
+    expect(await recordIds()).toEqual(['c007', 'c008']);
+    await readBack(['c007', 'c008']);
+    const packs = await packKeys();
+    expect(packs.length).toBeGreaterThan(0);
+    expect(await world.verifier().verifyTenant(T, { readData: true })).toMatchObject({
+      ok: true,
+      findingCount: 0,
+      orphanCount: 0,
+    });
+    expect(only(await world.pruner({ fullPassEveryMs: 0 }).run(silent)).objectsDeleted).toBe(0);
+    await readBack(['c007', 'c008']);
+
+    // Damage: a pack gone, another with a byte changed. Verify names the checkpoints that need them.
+    const [gone, damaged] = packs;
+    const goneBytes = (await world.threadSpace(T).read(gone!.key))!.value;
+    await world.threadSpace(T).delete(gone!.key);
+    const report = await world.verifier().verifyTenant(T, { readData: true });
+    expect(report.ok).toBe(false);
+    const missing = report.findings.find((finding) => finding.kind === 'missing');
+    expect(missing?.key).toBe(gone!.key);
+    expect(missing?.detail).toMatch(/checkpoint c00[78] channel m/);
+    await world.threadSpace(T).write(gone!.key, goneBytes);
+    expect((await world.verifier().verifyTenant(T, { readData: true })).ok).toBe(true);
+    if (damaged !== undefined) {
+      const bytes = Buffer.from((await world.threadSpace(T).read(damaged.key))!.value);
+      bytes[0] = (bytes[0] as number) ^ 1;
+      await world.threadSpace(T).write(damaged.key, bytes);
+      const again = await world.verifier().verifyTenant(T, { readData: true });
+      const wrong = again.findings.find((finding) => finding.kind === 'wrong_hash');
+      expect(wrong?.detail).toMatch(/checkpoint c00[78]/);
+    }
   });
 
   it('dropBranches keeps every head chain and deletes what rewinds left behind', async () => {
