@@ -16,6 +16,9 @@ import {
   type Segment,
   TAIL_CHUNK,
 } from '../../shared/threads/chunks';
+import { namespaceSegment } from '../../shared/threads/identifiers';
+import { keysOf, parseDataKey } from '../../shared/threads/layout';
+import { kindOfThreadKey } from '../../shared/threads/sealedThreadSpace';
 
 /** Deterministic bytes that look like text (a seeded SHA-256 stream). */
 function noise(length: number, seed: string): Buffer {
@@ -132,5 +135,15 @@ describe('values stored by what they add (chunks.ts)', () => {
       const { segments } = conversation.store(value);
       expect(conversation.read(segments).equals(value)).toBe(true);
     }
+  });
+
+  it('keeps a pack apart under a key of its own kind, which sealing and rewrap know', () => {
+    const key = keysOf({ threadId: 't', incarnation: 'i' }).pack('ns', 'c1');
+    expect(parseDataKey(key)?.item).toEqual({
+      kind: 'pack',
+      nsSegment: namespaceSegment('ns'),
+      checkpointId: 'c1',
+    });
+    expect(kindOfThreadKey(key)).toBe('thread.pack');
   });
 });
