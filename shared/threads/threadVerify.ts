@@ -219,11 +219,12 @@ async function verifyThread(
       });
     }
   });
+  const packs = namedPacks(thread, records);
   for (const item of items) {
     const parsed = parseDataKey(item.key)?.item;
     if (parsed?.kind === 'value' && !referenced.has(item.key)) {
       collector.orphan('threads', item.key, item.size, item.modifiedAt);
-    } else if (parsed?.kind === 'pack' && !namedPacks(thread, records).has(item.key)) {
+    } else if (parsed?.kind === 'pack' && !packs.has(item.key)) {
       collector.orphan('threads', item.key, item.size, item.modifiedAt);
     } else if (parsed?.kind === 'writes' && !stored.has(`${parsed.nsSegment}/${parsed.checkpointId}`)) {
       const head = [...thread.heads.values()].some(
