@@ -20,8 +20,9 @@ import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { spaceContainerName } from '../../shared/storage/azure/blobKeyValueStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { FANOUT, MAX_SEGMENTS } from '../../shared/threads/chunks';
-import { threadKey } from '../../shared/threads/layout';
+import { parseDataKey, threadKey } from '../../shared/threads/layout';
 import {
+  decodeCheckpointRecord,
   decodeThreadRecord,
   isChunkedSource,
   isInlineSource,
@@ -221,6 +222,7 @@ async function growth(
   const latest = await new CairnClient({ url: `${localApp.url}/api`, token }).threads.getCheckpoint(name);
   const serialised = latest?.values['messages']?.data.length ?? 0;
   const reads = await latestReads(localDataDir, tenant, name);
+  const parts = await storedParts(localDataDir, tenant);
   const putsOfMessages = 2 * TURNS;
   const readBound =
     2 + Math.min(MAX_SEGMENTS, (FANOUT - 1) * (Math.ceil(Math.log(putsOfMessages) / Math.log(FANOUT)) + 1));
@@ -256,6 +258,21 @@ async function growth(
     '',
     `Cairn stores ${fixed(cairnTotal / sqliteTotal, 2)}× SqliteSaver's row bytes (${fixed(cairnTotal / sqliteFileBytes, 2)}× its file), ` +
       `with ${fixed(localSender.count() / TURNS, 1)} HTTP requests a turn (3 checkpoints a turn).`,
+    '',
+    table(
+      ['what the local backend holds after the last turn', 'KiB'],
+      [
+        [
+          'checkpoint records: JSON without the segments (checkpoint, metadata, versions, sources)',
+          kb(parts.json - parts.pieces),
+        ],
+        ["checkpoint records: the values' segments (pieces, JSON)", kb(parts.pieces)],
+        ['checkpoint records: values held inline whole (under 1 KiB)', kb(parts.inline)],
+        ['checkpoint records: packs, the chunks each put added (merges included)', kb(parts.packs)],
+        ['pending writes', kb(parts.writes)],
+        ['thread record, namespace marks, other', kb(parts.other)],
+      ],
+    ),
     '',
     table(
       ['target (values stored by what they add)', 'measured', 'verdict'],
@@ -304,6 +321,31 @@ async function latestReads(dataDir: string, tenant: string, threadId: string): P
     else apart += 1;
   }
   return 2 + records.size + apart;
+}
+
+/** What the bytes of a tenant's thread space (local backend, not sealed) are made of. */
+async function storedParts(dataDir: string, tenant: string) {
+  const store = new LocalKeyValueStoreFactory(dataDir, 64 * 1024 * 1024).forSpace('threads', tenant);
+  const parts = { json: 0, pieces: 0, inline: 0, packs: 0, writes: 0, other: 0 };
+  for (let cursor: string | null | undefined; cursor !== null;) {
+    const page = await store.listItems({ limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
+    for (const item of page.items) {
+      const kind = parseDataKey(item.key)?.item?.kind;
+      if (kind === 'writes') parts.writes += item.size;
+      else if (kind !== 'record') parts.other += item.size;
+      else {
+        const record = decodeCheckpointRecord((await store.read(item.key))!.value, item.key);
+        const packs = record.pack?.length ?? 0;
+        const inline = Object.values(record.inline ?? {}).reduce((sum, bytes) => sum + bytes.length, 0);
+        parts.packs += packs;
+        parts.inline += inline;
+        parts.json += item.size - packs - inline;
+        parts.pieces += record.pieces === undefined ? 0 : JSON.stringify(record.pieces).length;
+      }
+    }
+    cursor = page.cursor;
+  }
+  return parts;
 }
 
 /** A checkpoint as a turn of the conversation makes it: one changed channel of about 6 KB. */
