@@ -285,9 +285,13 @@ async function verifyPieces(
       holders.set(value, held);
     }
   }
+  // A record stored again without its pack (a head retention restored) does not hold it.
+  const withPack = new Set(
+    records.filter((record) => record.pack !== undefined).map((record) => keys.record(record.id, record.ns)),
+  );
   const missing = new Set<string>();
   for (const [packKey, { ns, producer, users }] of needing) {
-    if (byKey.has(packKey) || byKey.has(keys.record(producer, ns))) continue;
+    if (byKey.has(packKey) || withPack.has(keys.record(producer, ns))) continue;
     missing.add(packKey);
     collector.finding({
       domain: 'threads',

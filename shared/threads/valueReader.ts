@@ -120,13 +120,16 @@ export class ValueReader {
     }
   }
 
-  /** The pack of checkpoint `producer`: in its record, or, once that is gone, at its pack key. */
+  /**
+   * The pack of checkpoint `producer`: in its record, or at its pack key once that record is gone
+   * or was stored again without it (a head retention restored from the thread record's copy).
+   */
   private pack(ns: string, producer: string, what: string): Promise<Buffer> {
     const packKey = this.keys.pack(ns, producer);
     let pack = this.packs.get(packKey);
     if (pack === undefined) {
       pack = this.record(this.keys.record(producer, ns)).then(async (record) => {
-        if (record !== null) return record.pack ?? Buffer.alloc(0);
+        if (record?.pack !== undefined) return record.pack;
         const stored = await this.store.read(packKey);
         if (stored === null) {
           throw new MissingValueError(`the pack of checkpoint ${producer} that ${what} needs is missing`);

@@ -10,6 +10,7 @@ import type { PruneReport, TenantPruneReport } from '../../shared/jobs/retention
 import { MemoryFacts } from '../../shared/memory/memory';
 import { ConflictError, NotFoundError } from '../../shared/protocol/errors';
 import { keysOf, parseDataKey } from '../../shared/threads/layout';
+import { decodeCheckpointRecord, encodeCheckpointRecord, withoutInline } from '../../shared/threads/records';
 import { ThreadStore } from '../../shared/threads/threadStore';
 import { azurite } from '../support/azurite';
 import { allItems, fileBytes, publishFile, put, putLine, restored } from '../support/retentionSeed';
@@ -251,6 +252,71 @@ describe.each<Backend>(['local', 'blob'])('retention prune on the %s backend', (
       const wrong = again.findings.find((finding) => finding.kind === 'wrong_hash');
       expect(wrong?.detail).toMatch(/checkpoint c00[78]/);
     }
+  });
+
+  it('values stored by what they add: a record stored again without its pack (a head retention restored) reads from its pack apart, and verify counts only a stored pack', async () => {
+    // What a rewind that lands while retention removes its target leaves: the target's pack
+    // spilled to its pack key, its record written back from the head's copy, which has no pack.
+    const message = (seed: string) =>
+      Buffer.concat(
+        Array.from({ length: 10 }, (_, i) => createHash('sha256').update(`restored ${seed}/${i}`).digest()),
+      ).subarray(0, 300);
+    const values = new Map<string, Buffer>();
+    let value = Buffer.alloc(0);
+    for (let i = 1; i <= 4; i++) {
+      value = Buffer.concat([
+        value,
+        ...Array.from({ length: i === 1 ? 20 : 1 }, (_, j) => message(`${i}/${j}`)),
+      ]);
+      const id = `c00${i}`;
+      values.set(id, value);
+      await world.threads.putCheckpoint(T, 'restored', {
+        checkpointId: id,
+        ns: '',
+        parent: i === 1 ? null : `c00${i - 1}`,
+        v: 4,
+        checkpoint: { type: 'json', data: Buffer.from('{}') },
+        metadata: {},
+        channelVersions: { m: i },
+        values: { m: { type: 'bytes', data: value } },
+      });
+    }
+    const space = world.threadSpace(T);
+    const { incarnation } = (await world.threads.auditOutbox(T, 'restored'))!;
+    const keys = keysOf({ threadId: 'restored', incarnation });
+    const recordKey = keys.record('c002', '');
+    const stored = decodeCheckpointRecord((await space.read(recordKey))!.value, recordKey);
+    expect(stored.pack?.length).toBeGreaterThan(0);
+    await space.write(keys.pack('', 'c002'), stored.pack!);
+    await space.write(recordKey, encodeCheckpointRecord(withoutInline(stored)));
+
+    const readBack = async () => {
+      const reader = new ThreadStore({
+        storeOf: (tenant) => world.kvStores.forSpace('threads', tenant),
+        maxValueBytes: MAX_VALUE_BYTES,
+      });
+      for (const id of ['c002', 'c003', 'c004']) {
+        const checkpoint = await reader.getCheckpoint(T, 'restored', '', id);
+        expect(checkpoint.values['m']?.data.equals(values.get(id) as Buffer), id).toBe(true);
+      }
+    };
+    await readBack();
+    expect(await world.verifier().verifyTenant(T, { readData: true })).toMatchObject({
+      ok: true,
+      findingCount: 0,
+      orphanCount: 0,
+    });
+    // Retention keeps the pack apart while the record, which names it, has none of its own.
+    expect(only(await world.pruner({ fullPassEveryMs: 0 }).run(silent)).objectsDeleted).toBe(0);
+    await readBack();
+
+    // Without the pack apart, that record does not count as holding its pack.
+    await space.delete(keys.pack('', 'c002'));
+    const report = await world.verifier().verifyTenant(T, { readData: true });
+    expect(report.ok).toBe(false);
+    const missing = report.findings.find((finding) => finding.kind === 'missing');
+    expect(missing?.key).toBe(keys.pack('', 'c002'));
+    expect(missing?.detail).toMatch(/checkpoint c00[234] channel m/);
   });
 
   it('dropBranches keeps every head chain and deletes what rewinds left behind', async () => {
