@@ -520,8 +520,15 @@ export class CheckpointCommits {
     }
     const reader = new ValueReader(store, keys);
     reader.know(existing);
+    // A stored value that is missing or damaged differs from what is sent; a storage fault is no
+    // answer (the put fails with it, and its retry compares again).
     const stored = await Promise.all(
-      compared.map(({ channel }) => reader.value(existing, channel).then(encodeValue, () => null)),
+      compared.map(({ channel }) =>
+        reader.value(existing, channel).then(encodeValue, (error: unknown) => {
+          if (error instanceof IntegrityError) return null;
+          throw error;
+        }),
+      ),
     );
     return compared.every(({ bytes }, index) => stored[index]?.equals(bytes) === true);
   }

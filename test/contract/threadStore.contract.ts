@@ -1144,6 +1144,36 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         await expect(reading.getCheckpoint(A, 't', '')).rejects.toBeInstanceOf(NotFoundError);
         expect(deleted).toBe(true);
       });
+
+      it('a retry whose stored values cannot be read for a storage fault answers 503, not 409, and is answered as stored once the storage is back', async () => {
+        // Stored by an instance with a small value limit: the two values do not fit one record
+        // with it, so they are stored apart, whole. The retry, with the full limit, stores them by
+        // what they add: the two are compared by reading the stored values.
+        const value = (seed: string) =>
+          Buffer.concat(
+            Array.from({ length: 200 }, (_, i) => createHash('sha256').update(`${seed}/${i}`).digest()),
+          );
+        const retried: CheckpointPut = {
+          ...put('c1', { versions: { a: 1, b: 1 } }),
+          values: { a: { type: 'bytes', data: value('a') }, b: { type: 'bytes', data: value('b') } },
+        };
+        await instance(undefined, 10 * 1024).putCheckpoint(A, 't', retried);
+        expect((await allKeys(space(), 'd/')).filter((key) => key.includes('/v/'))).toHaveLength(2);
+        let faults = 0;
+        const faulty = wrapped((inner) => ({
+          read: async (key) => {
+            if (key.includes('/v/')) {
+              faults += 1;
+              throw new StorageUnavailableError();
+            }
+            return inner.read(key);
+          },
+        }));
+        await expect(faulty.putCheckpoint(A, 't', retried)).rejects.toBeInstanceOf(StorageUnavailableError);
+        expect(faults).toBeGreaterThan(0);
+        expect((await instance().putCheckpoint(A, 't', retried)).created).toBe(false);
+        expect((await threads.getCheckpoint(A, 't', '')).values['a']?.data.equals(value('a'))).toBe(true);
+      });
     });
 
     describe('values inline', () => {
