@@ -21,6 +21,8 @@ import { createHash, createHmac } from 'node:crypto';
  *   A value changed n times by appends so spans at most (FANOUT - 1) per tier, about
  *   (FANOUT - 1) * (log_FANOUT(n) + 1) segments, each byte is written about log_FANOUT(n) + 1
  *   times, and a value never spans more than {@link MAX_SEGMENTS} (past that it is written whole).
+ *   Near the record limit, where a merge would not fit the put's record, the merges that fit are
+ *   made (see planValue), and the cap holds.
  */
 
 /** A run of a value's bytes: the checkpoint whose pack holds it, where, and its tier. */
@@ -199,7 +201,11 @@ function runs(pieces: readonly Piece[]): Piece[][] {
 /**
  * How a put stores a value: which chunks it names again from its parent, which it adds to its
  * pack (`pack`, the put's checkpoint `producer`), and the segments and chunk list that name it.
- * `compact` false skips the tier merges (a put whose record would not fit with them).
+ * `maxPack` bounds the pack (its bytes so far, those this value adds): a merge that would pass it
+ * merges only the last {@link FANOUT} segments of its tier, or is not made, and a value that would
+ * then span more than {@link MAX_SEGMENTS} is written whole if that fits, else the plan is null
+ * (the value must be stored whole, apart from the chunks). `compact` false skips the merges and
+ * the cap (to measure a record without them).
  */
 export function planValue(
   value: Buffer,
@@ -207,10 +213,16 @@ export function planValue(
   parent: ParentValue | undefined,
   producer: string,
   pack: PackBuilder,
-  options: { readonly compact?: boolean; readonly limits?: ChunkLimits; readonly fanout?: number } = {},
-): PlannedValue {
+  options: {
+    readonly compact?: boolean;
+    readonly maxPack?: number;
+    readonly limits?: ChunkLimits;
+    readonly fanout?: number;
+  } = {},
+): PlannedValue | null {
   const limits = options.limits ?? DEFAULT_LIMITS;
   const fanout = options.fanout ?? FANOUT;
+  const maxPack = options.maxPack ?? Infinity;
   const known = parent === undefined ? [] : (located(parent) ?? []);
   const pieces: Piece[] = [];
   let position = 0;
@@ -243,15 +255,27 @@ export function planValue(
     segments = [fresh(0, value.length, tier)];
   }
   if (options.compact !== false) {
+    // The bytes the pack holds once the segments before `first` stay and the rest is written again.
+    const packed = (first: number) =>
+      pack.size +
+      segments
+        .slice(0, first)
+        .flat()
+        .reduce((sum, piece) => (piece.at === null ? sum + piece.length : sum), 0) +
+      value.length -
+      (segments[first]?.[0]?.start ?? value.length);
     for (;;) {
       const tier = segments.at(-1)?.[0]?.tier ?? 0;
       let first = segments.length;
       while (first > 0 && segments[first - 1]?.[0]?.tier === tier) first -= 1;
       if (segments.length - first < fanout) break;
+      if (packed(first) > maxPack) first = segments.length - fanout;
+      if (packed(first) > maxPack) break;
       const from = segments[first]?.[0]?.start ?? 0;
       segments = [...segments.slice(0, first), fresh(from, value.length, tier + 1)];
     }
     if (segments.length > MAX_SEGMENTS) {
+      if (packed(0) > maxPack) return null;
       const top = Math.max(...segments.map((run) => run[0]?.tier ?? 0));
       segments = [fresh(0, value.length, top + 1)];
     }

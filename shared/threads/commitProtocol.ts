@@ -64,6 +64,12 @@ import { ValueReader } from './valueReader';
 
 type ThreadKeys = ReturnType<typeof keysOf>;
 
+/**
+ * Room kept in a record for the segment lists of a put with only the merges that fit (they hold
+ * no more segments than with none, but their offsets may have more digits).
+ */
+const HEADER_SLACK = 256;
+
 /** How long a put's commit keeps retrying lost compare-and-swaps (at least MAX_CAS_ATTEMPTS times). */
 const COMMIT_BUDGET_MS = 10_000;
 
@@ -135,26 +141,25 @@ export class CheckpointCommits {
       // put is two round trips (that object, then the thread record's compare-and-swap, the commit
       // point) and a record is never stored without its values. A value of 1 KiB or more is stored
       // by what it adds (chunks.ts): the chunks its parent's value does not have go in the record's
-      // pack. A record that would not fit the storage's value limit tries without the tier merges,
-      // then with its values whole, then keeps them in objects of their own, stored before it
-      // (three round trips, as every put did before values went inline).
+      // pack. A record that would not fit the storage's value limit tries with only the tier merges
+      // that fit (its values whole when a value would then span more than MAX_SEGMENTS), then with
+      // its values whole, then keeps them in objects of their own, stored before it (three round
+      // trips, as every put did before values went inline). A record over the limit even without
+      // its values is refused (413).
       const parentHead = headOf(thread, put);
       const chunkKey = thread.chunkKey === undefined ? null : Buffer.from(thread.chunkKey, 'base64');
       const known =
         chunkKey === null
           ? new Map<string, ParentValue>()
           : await parentValues(store, thread, put, parent, parentHead, chunkKey);
-      let chosen: Layout | null = null;
-      for (const mode of chunkKey === null
-        ? (['whole'] as const)
-        : (['compact', 'append', 'whole'] as const)) {
-        const chunked =
-          mode === 'whole' || chunkKey === null
-            ? NO_CHUNKS
-            : chunkedValues(put, known, chunkKey, mode === 'compact');
+      const max = this.maxValueBytes;
+      const layoutOf = (chunked: ChunkedValues) => {
         const encoded = encodedValues(put, this.sealed, true, chunked.values);
         const bare = this.recordOf(put, parent, now, encoded, chunked.values);
-        checkRecordSize(bare, this.maxValueBytes);
+        const bareSize = encodeCheckpointRecord(bare).length;
+        if (encoded.size + chunked.pack.length === 0) {
+          return { layout: { record: bare, encoded, inlined: false, chunked }, size: bareSize, bareSize };
+        }
         const inline: Record<string, Buffer> = {};
         for (const [channel, { bytes }] of encoded) setOwn(inline, channel, bytes);
         const full: CheckpointRecord = {
@@ -162,14 +167,33 @@ export class CheckpointCommits {
           ...(encoded.size > 0 ? { inline } : {}),
           ...(chunked.pack.length > 0 ? { pack: chunked.pack } : {}),
         };
-        if (encoded.size + chunked.pack.length === 0) {
-          chosen = { record: bare, encoded, inlined: false, chunked };
-          break;
+        const layout: Layout = { record: full, encoded, inlined: true, chunked };
+        return { layout, size: encodeCheckpointRecord(full).length, bareSize };
+      };
+      const fitting = (chunked: ChunkedValues | null): Layout | null => {
+        if (chunked === null) return null;
+        const { layout, size } = layoutOf(chunked);
+        return size <= max ? layout : null;
+      };
+      let chosen: Layout | null = null;
+      if (chunkKey !== null) {
+        chosen = fitting(chunkedValues(put, known, chunkKey, {}));
+        if (chosen === null) {
+          // The merges that fit: the record with none tells how many bytes they may add to its pack.
+          const appended = chunkedValues(put, known, chunkKey, { compact: false });
+          const measured = appended === null ? null : layoutOf(appended);
+          if (appended !== null && measured !== null && measured.size <= max) {
+            const maxPack = max - (measured.size - appended.pack.length) - HEADER_SLACK;
+            chosen = fitting(chunkedValues(put, known, chunkKey, { maxPack }));
+          }
         }
-        if (encodeCheckpointRecord(full).length <= this.maxValueBytes) {
-          chosen = { record: full, encoded, inlined: true, chunked };
-          break;
+      }
+      if (chosen === null) {
+        const whole = layoutOf(NO_CHUNKS);
+        if (whole.bareSize > max) {
+          throw new PayloadTooLargeError(max, 'the checkpoint record (metadata, channels, versions)');
         }
+        if (whole.size <= max) chosen = whole.layout;
       }
       if (chosen === null) {
         const encoded = encodedValues(put, this.sealed, false, NO_CHUNKS.values);
@@ -626,20 +650,22 @@ function headOf(thread: ThreadRecord, put: CheckpointPut): HeadEntry | undefined
  * The values of a put of 1 KiB or more, stored by what they add to the parent's value of the same
  * channel (when the parent is the head, whose chunk lists the thread record holds; otherwise whole,
  * in the record's pack), with their sources: `<checkpoint id>/*<keyed digest of the bytes>`.
+ * `options` go to planValue: null when a value cannot keep within MAX_SEGMENTS under `maxPack`.
  */
 function chunkedValues(
   put: CheckpointPut,
   known: ReadonlyMap<string, ParentValue>,
   key: Buffer,
-  compact: boolean,
-): ChunkedValues {
+  options: { readonly compact?: boolean; readonly maxPack?: number },
+): ChunkedValues | null {
   const pack = new PackBuilder();
   const values = new Map<string, ChunkedValue>();
   for (const [channel, value] of Object.entries(put.values)) {
     if (value === null) continue;
     const bytes = encodeValue(value);
     if (bytes.length < CHUNKED_FROM_BYTES) continue;
-    const planned = planValue(bytes, key, known.get(channel), put.checkpointId, pack, { compact });
+    const planned = planValue(bytes, key, known.get(channel), put.checkpointId, pack, options);
+    if (planned === null) return null;
     values.set(channel, { ...planned, source: `${put.checkpointId}/*${valueDigest(key, bytes)}` });
   }
   return { values, pack: pack.bytes() };
@@ -712,13 +738,6 @@ function sentValues(put: CheckpointPut): Map<string, Buffer> {
     if (value !== null) sent.set(channel, encodeValue(value));
   }
   return sent;
-}
-
-/** A record over the value limit is refused before anything of the put is written. */
-function checkRecordSize(record: CheckpointRecord, maxValueBytes: number): void {
-  if (encodeCheckpointRecord(record).length > maxValueBytes) {
-    throw new PayloadTooLargeError(maxValueBytes, 'the checkpoint record (metadata, channels, versions)');
-  }
 }
 
 /**

@@ -1365,6 +1365,42 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         expect((await read.getCheckpoint(A, 't', '')).checkpointId).toBe('c4');
       });
 
+      it('a value near the record limit keeps its segments within the bound: the merges that fit are made', async () => {
+        // With the value limit at 48 KiB, a 30 KiB channel grows by 100 bytes a put while another
+        // changes whole (20 KiB) at every put: a merge that rewrites the first channel whole no
+        // longer fits one record beside the other, the merges of what it added since still do.
+        const limit = 48 * 1024;
+        const writer = instance(undefined, limit);
+        const chunk = (seed: string, length: number) =>
+          Buffer.concat(
+            Array.from({ length: Math.ceil(length / 32) }, (_, i) =>
+              createHash('sha256').update(`${seed}/${i}`).digest(),
+            ),
+          ).subarray(0, length);
+        let grown = chunk('near/first', 30 * 1024);
+        await writer.putCheckpoint(A, 'near', putOf('c000', null, 1, grown));
+        const opened = codec === undefined ? space() : new SealedThreadSpace(space(), A, codec);
+        let most = 0;
+        for (let i = 1; i <= 60; i++) {
+          grown = Buffer.concat([grown, chunk(`near/m${i}`, 100)]);
+          const id = `c${String(i).padStart(3, '0')}`;
+          await writer.putCheckpoint(A, 'near', {
+            ...put(id, { parent: `c${String(i - 1).padStart(3, '0')}`, versions: { m: i + 1, s: i } }),
+            values: { m: binary(grown), s: binary(chunk(`near/s${i}`, 20 * 1024)) },
+          });
+          const head = decodeThreadRecord((await opened.read(threadKey('near')))!.value, 'near').heads.get(
+            '',
+          );
+          expect(head?.record.id).toBe(id);
+          most = Math.max(most, head?.record.pieces?.['m']?.length ?? 0);
+        }
+        // Appends alone would give the value one segment a put (61); merged, a few per tier.
+        expect(most).toBeLessThanOrEqual(3 * (FANOUT - 1));
+        const latest = await instance(undefined, limit).getCheckpoint(A, 'near', '');
+        expect(latest.values['m']?.data.equals(grown)).toBe(true);
+        expect(latest.values['s']?.data.equals(chunk('near/s60', 20 * 1024))).toBe(true);
+      });
+
       it('reads and extends a thread stored before values were stored by what they add', async () => {
         await threads.createThread(A, 't');
         // The thread record as it was: no chunk key.

@@ -42,10 +42,18 @@ class Conversation {
     return Buffer.from(`json\n${JSON.stringify(this.messages)}`);
   }
 
-  store(value: Buffer): { added: number; segments: Segment[] } {
+  store(value: Buffer, maxPack?: number): { added: number; segments: Segment[] } {
     const producer = `c${String(this.put++).padStart(5, '0')}`;
     const pack = new PackBuilder();
-    const planned = planValue(value, KEY, this.parent, producer, pack);
+    const planned = planValue(
+      value,
+      KEY,
+      this.parent,
+      producer,
+      pack,
+      maxPack === undefined ? {} : { maxPack },
+    );
+    if (planned === null) throw new Error(`no plan within a pack of ${maxPack} bytes`);
     this.packs.set(producer, pack.bytes());
     this.parent = planned;
     return { added: pack.size, segments: planned.segments };
@@ -127,6 +135,42 @@ describe('values stored by what they add (chunks.ts)', () => {
       expect(segments.length).toBeLessThanOrEqual(MAX_SEGMENTS);
       expect(conversation.read(segments).equals(value)).toBe(true);
     }
+  });
+
+  it('with its pack bounded, makes the merges that fit and keeps within the segment bound, or has no plan', () => {
+    // A large first message: a merge that writes it again passes the bound; merges of what the
+    // appends add since stay within it.
+    const conversation = new Conversation();
+    conversation.messages = [noise(30 * 1024, 'large').toString('hex')];
+    conversation.store(conversation.value());
+    let most = 0;
+    for (let i = 0; i < 200; i++) {
+      conversation.messages.push(noise(50, `small${i}`).toString('hex'));
+      const value = conversation.value();
+      const { added, segments } = conversation.store(value, 8 * 1024);
+      expect(added).toBeLessThanOrEqual(8 * 1024);
+      expect(conversation.read(segments).equals(value)).toBe(true);
+      most = Math.max(most, segments.length);
+    }
+    // Without the merges, one more segment a put; with them, at most FANOUT - 1 a tier past the first.
+    expect(most).toBeLessThanOrEqual(1 + 3 * (FANOUT - 1));
+
+    // No room for any merge: appends until the value would span more than the bound, then no plan.
+    const tight = new Conversation();
+    tight.messages = [noise(30 * 1024, 'large').toString('hex')];
+    tight.store(tight.value());
+    let planned = 0;
+    while (planned < 100) {
+      tight.messages.push(noise(50, `tight${planned}`).toString('hex'));
+      const pack = new PackBuilder();
+      const plan = planValue(tight.value(), KEY, tight.parent, `t${planned}`, pack, { maxPack: 512 });
+      if (plan === null) break;
+      expect(plan.segments.length).toBeLessThanOrEqual(MAX_SEGMENTS);
+      tight.parent = plan;
+      planned += 1;
+    }
+    expect(planned).toBeLessThan(100);
+    expect(tight.parent?.segments).toHaveLength(MAX_SEGMENTS);
   });
 
   it('takes bytes as opaque: any byte values, a value shorter than a chunk, an empty one', () => {
