@@ -41,9 +41,9 @@ import {
  *   which the next visit collects. Heads are never removed.
  * - Values stored by what they add share chunks across checkpoints: a record holds the pack of the
  *   chunks its put added, and later records name them. Before a record goes, its pack is stored at
- *   its pack key when a remaining record or a head names a segment of it (marked from every head
- *   and every record that stays, of every branch); a pack object goes only once no remaining
- *   record or head names it, past the grace.
+ *   its pack key (named or not: a rewind racing the removal may make the record a head again); a
+ *   pack object goes only once no remaining record or head names it (marked from every head and
+ *   every record that stays, of every branch), past the grace.
  * - Nothing younger than the grace period is collected (records of puts in flight, their values),
  *   and values are deleted only in the version listed (a put that names a stored value writes it
  *   again first: see ThreadStore). The values referenced are computed from the records listed
@@ -401,9 +401,10 @@ async function pruneThread(thread: ThreadRecord, options: ThreadPassOptions): Pr
 /**
  * Before records go, the values they hold inline that a remaining record or a head still names are
  * stored at their sources' value keys (create-only), where readers look once the holding record is
- * gone; the collection then treats them as any value. Likewise the pack of a record whose chunks a
- * remaining record or a head names is stored at its pack key. Values and packs no one else names
- * go with their record. A run that dies in between leaves both, which the next visit sorts out the same way. A
+ * gone; the collection then treats them as any value. The pack of every removed record is stored
+ * at its pack key, whether or not a remaining record or a head names it (a rewind racing the
+ * removal may name it); the sweep deletes those no one names once past the grace. Values no one
+ * else names go with their record. A run that dies in between leaves both, which the next visit sorts out the same way. A
  * put in flight that inherits from a removed record has it as parent, and is refused by its check
  * that the parent is still stored (see ThreadStore.checkParentStored).
  */
@@ -421,8 +422,6 @@ async function spillInline(
     for (const [channel, source] of Object.entries(record?.valueSources ?? {})) {
       if (isInlineSource(source)) named.add(keys.value(record?.ns ?? '', source, channel));
     }
-    if (record === null) return;
-    for (const producer of producersNamed(record)) named.add(keys.pack(record.ns, producer));
   };
   for (const head of thread.heads.values()) add(head.record);
   await forEachLimited(
@@ -439,9 +438,9 @@ async function spillInline(
   };
   await forEachLimited(doomed, READ_CONCURRENCY, async (item) => {
     const record = await reader.read(item.key);
-    if (record?.pack !== undefined && named.has(keys.pack(record.ns, record.id))) {
-      await createOnly(keys.pack(record.ns, record.id), record.pack);
-    }
+    // Every pack, named or not: a rewind that read the record before it went may make it a head
+    // (stored again, without its pack). The sweep collects those no one names, past the grace.
+    if (record?.pack !== undefined) await createOnly(keys.pack(record.ns, record.id), record.pack);
     for (const [channel, bytes] of Object.entries(record?.inline ?? {})) {
       const source = record === null ? undefined : ownValue(record.valueSources, channel);
       if (record === null || source === undefined) continue;

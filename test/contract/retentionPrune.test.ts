@@ -213,6 +213,24 @@ describe.each<Backend>(['local', 'blob'])('retention prune on the %s backend', (
     expect(only(await world.pruner().run(silent)).checkpointsDeleted).toBe(3);
     expect(await recordIds()).toEqual(['c001', 'c002', 'c003', 'c007', 'c008']);
     await readBack(['c001', 'c002', 'c003', 'c007', 'c008']);
+    // The removed records' packs stay apart, though no one names them, until the next run past
+    // the grace (a rewind racing the removal could have named them).
+    expect((await packKeys()).map((item) => item.key.split('/').at(-1)).sort()).toEqual([
+      'c004',
+      'c005',
+      'c006',
+    ]);
+    const spilled = await world.verifier().verifyTenant(T, { readData: true });
+    expect(spilled).toMatchObject({ findingCount: 0, orphanCount: 3 });
+    expect(await world.verifier({ graceMs: HOUR }).verifyTenant(T, { readData: true })).toMatchObject({
+      ok: true,
+      collectableOrphans: 0,
+    });
+    expect(only(await world.pruner().run(silent))).toMatchObject({
+      checkpointsDeleted: 0,
+      objectsDeleted: 3,
+    });
+    expect(await packKeys()).toEqual([]);
     expect(await world.verifier().verifyTenant(T, { readData: true })).toMatchObject({
       ok: true,
       orphanCount: 0,
@@ -222,6 +240,9 @@ describe.each<Backend>(['local', 'blob'])('retention prune on the %s backend', (
     await world.policies.set(T, { keepCheckpoints: 2 });
     expect(only(await world.pruner().run(silent)).checkpointsDeleted).toBe(3);
     expect(await recordIds()).toEqual(['c007', 'c008']);
+    await readBack(['c007', 'c008']);
+    // The next run collects the packs apart that c007 and c008 do not name.
+    only(await world.pruner().run(silent));
     await readBack(['c007', 'c008']);
     const packs = await packKeys();
     expect(packs.length).toBeGreaterThan(0);
@@ -317,6 +338,84 @@ describe.each<Backend>(['local', 'blob'])('retention prune on the %s backend', (
     const missing = report.findings.find((finding) => finding.kind === 'missing');
     expect(missing?.key).toBe(keys.pack('', 'c002'));
     expect(missing?.detail).toMatch(/checkpoint c00[234] channel m/);
+  });
+
+  it('values stored by what they add: a rewind to a checkpoint retention is removing reads it whole, from packs kept apart until no record names them', async () => {
+    const message = (seed: string) =>
+      Buffer.concat(
+        Array.from({ length: 10 }, (_, i) => createHash('sha256').update(`raced ${seed}/${i}`).digest()),
+      ).subarray(0, 300);
+    const values = new Map<string, Buffer>();
+    let value = Buffer.concat(Array.from({ length: 40 }, (_, i) => message(`first${i}`)));
+    for (let i = 1; i <= 10; i++) {
+      if (i > 1) value = Buffer.concat([value, message(`m${i}`)]);
+      const id = `c${String(i).padStart(3, '0')}`;
+      values.set(id, value);
+      await world.threads.putCheckpoint(T, 'raced', {
+        checkpointId: id,
+        ns: '',
+        parent: i === 1 ? null : `c${String(i - 1).padStart(3, '0')}`,
+        v: 4,
+        checkpoint: { type: 'json', data: Buffer.from('{}') },
+        metadata: {},
+        channelVersions: { m: i },
+        values: { m: { type: 'bytes', data: value } },
+      });
+    }
+    // The kept c008..c010 name none of c005's packs (c008 merged its tier): only a rewind does.
+    await world.policies.set(T, { keepCheckpoints: 3 });
+    let rewound = false;
+    const report = only(
+      await world
+        .pruner({
+          beforeDelete: async (key) => {
+            const item = parseDataKey(key)?.item;
+            if (rewound || item?.kind !== 'record' || item.checkpointId !== 'c005') return;
+            rewound = true;
+            // The rewind lands after the run chose what to remove, just before it removes c005.
+            await world.anotherThreadStore().rewind(T, 'raced', { ns: '', checkpointId: 'c005' });
+          },
+        })
+        .run(silent),
+    );
+    expect(rewound).toBe(true);
+    expect(report.checkpointsDeleted).toBe(7);
+    // The run found c005 a head once it had removed it, and stored its record again.
+    expect((await recordIds()).filter((id) => ['c005', 'c008', 'c009', 'c010'].includes(id))).toEqual([
+      'c005',
+      'c008',
+      'c009',
+      'c010',
+    ]);
+    const reader = world.anotherThreadStore();
+    const head = await reader.getCheckpoint(T, 'raced', '');
+    expect(head.checkpointId).toBe('c005');
+    expect(head.values['m']?.data.equals(values.get('c005') as Buffer)).toBe(true);
+    expect(await world.verifier({ graceMs: HOUR }).verifyTenant(T, { readData: true })).toMatchObject({
+      ok: true,
+      findingCount: 0,
+    });
+    // The packs of all seven removed records are apart; c005 names those of c001..c005.
+    const packs = async () =>
+      (await allItems(world.threadSpace(T), 'd/raced/'))
+        .map((item) => parseDataKey(item.key)?.item)
+        .map((item) => (item?.kind === 'pack' ? item.checkpointId : ''))
+        .filter((id) => id !== '')
+        .sort();
+    expect(await packs()).toEqual(['c001', 'c002', 'c003', 'c004', 'c005', 'c006', 'c007']);
+    // The next run removes the branch the rewind left (c008..c010), keeps the packs c005 names
+    // and collects those no one names.
+    only(await world.pruner({ fullPassEveryMs: 0 }).run(silent));
+    expect(await recordIds()).toContain('c005');
+    const after = await packs();
+    expect(after.filter((id) => id <= 'c007')).toEqual(['c001', 'c002', 'c003', 'c004', 'c005']);
+    expect(
+      (await reader.getCheckpoint(T, 'raced', '')).values['m']?.data.equals(values.get('c005') as Buffer),
+    ).toBe(true);
+    expect(await world.verifier({ graceMs: HOUR }).verifyTenant(T, { readData: true })).toMatchObject({
+      ok: true,
+      findingCount: 0,
+    });
   });
 
   it('dropBranches keeps every head chain and deletes what rewinds left behind', async () => {
