@@ -156,9 +156,9 @@ export class CheckpointCommits {
       const layoutOf = (chunked: ChunkedValues) => {
         const encoded = encodedValues(put, this.sealed, true, chunked.values);
         const bare = this.recordOf(put, parent, now, encoded, chunked.values);
-        const bareSize = encodeCheckpointRecord(bare).length;
         if (encoded.size + chunked.pack.length === 0) {
-          return { layout: { record: bare, encoded, inlined: false, chunked }, size: bareSize, bareSize };
+          const layout: Layout = { record: bare, encoded, inlined: false, chunked };
+          return { layout, size: encodeCheckpointRecord(bare).length };
         }
         const inline: Record<string, Buffer> = {};
         for (const [channel, { bytes }] of encoded) setOwn(inline, channel, bytes);
@@ -168,7 +168,7 @@ export class CheckpointCommits {
           ...(chunked.pack.length > 0 ? { pack: chunked.pack } : {}),
         };
         const layout: Layout = { record: full, encoded, inlined: true, chunked };
-        return { layout, size: encodeCheckpointRecord(full).length, bareSize };
+        return { layout, size: encodeCheckpointRecord(full).length };
       };
       const fitting = (chunked: ChunkedValues | null): Layout | null => {
         if (chunked === null) return null;
@@ -188,21 +188,14 @@ export class CheckpointCommits {
           }
         }
       }
-      if (chosen === null) {
-        const whole = layoutOf(NO_CHUNKS);
-        if (whole.bareSize > max) {
-          throw new PayloadTooLargeError(max, 'the checkpoint record (metadata, channels, versions)');
-        }
-        if (whole.size <= max) chosen = whole.layout;
-      }
+      if (chosen === null) chosen = fitting(NO_CHUNKS);
       if (chosen === null) {
         const encoded = encodedValues(put, this.sealed, false, NO_CHUNKS.values);
-        chosen = {
-          record: this.recordOf(put, parent, now, encoded, NO_CHUNKS.values),
-          encoded,
-          inlined: false,
-          chunked: NO_CHUNKS,
-        };
+        const apart = this.recordOf(put, parent, now, encoded, NO_CHUNKS.values);
+        if (encodeCheckpointRecord(apart).length > max) {
+          throw new PayloadTooLargeError(max, 'the checkpoint record (metadata, channels, versions)');
+        }
+        chosen = { record: apart, encoded, inlined: false, chunked: NO_CHUNKS };
       }
       const { record, encoded, inlined, chunked } = chosen;
       const newNamespace = !thread.heads.has(put.ns);

@@ -1401,6 +1401,39 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         expect(latest.values['s']?.data.equals(chunk('near/s60', 20 * 1024))).toBe(true);
       });
 
+      it('a record that fits with its values whole but not with their segment lists stores them apart, not 413', async () => {
+        const limit = 16 * 1024;
+        const effective = limit - (codec === undefined ? 0 : SEAL_OVERHEAD);
+        const writer = instance(undefined, limit);
+        const opened = codec === undefined ? space() : new SealedThreadSpace(space(), A, codec);
+        // 20 channels of 1,100 bytes: together past the limit, so stored apart, whole.
+        const wide = (threadId: string, padding: number) => ({
+          ...put('c1', {
+            versions: Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`ch${i}`, 1])),
+            metadata: { padding: 'x'.repeat(padding) },
+          }),
+          values: Object.fromEntries(
+            Array.from({ length: 20 }, (_, i) => [`ch${i}`, binary(Buffer.alloc(1100, `${threadId}${i}`))]),
+          ),
+        });
+        const storedRecord = async (threadId: string) => {
+          const [key] = (await allKeys(space(), `d/${threadId}/`)).filter((item) => item.includes('/c/'));
+          return (await opened.read(key!))!.value;
+        };
+        // The record's size with its values whole grows with the padding byte for byte: padded to
+        // 10 bytes under the limit, its segment lists (some 25 bytes a channel), or its sources
+        // marked as inline (1 byte a channel), would pass it.
+        await writer.putCheckpoint(A, 'probe', wide('probe', 100));
+        const padding = 100 + effective - (await storedRecord('probe')).length - 10;
+        const stored = await writer.putCheckpoint(A, 'padded', wide('probe', padding));
+        expect(stored.created).toBe(true);
+        const bytes = await storedRecord('padded');
+        expect(bytes.length).toBe(effective - 10);
+        expect(decodeCheckpointRecord(bytes, 'c1').pieces).toBeUndefined();
+        const read = await instance(undefined, limit).getCheckpoint(A, 'padded', '');
+        expect(read.values['ch7']?.data.equals(Buffer.alloc(1100, 'probe7'))).toBe(true);
+      });
+
       it('reads and extends a thread stored before values were stored by what they add', async () => {
         await threads.createThread(A, 't');
         // The thread record as it was: no chunk key.
