@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 
 import {
   ConflictError,
+  IntegrityError,
   InvalidArgumentError,
   NotFoundError,
   PayloadTooLargeError,
@@ -11,6 +12,16 @@ import {
 } from '../protocol/errors';
 import { casPause } from '../retry';
 import type { KeyValueStore } from '../storage/keyValueStore';
+import {
+  CHUNKED_FROM_BYTES,
+  chunkName,
+  type ChunkRef,
+  PackBuilder,
+  type ParentValue,
+  planValue,
+  type Segment,
+  valueDigest,
+} from './chunks';
 import type { ThreadHistory } from './history';
 import { checkThreadId } from './identifiers';
 import { keysOf } from './layout';
@@ -20,7 +31,8 @@ import {
   decodeCheckpointRecord,
   encodeCheckpointRecord,
   encodeValue,
-  isInlineSource,
+  type HeadEntry,
+  isChunkedSource,
   ownValue,
   sameCheckpoint,
   setOwn,
@@ -41,6 +53,7 @@ import {
 } from './threadRecords';
 import type { CheckpointPut, PutResult, ThreadStoreOptions, WritesPut } from './threadTypes';
 import { checkPut, checkWrites } from './validation';
+import { ValueReader } from './valueReader';
 
 /**
  * The commit protocol: how a checkpoint put and a pending-writes put reach storage so that a crash
@@ -50,6 +63,12 @@ import { checkPut, checkWrites } from './validation';
  */
 
 type ThreadKeys = ReturnType<typeof keysOf>;
+
+/**
+ * Room kept in a record for the segment lists of a put with only the merges that fit (they hold
+ * no more segments than with none, but their offsets may have more digits).
+ */
+const HEADER_SLACK = 256;
 
 /** How long a put's commit keeps retrying lost compare-and-swaps (at least MAX_CAS_ATTEMPTS times). */
 const COMMIT_BUDGET_MS = 10_000;
@@ -118,24 +137,67 @@ export class CheckpointCommits {
       if (refusal !== null) throw refusal;
       const keys = keysOf(thread);
       const parent = await this.parentOf(store, thread, put);
-      // The common path: the changed values go inline in the record, one create-only object, so
-      // that the put is two round trips (that object, then the thread record's compare-and-swap,
-      // the commit point) and a record is never stored without its values. A record that would not
-      // fit the storage's value limit with them keeps them in objects of their own, stored before
-      // it (three round trips, as every put did before values went inline).
-      let encoded = encodedValues(put, this.sealed, true);
-      let record = this.recordOf(put, parent, now, encoded);
-      checkRecordSize(record, this.maxValueBytes);
-      const inline: Record<string, Buffer> = {};
-      for (const [channel, { bytes }] of encoded) setOwn(inline, channel, bytes);
-      const inlined =
-        encoded.size > 0 && encodeCheckpointRecord({ ...record, inline }).length <= this.maxValueBytes;
-      if (inlined) {
-        record = { ...record, inline };
-      } else {
-        encoded = encodedValues(put, this.sealed, false);
-        record = this.recordOf(put, parent, now, encoded);
+      // The common path: the changed values go in the record, one create-only object, so that the
+      // put is two round trips (that object, then the thread record's compare-and-swap, the commit
+      // point) and a record is never stored without its values. A value of 1 KiB or more is stored
+      // by what it adds (chunks.ts): the chunks its parent's value does not have go in the record's
+      // pack. A record that would not fit the storage's value limit tries with only the tier merges
+      // that fit (its values whole when a value would then span more than MAX_SEGMENTS), then with
+      // its values whole, then keeps them in objects of their own, stored before it (three round
+      // trips, as every put did before values went inline). A record over the limit even without
+      // its values is refused (413).
+      const parentHead = headOf(thread, put);
+      const chunkKey = thread.chunkKey === undefined ? null : Buffer.from(thread.chunkKey, 'base64');
+      const known =
+        chunkKey === null
+          ? new Map<string, ParentValue>()
+          : await parentValues(store, thread, put, parent, parentHead, chunkKey);
+      const max = this.maxValueBytes;
+      const layoutOf = (chunked: ChunkedValues) => {
+        const encoded = encodedValues(put, this.sealed, true, chunked.values);
+        const bare = this.recordOf(put, parent, now, encoded, chunked.values);
+        if (encoded.size + chunked.pack.length === 0) {
+          const layout: Layout = { record: bare, encoded, inlined: false, chunked };
+          return { layout, size: encodeCheckpointRecord(bare).length };
+        }
+        const inline: Record<string, Buffer> = {};
+        for (const [channel, { bytes }] of encoded) setOwn(inline, channel, bytes);
+        const full: CheckpointRecord = {
+          ...bare,
+          ...(encoded.size > 0 ? { inline } : {}),
+          ...(chunked.pack.length > 0 ? { pack: chunked.pack } : {}),
+        };
+        const layout: Layout = { record: full, encoded, inlined: true, chunked };
+        return { layout, size: encodeCheckpointRecord(full).length };
+      };
+      const fitting = (chunked: ChunkedValues | null): Layout | null => {
+        if (chunked === null) return null;
+        const { layout, size } = layoutOf(chunked);
+        return size <= max ? layout : null;
+      };
+      let chosen: Layout | null = null;
+      if (chunkKey !== null) {
+        chosen = fitting(chunkedValues(put, known, chunkKey, {}));
+        if (chosen === null) {
+          // The merges that fit: the record with none tells how many bytes they may add to its pack.
+          const appended = chunkedValues(put, known, chunkKey, { compact: false });
+          const measured = appended === null ? null : layoutOf(appended);
+          if (appended !== null && measured !== null && measured.size <= max) {
+            const maxPack = max - (measured.size - appended.pack.length) - HEADER_SLACK;
+            chosen = fitting(chunkedValues(put, known, chunkKey, { maxPack }));
+          }
+        }
       }
+      if (chosen === null) chosen = fitting(NO_CHUNKS);
+      if (chosen === null) {
+        const encoded = encodedValues(put, this.sealed, false, NO_CHUNKS.values);
+        const apart = this.recordOf(put, parent, now, encoded, NO_CHUNKS.values);
+        if (encodeCheckpointRecord(apart).length > max) {
+          throw new PayloadTooLargeError(max, 'the checkpoint record (metadata, channels, versions)');
+        }
+        chosen = { record: apart, encoded, inlined: false, chunked: NO_CHUNKS };
+      }
+      const { record, encoded, inlined, chunked } = chosen;
       const newNamespace = !thread.heads.has(put.ns);
       const marked = newNamespace
         ? createOnly(store, keys.namespaceMark(put.ns), Buffer.alloc(0))
@@ -149,7 +211,7 @@ export class CheckpointCommits {
               storeValue(store, keys.value(put.ns, source, channel), bytes),
             ),
           );
-      const [stored] = await Promise.all([this.storeRecord(store, keys, record, encoded), marked]);
+      const [stored] = await Promise.all([this.storeRecord(store, keys, record, sentValues(put)), marked]);
       if (!stored.created) {
         // A retry, or other content under a stored id: the values this put wrote that the stored
         // record does not name go now (a crash before leaves them to retention, as any refused put's).
@@ -169,6 +231,7 @@ export class CheckpointCommits {
           stored.record,
           stored.created,
           put.runId,
+          stored.created ? headChunks(stored.record, chunked.values, parentHead) : undefined,
         );
       } catch (error) {
         if (error instanceof LostCreation && restart === 0) continue;
@@ -249,6 +312,7 @@ export class CheckpointCommits {
     record: CheckpointRecord,
     created: boolean,
     runId: string | undefined,
+    chunks: HeadEntry['chunks'],
   ): Promise<PutResult> {
     let current = snapshot;
     let base = thread;
@@ -262,7 +326,7 @@ export class CheckpointCommits {
         parentSeen = true;
       }
       const now = this.records.now();
-      const next = withHead(base, record, created, now);
+      const next = withHead(base, record, created, now, chunks);
       const result = (head: string) => ({
         created,
         threadId: base.threadId,
@@ -364,12 +428,19 @@ export class CheckpointCommits {
     parent: CheckpointRecord | null,
     now: number,
     encoded: ReadonlyMap<string, EncodedValue>,
+    chunked: ReadonlyMap<string, ChunkedValue>,
   ): CheckpointRecord {
     const valueSources: Record<string, string> = {};
+    const pieces: Record<string, readonly Segment[]> = {};
     for (const [channel, version] of Object.entries(put.channelVersions)) {
       if (Object.hasOwn(put.values, channel)) {
         const value = encoded.get(channel);
         if (value !== undefined) setOwn(valueSources, channel, value.source);
+        const split = chunked.get(channel);
+        if (split !== undefined) {
+          setOwn(valueSources, channel, split.source);
+          setOwn(pieces, channel, split.segments);
+        }
         continue;
       }
       const parentVersion = parent === null ? undefined : ownValue(parent.channelVersions, channel);
@@ -383,6 +454,10 @@ export class CheckpointCommits {
       }
       const source = parent === null ? undefined : ownValue(parent.valueSources, channel);
       if (source !== undefined) setOwn(valueSources, channel, source);
+      const inherited = parent === null ? undefined : ownValue(parent.pieces ?? {}, channel);
+      if (source !== undefined && isChunkedSource(source) && inherited !== undefined) {
+        setOwn(pieces, channel, inherited);
+      }
     }
     return {
       id: put.checkpointId,
@@ -395,6 +470,7 @@ export class CheckpointCommits {
       metadata: put.metadata,
       channelVersions: put.channelVersions,
       valueSources,
+      ...(Object.keys(pieces).length === 0 ? {} : { pieces }),
       ...(put.runId === undefined ? {} : { runId: put.runId }),
     };
   }
@@ -407,7 +483,7 @@ export class CheckpointCommits {
     store: KeyValueStore,
     keys: ThreadKeys,
     record: CheckpointRecord,
-    encoded: ReadonlyMap<string, EncodedValue>,
+    sent: ReadonlyMap<string, Buffer>,
   ): Promise<{ record: CheckpointRecord; created: boolean; same: boolean }> {
     const key = keys.record(record.id, record.ns);
     for (let attempt = 0; attempt < 3; attempt++) {
@@ -421,7 +497,7 @@ export class CheckpointCommits {
       if (stored === null) continue; // removed by a refused put in between: create it again
       const existing = decodeCheckpointRecord(stored.value, record.id);
       const same =
-        sameCheckpoint(existing, record) && (await this.sameValues(store, keys, existing, record, encoded));
+        sameCheckpoint(existing, record) && (await this.sameValues(store, keys, existing, record, sent));
       return { record: existing, created: false, same };
     }
     throw tooBusy();
@@ -429,39 +505,46 @@ export class CheckpointCommits {
 
   /**
    * Whether a stored record and a put's record of the same checkpoint name the same value for each
-   * channel. Unsealed, a value's source holds the digest of its bytes (type tag included), so equal
-   * digests are equal values (whether held inline or apart). Sealed, the sources of the values the
-   * checkpoint stored itself carry random bytes: those values are compared byte for byte, read when
-   * held apart (only on this retry path). Inherited sources come from the parent, already compared.
+   * channel. A value's source holds a digest of its bytes (type tag included): unsealed the first
+   * 16 bytes of their SHA-256, and for a value stored by what it adds their HMAC under the thread's
+   * chunk key, sealed or not; equal digests of one kind are equal values. Otherwise (sealed values
+   * named by random bytes, or the two stored differently) the stored value is read and compared
+   * byte for byte (only on this retry path). Inherited sources come from the parent, already compared.
    */
   private async sameValues(
     store: KeyValueStore,
     keys: ThreadKeys,
     existing: CheckpointRecord,
     record: CheckpointRecord,
-    encoded: ReadonlyMap<string, EncodedValue>,
+    sent: ReadonlyMap<string, Buffer>,
   ): Promise<boolean> {
     const own = `${record.id}/`;
     const digest = (source: string) => source.slice(own.length).replace(/^~/, '');
     const channels = new Set([...Object.keys(existing.valueSources), ...Object.keys(record.valueSources)]);
-    const compared: { source: string; channel: string; bytes: Buffer }[] = [];
+    const compared: { channel: string; bytes: Buffer }[] = [];
     for (const channel of channels) {
       const was = ownValue(existing.valueSources, channel);
       const now = ownValue(record.valueSources, channel);
       if (was === now) continue;
-      const sent = encoded.get(channel);
-      if (was === undefined || !was.startsWith(own) || !now?.startsWith(own) || !sent) return false;
-      if (!this.sealed) {
+      const bytes = sent.get(channel);
+      if (was === undefined || !was.startsWith(own) || !now?.startsWith(own) || !bytes) return false;
+      const chunked = isChunkedSource(was);
+      if (chunked === isChunkedSource(now) && (chunked || !this.sealed)) {
         if (digest(was) !== digest(now)) return false;
         continue;
       }
-      compared.push({ source: was, channel, bytes: sent.bytes });
+      compared.push({ channel, bytes });
     }
+    const reader = new ValueReader(store, keys);
+    reader.know(existing);
+    // A stored value that is missing or damaged differs from what is sent; a storage fault is no
+    // answer (the put fails with it, and its retry compares again).
     const stored = await Promise.all(
-      compared.map(async ({ source, channel }) =>
-        isInlineSource(source)
-          ? (ownValue(existing.inline ?? {}, channel) ?? null)
-          : ((await store.read(keys.value(record.ns, source, channel)))?.value ?? null),
+      compared.map(({ channel }) =>
+        reader.value(existing, channel).then(encodeValue, (error: unknown) => {
+          if (error instanceof IntegrityError) return null;
+          throw error;
+        }),
       ),
     );
     return compared.every(({ bytes }, index) => stored[index]?.equals(bytes) === true);
@@ -477,6 +560,7 @@ function withHead(
   record: CheckpointRecord,
   created: boolean,
   now: number,
+  chunks?: HeadEntry['chunks'],
 ): ThreadRecord | null {
   const head = thread.heads.get(record.ns);
   if (!created) {
@@ -486,8 +570,14 @@ function withHead(
   }
   const heads = new Map(thread.heads);
   heads.delete(record.ns);
-  heads.set(record.ns, { record: withoutInline(record), since: iso(now) });
-  return { ...thread, heads: fitHeads(heads), updatedAt: iso(now) };
+  heads.set(record.ns, {
+    record: withoutInline(record),
+    since: iso(now),
+    ...(chunks === undefined || Object.keys(chunks).length === 0 ? {} : { chunks }),
+  });
+  // A thread stored before values were stored by what they add gets its chunk key now.
+  const chunkKey = thread.chunkKey ?? randomBytes(32).toString('base64');
+  return { ...thread, heads: fitHeads(heads), updatedAt: iso(now), chunkKey };
 }
 
 /** Create-only write that keeps what is stored (first wins). */
@@ -502,10 +592,15 @@ interface EncodedValue {
  * 16 bytes of the bytes' SHA-256, or 16 random bytes when values are sealed (see ThreadStoreOptions),
  * after a `~` when the value goes inline in the record (see isInlineSource).
  */
-function encodedValues(put: CheckpointPut, sealed: boolean, inline: boolean): Map<string, EncodedValue> {
+function encodedValues(
+  put: CheckpointPut,
+  sealed: boolean,
+  inline: boolean,
+  chunked: ReadonlyMap<string, unknown>,
+): Map<string, EncodedValue> {
   const encoded = new Map<string, EncodedValue>();
   for (const [channel, value] of Object.entries(put.values)) {
-    if (value === null) continue;
+    if (value === null || chunked.has(channel)) continue;
     const bytes = encodeValue(value);
     const digest = (
       sealed ? randomBytes(16) : createHash('sha256').update(bytes).digest().subarray(0, 16)
@@ -515,11 +610,127 @@ function encodedValues(put: CheckpointPut, sealed: boolean, inline: boolean): Ma
   return encoded;
 }
 
-/** A record over the value limit is refused before anything of the put is written. */
-function checkRecordSize(record: CheckpointRecord, maxValueBytes: number): void {
-  if (encodeCheckpointRecord(record).length > maxValueBytes) {
-    throw new PayloadTooLargeError(maxValueBytes, 'the checkpoint record (metadata, channels, versions)');
+/** A value stored by what it adds: its source, its segments and its chunk list (see chunks.ts). */
+interface ChunkedValue {
+  readonly source: string;
+  readonly segments: Segment[];
+  readonly chunks: ChunkRef[];
+}
+
+interface ChunkedValues {
+  readonly values: ReadonlyMap<string, ChunkedValue>;
+  /** The chunks the put adds, the pack of its record. */
+  readonly pack: Buffer;
+}
+
+const NO_CHUNKS: ChunkedValues = { values: new Map(), pack: Buffer.alloc(0) };
+
+/** How a put stores its record: with what inline, in its pack, or apart. */
+interface Layout {
+  readonly record: CheckpointRecord;
+  readonly encoded: Map<string, EncodedValue>;
+  readonly inlined: boolean;
+  readonly chunked: ChunkedValues;
+}
+
+/** The namespace's head when it is the put's parent (its chunk lists are then known). */
+function headOf(thread: ThreadRecord, put: CheckpointPut): HeadEntry | undefined {
+  const head = thread.heads.get(put.ns);
+  return put.parent !== null && head?.record.id === put.parent ? head : undefined;
+}
+
+/**
+ * The values of a put of 1 KiB or more, stored by what they add to the parent's value of the same
+ * channel (when the parent is the head, whose chunk lists the thread record holds; otherwise whole,
+ * in the record's pack), with their sources: `<checkpoint id>/*<keyed digest of the bytes>`.
+ * `options` go to planValue: null when a value cannot keep within MAX_SEGMENTS under `maxPack`.
+ */
+function chunkedValues(
+  put: CheckpointPut,
+  known: ReadonlyMap<string, ParentValue>,
+  key: Buffer,
+  options: { readonly compact?: boolean; readonly maxPack?: number },
+): ChunkedValues | null {
+  const pack = new PackBuilder();
+  const values = new Map<string, ChunkedValue>();
+  for (const [channel, value] of Object.entries(put.values)) {
+    if (value === null) continue;
+    const bytes = encodeValue(value);
+    if (bytes.length < CHUNKED_FROM_BYTES) continue;
+    const planned = planValue(bytes, key, known.get(channel), put.checkpointId, pack, options);
+    if (planned === null) return null;
+    values.set(channel, { ...planned, source: `${put.checkpointId}/*${valueDigest(key, bytes)}` });
   }
+  return { values, pack: pack.bytes() };
+}
+
+/**
+ * What a put knows of its parent's value of each channel it sends of 1 KiB or more, stored by what
+ * it adds: the segments and, from the head, the chunk list. A parent whose chunk list is not known
+ * (a fork, or a head a rewind set) has its value read (one request per pack, in parallel) and each
+ * of its segments taken as one chunk, so that a fork or a put after a rewind still names the bytes
+ * it shares with its parent instead of storing them again.
+ */
+async function parentValues(
+  store: KeyValueStore,
+  thread: ThreadRecord,
+  put: CheckpointPut,
+  parent: CheckpointRecord | null,
+  parentHead: HeadEntry | undefined,
+  key: Buffer,
+): Promise<Map<string, ParentValue>> {
+  const known = new Map<string, ParentValue>();
+  if (parent === null) return known;
+  const reader = new ValueReader(store, keysOf(thread));
+  await Promise.all(
+    Object.entries(put.values).map(async ([channel, value]) => {
+      const segments = ownValue(parent.pieces ?? {}, channel);
+      if (value === null || segments === undefined || encodeValue(value).length < CHUNKED_FROM_BYTES) return;
+      const chunks = ownValue(parentHead?.chunks ?? {}, channel);
+      if (chunks !== undefined) {
+        known.set(channel, { segments, chunks });
+        return;
+      }
+      // A parent's value that cannot be read here (damage) is not shared: the put stores its own.
+      const read = await reader.value(parent, channel).catch((error: unknown) => {
+        if (error instanceof IntegrityError) return null;
+        throw error;
+      });
+      if (read === null) return;
+      const bytes = encodeValue(read);
+      let offset = 0;
+      const whole: ChunkRef[] = segments.map(([, , length]) => {
+        const name = chunkName(key, bytes.subarray(offset, offset + length));
+        offset += length;
+        return [name, length];
+      });
+      known.set(channel, { segments, chunks: whole });
+    }),
+  );
+  return known;
+}
+
+/** The chunk lists the new head keeps: of its own values, and of those it inherits from the head. */
+function headChunks(
+  record: CheckpointRecord,
+  own: ReadonlyMap<string, ChunkedValue>,
+  parentHead: HeadEntry | undefined,
+): HeadEntry['chunks'] {
+  const chunks: Record<string, readonly ChunkRef[]> = {};
+  for (const channel of Object.keys(record.pieces ?? {})) {
+    const list = own.get(channel)?.chunks ?? ownValue(parentHead?.chunks ?? {}, channel);
+    if (list !== undefined) setOwn(chunks, channel, list);
+  }
+  return chunks;
+}
+
+/** The stored bytes of every value a put sends (type tag, a line break, the bytes). */
+function sentValues(put: CheckpointPut): Map<string, Buffer> {
+  const sent = new Map<string, Buffer>();
+  for (const [channel, value] of Object.entries(put.values)) {
+    if (value !== null) sent.set(channel, encodeValue(value));
+  }
+  return sent;
 }
 
 /**

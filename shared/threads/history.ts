@@ -1,4 +1,4 @@
-import { IntegrityError, InvalidArgumentError, NotFoundError } from '../protocol/errors';
+import { InvalidArgumentError, NotFoundError } from '../protocol/errors';
 import type { KeyValueStore } from '../storage/keyValueStore';
 import {
   checkCheckpointId,
@@ -13,15 +13,13 @@ import { canonicalOrder, mergeWrites } from './pendingWrites';
 import {
   type CheckpointRecord,
   decodeCheckpointRecord,
-  decodeValue,
-  isInlineSource,
-  ownValue,
   setOwn,
   type ThreadRecord,
   type TypedBytes,
 } from './records';
 import { noThread, type ThreadRecords } from './threadRecords';
 import { type CheckpointTuple, type HistoryPage, type HistoryQuery, SENDS_CHANNEL } from './threadTypes';
+import { MissingValueError, ValueReader } from './valueReader';
 
 /**
  * The history of a thread: a checkpoint (the head of a namespace, or one by id) with its values
@@ -70,57 +68,6 @@ export function matchesFilter(
   );
 }
 
-/** A value a record names is not stored: damage, unless the thread was deleted meanwhile. */
-class MissingValueError extends IntegrityError {}
-
-/**
- * Reads values once per request (unchanged channels of several checkpoints share one), and the
- * records that hold values inline once each (all their channels come with one read).
- */
-class ValueReader {
-  private readonly pending = new Map<string, Promise<TypedBytes>>();
-  private readonly records = new Map<string, Promise<CheckpointRecord | null>>();
-  bytes = 0;
-
-  constructor(private readonly store: KeyValueStore) {}
-
-  read(key: string, what: string): Promise<TypedBytes> {
-    let value = this.pending.get(key);
-    if (value === undefined) {
-      value = this.store.read(key).then((stored) => {
-        if (stored === null) throw new MissingValueError(`the stored value of ${what} is missing`);
-        this.bytes += stored.value.length;
-        return decodeValue(stored.value, what);
-      });
-      this.pending.set(key, value);
-    }
-    return value;
-  }
-
-  /** A record already read (its inline values then cost nothing more). */
-  know(key: string, record: CheckpointRecord): void {
-    if (record.inline !== undefined && !this.records.has(key)) this.records.set(key, Promise.resolve(record));
-  }
-
-  /**
-   * A value held inline in the record at `recordKey`; once retention removed that record, the
-   * value is at `valueKey` (retention put it there first).
-   */
-  async inline(recordKey: string, valueKey: string, channel: string, what: string): Promise<TypedBytes> {
-    let record = this.records.get(recordKey);
-    if (record === undefined) {
-      record = this.store.read(recordKey).then((stored) => {
-        if (stored === null) return null;
-        this.bytes += stored.value.length;
-        return decodeCheckpointRecord(stored.value, recordKey);
-      });
-      this.records.set(recordKey, record);
-    }
-    const bytes = ownValue((await record)?.inline ?? {}, channel);
-    return bytes === undefined ? this.read(valueKey, what) : decodeValue(bytes, what);
-  }
-}
-
 export class ThreadHistory {
   constructor(private readonly records: ThreadRecords) {}
 
@@ -150,7 +97,7 @@ export class ThreadHistory {
       );
     }
     return this.unlessDeleted(store, tenant, thread, () =>
-      this.tupleOf(store, thread, record, new ValueReader(store)),
+      this.tupleOf(store, thread, record, new ValueReader(store, keysOf(thread))),
     );
   }
 
@@ -182,7 +129,7 @@ export class ThreadHistory {
           : {};
     const scan = new KeyScan(store, keys.checkpoints, start);
     const wanted = query.ns === undefined ? undefined : namespaceSegment(query.ns);
-    const reader = new ValueReader(store);
+    const reader = new ValueReader(store, keys);
     const found: CheckpointTuple[] = [];
     let examined = 0;
     while (
@@ -208,8 +155,7 @@ export class ThreadHistory {
           return stored === null ? null : decodeCheckpointRecord(stored.value, key);
         }),
       );
-      for (const record of records)
-        if (record !== null) reader.know(keys.record(record.id, record.ns), record);
+      for (const record of records) if (record !== null) reader.know(record);
       const matching = records.filter(
         (record): record is CheckpointRecord =>
           record !== null && (query.filter === undefined || matchesFilter(record.metadata, query.filter)),
@@ -284,23 +230,11 @@ export class ThreadHistory {
     const keys = keysOf(thread);
     const readWrites = async (checkpointId: string) =>
       mergeWrites((await store.read(keys.writes(record.ns, checkpointId)))?.value ?? null, checkpointId);
-    reader.know(keys.record(record.id, record.ns), record);
+    reader.know(record);
     const sources = Object.entries(record.valueSources);
     const [writes, values, sends] = await Promise.all([
       readWrites(record.id),
-      Promise.all(
-        sources.map(([channel, source]) => {
-          const what = `channel ${channel} of checkpoint ${record.id}`;
-          if (!isInlineSource(source)) return reader.read(keys.value(record.ns, source, channel), what);
-          const producer = source.slice(0, source.lastIndexOf('/'));
-          return reader.inline(
-            keys.record(producer, record.ns),
-            keys.value(record.ns, source, channel),
-            channel,
-            what,
-          );
-        }),
-      ),
+      Promise.all(sources.map(([channel]) => reader.value(record, channel))),
       record.v < 4 && record.parent !== null
         ? readWrites(record.parent).then((parentWrites) =>
             parentWrites

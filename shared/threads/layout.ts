@@ -7,6 +7,8 @@ import { channelSegment, idOfInverted, invertedId, namespaceSegment } from './id
  * - `t/<threadId>`: the thread record;
  * - `d/<threadId>/<incarnation>/c/<inverted checkpoint id>/<namespace segment>`: checkpoint records;
  * - `d/.../v/<namespace segment>/<producer checkpoint id>/<channel segment>/<digest>`: values;
+ * - `d/.../p/<namespace segment>/<checkpoint id>`: the pack of a checkpoint whose record retention
+ *   removed while later checkpoints still name chunks of it;
  * - `d/.../w/<namespace segment>/<checkpoint id>`: pending writes;
  * - `d/.../n/<namespace segment>`: namespace marks.
  */
@@ -34,6 +36,8 @@ export function keysOf(thread: { readonly threadId: string; readonly incarnation
       const digest = source.slice(slash + 1);
       return `${data}v/${namespaceSegment(ns)}/${producer}/${channelSegment(channel)}/${digest}`;
     },
+    /** Where a checkpoint's pack is once its record is gone (see CheckpointRecord.pack). */
+    pack: (ns: string, checkpointId: string) => `${data}p/${namespaceSegment(ns)}/${checkpointId}`,
     writes: (ns: string, checkpointId: string) => `${data}w/${namespaceSegment(ns)}/${checkpointId}`,
     namespaceMark: (ns: string) => `${data}n/${namespaceSegment(ns)}`,
   };
@@ -55,6 +59,7 @@ export type DataKey =
       readonly digest: string;
     }
   | { readonly kind: 'writes'; readonly nsSegment: string; readonly checkpointId: string }
+  | { readonly kind: 'pack'; readonly nsSegment: string; readonly checkpointId: string }
   | { readonly kind: 'mark'; readonly nsSegment: string };
 
 export interface ParsedDataKey {
@@ -79,6 +84,9 @@ export function parseDataKey(key: string): ParsedDataKey | null {
     }
     if (kind === 'w' && rest.length === 2) {
       return { kind: 'writes', nsSegment: rest[0] ?? '', checkpointId: rest[1] ?? '' };
+    }
+    if (kind === 'p' && rest.length === 2) {
+      return { kind: 'pack', nsSegment: rest[0] ?? '', checkpointId: rest[1] ?? '' };
     }
     if (kind === 'n' && rest.length === 1) return { kind: 'mark', nsSegment: rest[0] ?? '' };
     return null;

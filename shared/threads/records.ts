@@ -1,5 +1,6 @@
 import type { PendingEvent } from '../audit/pending';
 import { IntegrityError } from '../protocol/errors';
+import { type ChunkRef, isSegments, type Segment } from './chunks';
 
 /**
  * What the thread store keeps, as JSON, and how it is shown to callers.
@@ -48,6 +49,18 @@ export interface CheckpointRecord {
    * Only in the stored record: a head held in the thread record goes without (see withoutInline).
    */
   readonly inline?: Readonly<Record<string, Buffer>>;
+  /**
+   * Channel → its value as segments of packs (see chunks.ts), for every channel whose value is
+   * stored by what it adds (its source's digest starts with `*`, see isChunkedSource), changed here
+   * or inherited (copied from the parent, so that a record reads its values by itself).
+   */
+  readonly pieces?: Readonly<Record<string, readonly Segment[]>>;
+  /**
+   * The record's pack: the chunks this checkpoint added, which segments of it and of later
+   * checkpoints name by offset. Only in the stored record, after the inline values (see
+   * withoutInline); once retention removed the record, at the pack key of its checkpoint.
+   */
+  readonly pack?: Buffer;
 }
 
 /**
@@ -59,16 +72,44 @@ export function isInlineSource(source: string): boolean {
   return source.charCodeAt(source.lastIndexOf('/') + 1) === 0x7e;
 }
 
-/** The record as a head is held in the thread record: without the values it holds inline. */
+/**
+ * Whether a value source names a value stored by what it adds (`<id>/*<keyed digest>`): read from
+ * the record's `pieces`, never from a value key of its own.
+ */
+export function isChunkedSource(source: string): boolean {
+  return source.charCodeAt(source.lastIndexOf('/') + 1) === 0x2a;
+}
+
+/** The checkpoint that stored the value a source names. */
+export function producerOf(source: string): string {
+  return source.slice(0, source.lastIndexOf('/'));
+}
+
+/** The record as a head is held in the thread record: without the values it holds inline, nor its pack. */
 export function withoutInline(record: CheckpointRecord): CheckpointRecord {
-  if (record.inline === undefined) return record;
+  if (record.inline === undefined && record.pack === undefined) return record;
   const rest: { -readonly [K in keyof CheckpointRecord]: CheckpointRecord[K] } = { ...record };
   delete rest.inline;
+  delete rest.pack;
   return rest;
+}
+
+/** Every checkpoint whose pack a record's segments name. */
+export function producersNamed(record: CheckpointRecord): Set<string> {
+  const producers = new Set<string>();
+  for (const segments of Object.values(record.pieces ?? {})) {
+    for (const [producer] of segments) producers.add(producer);
+  }
+  return producers;
 }
 
 export interface HeadEntry {
   readonly record: CheckpointRecord;
+  /**
+   * Channel → the chunks of its value in order (name, length), for the channels the record has
+   * pieces of: the next put of the namespace finds the chunks it can name again without a read.
+   */
+  readonly chunks?: Readonly<Record<string, readonly ChunkRef[]>>;
   /** When this checkpoint became the head (a put or a rewind). */
   readonly since: string;
   /** Set by a rewind: the head is not the namespace's newest checkpoint. */
@@ -117,6 +158,12 @@ export interface ThreadRecord {
    * appended. Absent when empty.
    */
   readonly outbox?: readonly PendingEvent[];
+  /**
+   * The key (32 random bytes, base64) under which the thread's chunks are named (see chunks.ts):
+   * made with the thread, sealed with its record when values are sealed. A thread stored before
+   * values were stored by what they add gets one at its next put, whose values go whole.
+   */
+  readonly chunkKey?: string;
 }
 
 export { MAX_RECENT_RUNS } from '../protocol/threads';
@@ -165,25 +212,34 @@ export function decodeThreadRecord(bytes: Buffer, threadId: string): ThreadRecor
  */
 export function encodeCheckpointRecord(record: CheckpointRecord): Buffer {
   const inline = Object.entries(record.inline ?? {});
-  if (inline.length === 0) return Buffer.from(JSON.stringify(withoutInline(record)));
+  const pack = record.pack ?? Buffer.alloc(0);
+  if (inline.length === 0 && pack.length === 0) return Buffer.from(JSON.stringify(withoutInline(record)));
   const header = {
     ...withoutInline(record),
     inlined: inline.map(([channel, bytes]) => [channel, bytes.length]),
+    ...(pack.length === 0 ? {} : { packed: pack.length }),
   };
-  return Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`), ...inline.map(([, bytes]) => bytes)]);
+  return Buffer.concat([
+    Buffer.from(`${JSON.stringify(header)}\n`),
+    ...inline.map(([, bytes]) => bytes),
+    pack,
+  ]);
 }
 
 export function decodeCheckpointRecord(bytes: Buffer, checkpointId: string): CheckpointRecord {
   const end = bytes.indexOf(0x0a);
-  let parsed: CheckpointRecord & { inlined?: unknown };
+  let parsed: CheckpointRecord & { inlined?: unknown; packed?: unknown };
   try {
     parsed = JSON.parse(bytes.subarray(0, end < 0 ? bytes.length : end).toString('utf8')) as typeof parsed;
   } catch {
     // No cause: a parser's message quotes the stored bytes, which must never reach a log.
     throw new IntegrityError(`the record of checkpoint ${checkpointId} is not JSON`);
   }
+  if (parsed.pieces !== undefined && !Object.values(parsed.pieces).every(isSegments)) {
+    throw new IntegrityError(`the record of checkpoint ${checkpointId} has damaged pieces`);
+  }
   if (end < 0) return parsed;
-  const { inlined, ...record } = parsed;
+  const { inlined, packed, ...record } = parsed;
   const inline: Record<string, Buffer> = {};
   let offset = end + 1;
   for (const entry of Array.isArray(inlined) ? (inlined as unknown[]) : []) {
@@ -194,10 +250,13 @@ export function decodeCheckpointRecord(bytes: Buffer, checkpointId: string): Che
     setOwn(inline, channel, bytes.subarray(offset, offset + length));
     offset += length;
   }
-  if (offset !== bytes.length || !Array.isArray(inlined)) {
+  const packLength = packed === undefined ? 0 : packed;
+  if (typeof packLength !== 'number' || offset + packLength !== bytes.length || !Array.isArray(inlined)) {
     throw new IntegrityError(`the record of checkpoint ${checkpointId} has damaged inline values`);
   }
-  return { ...record, inline };
+  return packLength === 0
+    ? { ...record, inline }
+    : { ...record, inline, pack: bytes.subarray(offset, offset + packLength) };
 }
 
 /**

@@ -18,7 +18,8 @@ import type {
  * (tenant, kind, storage key). Which keys hold what follows the thread store's layout
  * (threadStore.ts):
  * - `t/<threadId>`, the thread record (heads with their checkpoint metadata, runs): sealed whole;
- * - `d/…/c/…` checkpoint records and `d/…/v/…` channel values: sealed whole;
+ * - `d/…/c/…` checkpoint records (their packs with them), `d/…/v/…` channel values and `d/…/p/…`
+ *   packs kept apart by retention: sealed whole;
  * - `d/…/w/…` pending writes: every appended line is a sealed value of its own, stored as base64
  *   and a line break, so that concurrent appends stay atomic appends of whole lines;
  * - `d/…/n/…` namespace marks: empty, kept as they are.
@@ -29,11 +30,12 @@ import type {
  */
 
 export type ThreadKeyKind =
-  'thread.record' | 'thread.checkpoint' | 'thread.value' | 'thread.writes' | 'thread.mark';
+  'thread.record' | 'thread.checkpoint' | 'thread.value' | 'thread.pack' | 'thread.writes' | 'thread.mark';
 
 const DATA_KINDS: Readonly<Record<string, ThreadKeyKind>> = {
   c: 'thread.checkpoint',
   v: 'thread.value',
+  p: 'thread.pack',
   w: 'thread.writes',
   n: 'thread.mark',
 };

@@ -65,6 +65,7 @@ export function newThreadRecord(threadId: string, now: number): ThreadRecord {
     fence: 0,
     run: null,
     recentRuns: [],
+    chunkKey: randomBytes(32).toString('base64'),
   };
 }
 

@@ -19,8 +19,10 @@ import {
   decodeCheckpointRecord,
   decodeThreadRecord,
   encodeCheckpointRecord,
+  isChunkedSource,
   isInlineSource,
   ownValue,
+  producersNamed,
   type ThreadRecord,
 } from './records';
 
@@ -34,9 +36,14 @@ import {
  *   when no live run holds it): it is gone at once, for every reader, and exactly one run counts
  *   it. An intent written before (in the prune state) names its data, which the next run deletes
  *   if this one dies first.
- * - A kept thread loses its checkpoint records first, then the values and pending writes that no
- *   remaining record references: a run that dies in between leaves unreferenced data, which the
- *   next visit collects. Heads are never removed.
+ * - A kept thread loses its checkpoint records first, then the values, packs and pending writes
+ *   that no remaining record references: a run that dies in between leaves unreferenced data,
+ *   which the next visit collects. Heads are never removed.
+ * - Values stored by what they add share chunks across checkpoints: a record holds the pack of the
+ *   chunks its put added, and later records name them. Before a record goes, its pack is stored at
+ *   its pack key (named or not: a rewind racing the removal may make the record a head again); a
+ *   pack object goes only once no remaining record or head names it (marked from every head and
+ *   every record that stays, of every branch), past the grace.
  * - Nothing younger than the grace period is collected (records of puts in flight, their values),
  *   and values are deleted only in the version listed (a put that names a stored value writes it
  *   again first: see ThreadStore). The values referenced are computed from the records listed
@@ -254,11 +261,12 @@ interface Listing {
   readonly records: Map<string, { item: ListedItem; checkpointId: string; nsSegment: string }>;
   readonly values: { item: ListedItem; nsSegment: string; producer: string }[];
   readonly writes: { item: ListedItem; nsSegment: string; checkpointId: string }[];
+  readonly packs: { item: ListedItem; nsSegment: string; checkpointId: string }[];
 }
 
 async function listIncarnation(store: KeyValueStore, thread: ThreadRecord, only?: 'c'): Promise<Listing> {
   const prefix = incarnationPrefix(thread.threadId, thread.incarnation) + (only === undefined ? '' : 'c/');
-  const listing: Listing = { records: new Map(), values: [], writes: [] };
+  const listing: Listing = { records: new Map(), values: [], writes: [], packs: [] };
   for await (const page of listAllItems(store, prefix)) {
     for (const item of page) {
       const parsed = parseDataKey(item.key)?.item;
@@ -272,6 +280,8 @@ async function listIncarnation(store: KeyValueStore, thread: ThreadRecord, only?
         listing.values.push({ item, nsSegment: parsed.nsSegment, producer: parsed.producer });
       } else if (parsed?.kind === 'writes') {
         listing.writes.push({ item, nsSegment: parsed.nsSegment, checkpointId: parsed.checkpointId });
+      } else if (parsed?.kind === 'pack') {
+        listing.packs.push({ item, nsSegment: parsed.nsSegment, checkpointId: parsed.checkpointId });
       }
     }
   }
@@ -381,7 +391,7 @@ async function pruneThread(thread: ThreadRecord, options: ThreadPassOptions): Pr
     if (now === null || now.record.incarnation !== thread.incarnation) return true;
     current = now.record;
     const records = await listIncarnation(store, current, 'c');
-    listing = { records: records.records, values: listing.values, writes: listing.writes };
+    listing = { ...listing, records: records.records };
     reader.addHeads(current);
     await restoreHeadRecords(store, current, listing);
   }
@@ -391,8 +401,10 @@ async function pruneThread(thread: ThreadRecord, options: ThreadPassOptions): Pr
 /**
  * Before records go, the values they hold inline that a remaining record or a head still names are
  * stored at their sources' value keys (create-only), where readers look once the holding record is
- * gone; the collection then treats them as any value. Values no one else names go with their
- * record. A run that dies in between leaves both, which the next visit sorts out the same way. A
+ * gone; the collection then treats them as any value. The pack of every removed record is stored
+ * at its pack key, whether or not a remaining record or a head names it (a rewind racing the
+ * removal may name it); the sweep deletes those no one names once past the grace. Values no one
+ * else names go with their record. A run that dies in between leaves both, which the next visit sorts out the same way. A
  * put in flight that inherits from a removed record has it as parent, and is refused by its check
  * that the parent is still stored (see ThreadStore.checkParentStored).
  */
@@ -417,18 +429,23 @@ async function spillInline(
     READ_CONCURRENCY,
     async (key) => add(await reader.read(key)),
   );
+  const createOnly = async (key: string, bytes: Buffer) => {
+    try {
+      await store.write(key, bytes, { ifAbsent: true });
+    } catch (error) {
+      if (!(error instanceof PreconditionFailedError)) throw error;
+    }
+  };
   await forEachLimited(doomed, READ_CONCURRENCY, async (item) => {
     const record = await reader.read(item.key);
+    // Every pack, named or not: a rewind that read the record before it went may make it a head
+    // (stored again, without its pack). The sweep collects those no one names, past the grace.
+    if (record?.pack !== undefined) await createOnly(keys.pack(record.ns, record.id), record.pack);
     for (const [channel, bytes] of Object.entries(record?.inline ?? {})) {
       const source = record === null ? undefined : ownValue(record.valueSources, channel);
       if (record === null || source === undefined) continue;
       const key = keys.value(record.ns, source, channel);
-      if (!named.has(key)) continue;
-      try {
-        await store.write(key, bytes, { ifAbsent: true });
-      } catch (error) {
-        if (!(error instanceof PreconditionFailedError)) throw error;
-      }
+      if (named.has(key)) await createOnly(key, bytes);
     }
   });
 }
@@ -487,6 +504,13 @@ async function collectGarbage(
     values = values.filter(({ item }) => !referenced.has(item.key));
   }
   const doomedValues = values.map(({ item }) => item);
+  // Pack objects exist only for records retention removed: each is checked against every record
+  // that remains and every head (the mark), and deleted when none names it (the sweep).
+  const oldPacks = listing.packs.filter(({ item }) => old(item));
+  if (oldPacks.length > 0) {
+    const named = await namedPacks(thread, listing, reader);
+    doomedValues.push(...oldPacks.filter(({ item }) => !named.has(item.key)).map(({ item }) => item));
+  }
   if (!(await deleteListed(store, doomedValues, budget, counts, { onVersion: true }))) return false;
   return deleteListed(store, writes, budget, counts, { onVersion: true });
 }
@@ -501,7 +525,7 @@ async function referencedValues(
   const referenced = new Set<string>();
   const add = (record: CheckpointRecord) => {
     for (const [channel, source] of Object.entries(record.valueSources)) {
-      referenced.add(keys.value(record.ns, source, channel));
+      if (!isChunkedSource(source)) referenced.add(keys.value(record.ns, source, channel));
     }
   };
   for (const head of thread.heads.values()) add(head.record);
@@ -510,6 +534,25 @@ async function referencedValues(
     if (record !== null) add(record);
   });
   return referenced;
+}
+
+/** Every pack key the stored records and the heads name a segment of. */
+async function namedPacks(
+  thread: ThreadRecord,
+  listing: Listing,
+  reader: RecordReader,
+): Promise<Set<string>> {
+  const keys = keysOf(thread);
+  const named = new Set<string>();
+  const add = (record: CheckpointRecord) => {
+    for (const producer of producersNamed(record)) named.add(keys.pack(record.ns, producer));
+  };
+  for (const head of thread.heads.values()) add(head.record);
+  await forEachLimited([...listing.records.keys()], READ_CONCURRENCY, async (key) => {
+    const record = await reader.read(key);
+    if (record !== null) add(record);
+  });
+  return named;
 }
 
 /**

@@ -6,22 +6,30 @@ import { listAllItems } from '../retention/deletion';
 import type { VerifyPart } from '../retention/parts';
 import { type HashSample, sampled, type VerifyCollector } from '../retention/verifyReport';
 import type { KeyValueStore, ListedItem, StoredValue } from '../storage/keyValueStore';
+import { valueDigest } from './chunks';
 import { isName, namespaceSegment } from './identifiers';
 import { DATA_PREFIX, keysOf, parseDataKey, THREAD_RECORD_PREFIX } from './layout';
 import {
   type CheckpointRecord,
   decodeCheckpointRecord,
   decodeThreadRecord,
+  encodeValue,
+  isChunkedSource,
   isInlineSource,
   ownValue,
+  producerOf,
   type ThreadRecord,
 } from './records';
+import { MissingValueError, ValueReader } from './valueReader';
 
 /**
  * `cairn verify` for one tenant's threads: every head's checkpoint record is stored, every value a
  * stored record or head names is stored (and, for a sample or with `readData` for all, its bytes
- * match the digest in its key), and everything no thread references is reported as an orphan:
- * values and pending writes no record names, data of incarnations no thread record names.
+ * match the digest in its key), every pack a value stored by what it adds has segments in is
+ * stored (its checkpoint's record, or the pack kept apart once the record went), and for a sample
+ * such values are read back from their segments and matched against the keyed digest of their
+ * source; everything no thread references is reported as an orphan: values, packs and pending
+ * writes no record names, data of incarnations no thread record names.
  */
 
 const READ_CONCURRENCY = 16;
@@ -143,6 +151,7 @@ async function verifyThread(
   const inlineHeld = new Set<string>();
   for (const record of records) {
     for (const [channel, source] of Object.entries(record.valueSources)) {
+      if (isChunkedSource(source)) continue;
       const key = keys.value(record.ns, source, channel);
       referenced.set(key, `checkpoint ${record.id} channel ${channel}`);
       if (!isInlineSource(source)) continue;
@@ -162,6 +171,7 @@ async function verifyThread(
       }
     }
   }
+  await verifyPieces(store, thread, records, byKey, collector, sample);
   const present: string[] = [];
   for (const [key, what] of referenced) {
     if (inlineHeld.has(key) && !byKey.has(key)) continue;
@@ -209,9 +219,12 @@ async function verifyThread(
       });
     }
   });
+  const packs = namedPacks(thread, records);
   for (const item of items) {
     const parsed = parseDataKey(item.key)?.item;
     if (parsed?.kind === 'value' && !referenced.has(item.key)) {
+      collector.orphan('threads', item.key, item.size, item.modifiedAt);
+    } else if (parsed?.kind === 'pack' && !packs.has(item.key)) {
       collector.orphan('threads', item.key, item.size, item.modifiedAt);
     } else if (parsed?.kind === 'writes' && !stored.has(`${parsed.nsSegment}/${parsed.checkpointId}`)) {
       const head = [...thread.heads.values()].some(
@@ -221,6 +234,113 @@ async function verifyThread(
       if (!head) collector.orphan('threads', item.key, item.size, item.modifiedAt);
     }
   }
+}
+
+/** The pack keys that the segments of `records` name. */
+function namedPacks(thread: ThreadRecord, records: readonly CheckpointRecord[]): Set<string> {
+  const keys = keysOf(thread);
+  const named = new Set<string>();
+  for (const record of records) {
+    for (const segments of Object.values(record.pieces ?? {})) {
+      for (const [producer] of segments) named.add(keys.pack(record.ns, producer));
+    }
+  }
+  return named;
+}
+
+/**
+ * Values stored by what they add: each pack a segment names must be stored (its checkpoint's
+ * record, or the pack apart); a missing one is reported once, naming every checkpoint that needs
+ * it. A sample of the values (all with `readData`) is read back from its segments and matched
+ * against the keyed digest its source carries; a mismatch, or a segment outside its pack, names
+ * the checkpoints that hold that value.
+ */
+async function verifyPieces(
+  store: KeyValueStore,
+  thread: ThreadRecord,
+  records: readonly CheckpointRecord[],
+  byKey: ReadonlyMap<string, ListedItem>,
+  collector: VerifyCollector,
+  sample: HashSample,
+): Promise<void> {
+  const keys = keysOf(thread);
+  const where = `thread ${thread.threadId}`;
+  const needing = new Map<string, { ns: string; producer: string; users: Set<string> }>();
+  const holders = new Map<string, { record: CheckpointRecord; channel: string; users: Set<string> }>();
+  for (const record of records) {
+    for (const [channel, segments] of Object.entries(record.pieces ?? {})) {
+      const source = ownValue(record.valueSources, channel);
+      if (source === undefined || !isChunkedSource(source)) continue;
+      const user = `checkpoint ${record.id} channel ${channel}`;
+      for (const [producer] of segments) {
+        const packKey = keys.pack(record.ns, producer);
+        const need = needing.get(packKey) ?? { ns: record.ns, producer, users: new Set<string>() };
+        need.users.add(user);
+        needing.set(packKey, need);
+      }
+      const value = `${record.ns}\n${source}\n${channel}`;
+      const held = holders.get(value) ?? { record, channel, users: new Set<string>() };
+      held.users.add(`checkpoint ${record.id}`);
+      if (producerOf(source) === record.id) held.record = record;
+      holders.set(value, held);
+    }
+  }
+  // A record stored again without its pack (a head retention restored) does not hold it.
+  const withPack = new Set(
+    records.filter((record) => record.pack !== undefined).map((record) => keys.record(record.id, record.ns)),
+  );
+  const missing = new Set<string>();
+  for (const [packKey, { ns, producer, users }] of needing) {
+    if (byKey.has(packKey) || withPack.has(keys.record(producer, ns))) continue;
+    missing.add(packKey);
+    collector.finding({
+      domain: 'threads',
+      kind: 'missing',
+      where,
+      key: packKey,
+      detail: `the pack of checkpoint ${producer} is not stored (neither its record nor the pack apart); ${[...users].join(', ')} need it`,
+    });
+  }
+  const chunkKey = thread.chunkKey === undefined ? null : Buffer.from(thread.chunkKey, 'base64');
+  const values = [...holders.values()];
+  collector.checked.values += values.length;
+  const reader = new ValueReader(store, keys);
+  const chosen = new Set(
+    sampled(
+      values.map((_, index) => String(index)),
+      sample,
+    ),
+  );
+  await forEachLimited(
+    values.filter((_, index) => chosen.has(String(index))),
+    READ_CONCURRENCY,
+    async ({ record, channel, users }) => {
+      const source = ownValue(record.valueSources, channel) ?? '';
+      const segments = ownValue(record.pieces ?? {}, channel) ?? [];
+      if (segments.some(([producer]) => missing.has(keys.pack(record.ns, producer)))) return;
+      let detail: string | null = null;
+      try {
+        const bytes = encodeValue(await reader.value(record, channel));
+        collector.hashed(bytes.length);
+        if (chunkKey !== null && !source.endsWith(`/*${valueDigest(chunkKey, bytes)}`)) {
+          detail = 'read back from its segments, does not match the keyed digest of its source';
+        }
+      } catch (error) {
+        if (error instanceof MissingValueError) return;
+        if (!(error instanceof IntegrityError)) throw error;
+        detail = 'cannot be read back from its segments (a pack is damaged or does not open)';
+      }
+      if (detail !== null) {
+        collector.finding({
+          domain: 'threads',
+          kind: 'wrong_hash',
+          where,
+          key: keys.record(producerOf(source), record.ns),
+          detail: `the value of checkpoint ${producerOf(source)} channel ${channel}, ${detail}; ${[...users].join(', ')} hold it`,
+        });
+      }
+    },
+  );
 }
 
 /**

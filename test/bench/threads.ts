@@ -18,6 +18,17 @@ import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { spaceContainerName } from '../../shared/storage/azure/blobKeyValueStore';
+import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
+import { FANOUT, MAX_SEGMENTS } from '../../shared/threads/chunks';
+import { parseDataKey, threadKey } from '../../shared/threads/layout';
+import {
+  decodeCheckpointRecord,
+  decodeThreadRecord,
+  isChunkedSource,
+  isInlineSource,
+  producerOf,
+  producersNamed,
+} from '../../shared/threads/records';
 import { apiKeysSetting, backendSettings, newTenant, type RunningApp, startApp } from '../support/app';
 import { startAzurite, tempDir } from '../support/cleanup';
 import { fixed, measure, type Measurement, percentile, table, watchRss } from './measure';
@@ -32,7 +43,10 @@ import { sized } from './mode';
  *    deterministic stub, no model) through the same `StateGraph` with the messages reducer, once per
  *    saver. Cairn's bytes are every file of the tenant's thread space on the local backend (values,
  *    checkpoint records, pending writes, the thread record), measured after each turn; the same
- *    conversation on the Blob backend is summed from the container's blob list at the end.
+ *    conversation on the Blob backend is summed from the container's blob list at the end. The
+ *    serialised messages are the messages channel's value at the last checkpoint, as the saver sent
+ *    it (read back through the API); the storage requests of a getTuple of the latest are counted
+ *    from its stored record (thread record, pending writes, one read per pack its values name).
  *    SqliteSaver's are the bytes of its rows (every column of `checkpoints` and `writes`: ids,
  *    serialised checkpoints, metadata and writes, without SQLite's page and index overhead) after
  *    each turn, and the database file at the end after a WAL checkpoint (TRUNCATE).
@@ -56,6 +70,11 @@ const STARTERS = 16;
 const LEASE_SECONDS = 2;
 const LEASE_TRIALS = sized(3, 1);
 const GROWTH_ROWS = new Set([1, 2, 10, 50, 100, 150, 200]);
+/** The growth of a turn is also given as the mean of the turns up to it, this many. */
+const MEAN_OF = 10;
+/** Targets of values stored by what they add (docs/threads.md, "Storage layout and cost"). */
+const STORED_PER_MESSAGE_BYTES = 3;
+const LINEAR_GROWTH = 1.5;
 
 const userText = (turn: number) =>
   `Turn ${turn}: could you summarise where we are with the migration plan, and list what is still open for the next release? Keep it short.`;
@@ -154,6 +173,7 @@ async function growth(
   const cairnBytes = async () => (await Promise.all(threadSpace.map(filesBytes))).reduce((a, b) => a + b, 0);
 
   const rows: string[][] = [];
+  const perTurn: number[] = [];
   let cairnBefore = 0;
   let sqliteBefore = 0;
   let lastMessages: BaseMessage[] = [];
@@ -164,10 +184,12 @@ async function growth(
     await graphs.sqlite.invoke(input, config);
     const cairnTotal = await cairnBytes();
     const sqliteTotal = sqliteRowBytes(sqlite);
+    perTurn.push(cairnTotal - cairnBefore);
     if (GROWTH_ROWS.has(turn)) {
       rows.push([
         String(turn),
         kb(cairnTotal - cairnBefore),
+        kb(meanOfLast(perTurn, MEAN_OF)),
         kb(sqliteTotal - sqliteBefore),
         kb(cairnTotal),
         kb(sqliteTotal),
@@ -196,6 +218,18 @@ async function growth(
   }
   const cairnTotal = cairnBefore;
   const sqliteTotal = sqliteBefore;
+  const name = cairn.threadName('conversation-1');
+  const latest = await new CairnClient({ url: `${localApp.url}/api`, token }).threads.getCheckpoint(name);
+  const serialised = latest?.values['messages']?.data.length ?? 0;
+  const reads = await latestReads(localDataDir, tenant, name);
+  const parts = await storedParts(localDataDir, tenant);
+  const putsOfMessages = 2 * TURNS;
+  const readBound =
+    2 + Math.min(MAX_SEGMENTS, (FANOUT - 1) * (Math.ceil(Math.log(putsOfMessages) / Math.log(FANOUT)) + 1));
+  const early = meanOfLast(perTurn.slice(0, Math.min(10, TURNS)), MEAN_OF);
+  const late = meanOfLast(perTurn, MEAN_OF);
+  const single = (perTurn.at(-1) ?? 0) / (perTurn[Math.min(10, TURNS) - 1] ?? 1);
+  const verdict = (met: boolean) => (met ? 'met' : 'missed');
   return [
     `### Growth: a ${TURNS}-turn conversation (${2 * TURNS} messages), KiB`,
     '',
@@ -203,6 +237,7 @@ async function growth(
       [
         'turn',
         'Cairn this turn',
+        `Cairn, mean of the last ${MEAN_OF} turns`,
         'SqliteSaver this turn',
         'Cairn total',
         'SqliteSaver total',
@@ -223,7 +258,94 @@ async function growth(
     '',
     `Cairn stores ${fixed(cairnTotal / sqliteTotal, 2)}× SqliteSaver's row bytes (${fixed(cairnTotal / sqliteFileBytes, 2)}× its file), ` +
       `with ${fixed(localSender.count() / TURNS, 1)} HTTP requests a turn (3 checkpoints a turn).`,
+    '',
+    table(
+      ['what the local backend holds after the last turn', 'KiB'],
+      [
+        [
+          'checkpoint records: JSON without the segments (checkpoint, metadata, versions, sources)',
+          kb(parts.json - parts.pieces),
+        ],
+        ["checkpoint records: the values' segments (pieces, JSON)", kb(parts.pieces)],
+        ['checkpoint records: values held inline whole (under 1 KiB)', kb(parts.inline)],
+        ['checkpoint records: packs, the chunks each put added (merges included)', kb(parts.packs)],
+        ['pending writes', kb(parts.writes)],
+        ['thread record, namespace marks, other', kb(parts.other)],
+      ],
+    ),
+    '',
+    table(
+      ['target (values stored by what they add)', 'measured', 'verdict'],
+      [
+        [
+          `stored ≤ ${STORED_PER_MESSAGE_BYTES}× the serialised messages (the messages channel's value at the last turn, ${kb(serialised)} KiB)`,
+          `${kb(cairnTotal)} KiB, ${fixed(cairnTotal / serialised, 2)}×`,
+          verdict(cairnTotal <= STORED_PER_MESSAGE_BYTES * serialised),
+        ],
+        [
+          `linear: what turn ${TURNS} adds ≤ ${LINEAR_GROWTH}× what turn ${Math.min(10, TURNS)} adds (means of ${MEAN_OF} turns; single turns in brackets)`,
+          `${kb(late)} / ${kb(early)} KiB = ${fixed(late / early, 2)}× (${fixed(single, 2)}×)`,
+          verdict(late <= LINEAR_GROWTH * early),
+        ],
+        [
+          `getTuple of the latest at turn ${TURNS}: storage requests ≤ 2 + min(${MAX_SEGMENTS}, ${FANOUT - 1} × (⌈log${FANOUT}(n)⌉ + 1)), n = ${putsOfMessages} puts of the channel`,
+          `${reads} (bound ${readBound})`,
+          verdict(reads <= readBound),
+        ],
+      ],
+    ),
   ].join('\n');
+}
+
+function meanOfLast(values: readonly number[], count: number): number {
+  const last = values.slice(-count);
+  return last.reduce((a, b) => a + b, 0) / Math.max(1, last.length);
+}
+
+/**
+ * Storage requests of a getTuple of the latest checkpoint of `threadId`, from what is stored (local
+ * backend, not sealed): the thread record, the pending writes, one read per record whose pack a
+ * segment of its values names or that holds one of its values inline, one per value stored apart.
+ */
+async function latestReads(dataDir: string, tenant: string, threadId: string): Promise<number> {
+  const store = new LocalKeyValueStoreFactory(dataDir, 64 * 1024 * 1024).forSpace('threads', tenant);
+  const stored = await store.read(threadKey(threadId));
+  if (stored === null) throw new Error(`no thread ${threadId}`);
+  const head = decodeThreadRecord(stored.value, threadId).heads.get('');
+  if (head === undefined) throw new Error('no head');
+  const records = producersNamed(head.record);
+  let apart = 0;
+  for (const source of Object.values(head.record.valueSources)) {
+    if (isChunkedSource(source)) continue;
+    if (isInlineSource(source)) records.add(producerOf(source));
+    else apart += 1;
+  }
+  return 2 + records.size + apart;
+}
+
+/** What the bytes of a tenant's thread space (local backend, not sealed) are made of. */
+async function storedParts(dataDir: string, tenant: string) {
+  const store = new LocalKeyValueStoreFactory(dataDir, 64 * 1024 * 1024).forSpace('threads', tenant);
+  const parts = { json: 0, pieces: 0, inline: 0, packs: 0, writes: 0, other: 0 };
+  for (let cursor: string | null | undefined; cursor !== null;) {
+    const page = await store.listItems({ limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
+    for (const item of page.items) {
+      const kind = parseDataKey(item.key)?.item?.kind;
+      if (kind === 'writes') parts.writes += item.size;
+      else if (kind !== 'record') parts.other += item.size;
+      else {
+        const record = decodeCheckpointRecord((await store.read(item.key))!.value, item.key);
+        const packs = record.pack?.length ?? 0;
+        const inline = Object.values(record.inline ?? {}).reduce((sum, bytes) => sum + bytes.length, 0);
+        parts.packs += packs;
+        parts.inline += inline;
+        parts.json += item.size - packs - inline;
+        parts.pieces += record.pieces === undefined ? 0 : JSON.stringify(record.pieces).length;
+      }
+    }
+    cursor = page.cursor;
+  }
+  return parts;
 }
 
 /** A checkpoint as a turn of the conversation makes it: one changed channel of about 6 KB. */

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -9,6 +10,7 @@ import type { PruneReport, TenantPruneReport } from '../../shared/jobs/retention
 import { MemoryFacts } from '../../shared/memory/memory';
 import { ConflictError, NotFoundError } from '../../shared/protocol/errors';
 import { keysOf, parseDataKey } from '../../shared/threads/layout';
+import { decodeCheckpointRecord, encodeCheckpointRecord, withoutInline } from '../../shared/threads/records';
 import { ThreadStore } from '../../shared/threads/threadStore';
 import { azurite } from '../support/azurite';
 import { allItems, fileBytes, publishFile, put, putLine, restored } from '../support/retentionSeed';
@@ -163,6 +165,256 @@ describe.each<Backend>(['local', 'blob'])('retention prune on the %s backend', (
     expect(only(await world.pruner().run(silent))).toMatchObject({
       checkpointsDeleted: 0,
       objectsDeleted: 0,
+    });
+  });
+
+  it('values stored by what they add: pruning a branch whose pieces the other shares keeps every kept checkpoint byte for byte, and verify names the checkpoints a missing or damaged pack fails', async () => {
+    const message = (seed: string) =>
+      Buffer.concat(
+        Array.from({ length: 10 }, (_, i) => createHash('sha256').update(`${seed}/${i}`).digest()),
+      ).subarray(0, 300);
+    const values = new Map<string, Buffer>();
+    const store = async (id: string, parent: string | null, version: number, data: Buffer) => {
+      values.set(id, data);
+      await world.threads.putCheckpoint(T, 't', {
+        checkpointId: id,
+        ns: '',
+        parent,
+        v: 4,
+        checkpoint: { type: 'json', data: Buffer.from('{}') },
+        metadata: {},
+        channelVersions: { m: version },
+        values: { m: { type: 'bytes', data } },
+      });
+    };
+    // Branch one: c001 → … → c006, each adding a message; branch two forks from c003: c007 → c008.
+    let value = Buffer.concat(Array.from({ length: 40 }, (_, i) => message(`m${i}`)));
+    await store('c001', null, 1, value);
+    for (let i = 2; i <= 6; i++) {
+      value = Buffer.concat([value, message(`one${i}`)]);
+      await store(`c00${i}`, `c00${i - 1}`, i, value);
+    }
+    const fork = Buffer.concat([values.get('c003') as Buffer, message('two7')]);
+    await store('c007', 'c003', 4, fork);
+    await store('c008', 'c007', 5, Buffer.concat([fork, message('two8')]));
+    const readBack = async (ids: readonly string[]) => {
+      for (const id of ids) {
+        const checkpoint = await world.threads.getCheckpoint(T, 't', '', id);
+        expect(checkpoint.values['m']?.data.equals(values.get(id) as Buffer), id).toBe(true);
+      }
+    };
+    const packKeys = async () =>
+      (await allItems(world.threadSpace(T), 'd/')).filter(
+        (item) => parseDataKey(item.key)?.item?.kind === 'pack',
+      );
+
+    // The abandoned branch goes; what the fork shares with it stays in the records kept.
+    await world.policies.set(T, { dropBranches: true });
+    expect(only(await world.pruner().run(silent)).checkpointsDeleted).toBe(3);
+    expect(await recordIds()).toEqual(['c001', 'c002', 'c003', 'c007', 'c008']);
+    await readBack(['c001', 'c002', 'c003', 'c007', 'c008']);
+    // The removed records' packs stay apart, though no one names them, until the next run past
+    // the grace (a rewind racing the removal could have named them).
+    expect((await packKeys()).map((item) => item.key.split('/').at(-1)).sort()).toEqual([
+      'c004',
+      'c005',
+      'c006',
+    ]);
+    const spilled = await world.verifier().verifyTenant(T, { readData: true });
+    expect(spilled).toMatchObject({ findingCount: 0, orphanCount: 3 });
+    expect(await world.verifier({ graceMs: HOUR }).verifyTenant(T, { readData: true })).toMatchObject({
+      ok: true,
+      collectableOrphans: 0,
+    });
+    expect(only(await world.pruner().run(silent))).toMatchObject({
+      checkpointsDeleted: 0,
+      objectsDeleted: 3,
+    });
+    expect(await packKeys()).toEqual([]);
+    expect(await world.verifier().verifyTenant(T, { readData: true })).toMatchObject({
+      ok: true,
+      orphanCount: 0,
+    });
+
+    // Then the records the fork's pieces are in: their packs stay, apart, as long as c007 and c008 name them.
+    await world.policies.set(T, { keepCheckpoints: 2 });
+    expect(only(await world.pruner().run(silent)).checkpointsDeleted).toBe(3);
+    expect(await recordIds()).toEqual(['c007', 'c008']);
+    await readBack(['c007', 'c008']);
+    // The next run collects the packs apart that c007 and c008 do not name.
+    only(await world.pruner().run(silent));
+    await readBack(['c007', 'c008']);
+    const packs = await packKeys();
+    expect(packs.length).toBeGreaterThan(0);
+    expect(await world.verifier().verifyTenant(T, { readData: true })).toMatchObject({
+      ok: true,
+      findingCount: 0,
+      orphanCount: 0,
+    });
+    expect(only(await world.pruner({ fullPassEveryMs: 0 }).run(silent)).objectsDeleted).toBe(0);
+    await readBack(['c007', 'c008']);
+
+    // Damage: a pack gone, another with a byte changed. Verify names the checkpoints that need them.
+    const [gone, damaged] = packs;
+    const goneBytes = (await world.threadSpace(T).read(gone!.key))!.value;
+    await world.threadSpace(T).delete(gone!.key);
+    const report = await world.verifier().verifyTenant(T, { readData: true });
+    expect(report.ok).toBe(false);
+    const missing = report.findings.find((finding) => finding.kind === 'missing');
+    expect(missing?.key).toBe(gone!.key);
+    expect(missing?.detail).toMatch(/checkpoint c00[78] channel m/);
+    await world.threadSpace(T).write(gone!.key, goneBytes);
+    expect((await world.verifier().verifyTenant(T, { readData: true })).ok).toBe(true);
+    if (damaged !== undefined) {
+      const bytes = Buffer.from((await world.threadSpace(T).read(damaged.key))!.value);
+      bytes[0] = (bytes[0] as number) ^ 1;
+      await world.threadSpace(T).write(damaged.key, bytes);
+      const again = await world.verifier().verifyTenant(T, { readData: true });
+      const wrong = again.findings.find((finding) => finding.kind === 'wrong_hash');
+      expect(wrong?.detail).toMatch(/checkpoint c00[78]/);
+    }
+  });
+
+  it('values stored by what they add: a record stored again without its pack (a head retention restored) reads from its pack apart, and verify counts only a stored pack', async () => {
+    // What a rewind that lands while retention removes its target leaves: the target's pack
+    // spilled to its pack key, its record written back from the head's copy, which has no pack.
+    const message = (seed: string) =>
+      Buffer.concat(
+        Array.from({ length: 10 }, (_, i) => createHash('sha256').update(`restored ${seed}/${i}`).digest()),
+      ).subarray(0, 300);
+    const values = new Map<string, Buffer>();
+    let value = Buffer.alloc(0);
+    for (let i = 1; i <= 4; i++) {
+      value = Buffer.concat([
+        value,
+        ...Array.from({ length: i === 1 ? 20 : 1 }, (_, j) => message(`${i}/${j}`)),
+      ]);
+      const id = `c00${i}`;
+      values.set(id, value);
+      await world.threads.putCheckpoint(T, 'restored', {
+        checkpointId: id,
+        ns: '',
+        parent: i === 1 ? null : `c00${i - 1}`,
+        v: 4,
+        checkpoint: { type: 'json', data: Buffer.from('{}') },
+        metadata: {},
+        channelVersions: { m: i },
+        values: { m: { type: 'bytes', data: value } },
+      });
+    }
+    const space = world.threadSpace(T);
+    const { incarnation } = (await world.threads.auditOutbox(T, 'restored'))!;
+    const keys = keysOf({ threadId: 'restored', incarnation });
+    const recordKey = keys.record('c002', '');
+    const stored = decodeCheckpointRecord((await space.read(recordKey))!.value, recordKey);
+    expect(stored.pack?.length).toBeGreaterThan(0);
+    await space.write(keys.pack('', 'c002'), stored.pack!);
+    await space.write(recordKey, encodeCheckpointRecord(withoutInline(stored)));
+
+    const readBack = async () => {
+      const reader = new ThreadStore({
+        storeOf: (tenant) => world.kvStores.forSpace('threads', tenant),
+        maxValueBytes: MAX_VALUE_BYTES,
+      });
+      for (const id of ['c002', 'c003', 'c004']) {
+        const checkpoint = await reader.getCheckpoint(T, 'restored', '', id);
+        expect(checkpoint.values['m']?.data.equals(values.get(id) as Buffer), id).toBe(true);
+      }
+    };
+    await readBack();
+    expect(await world.verifier().verifyTenant(T, { readData: true })).toMatchObject({
+      ok: true,
+      findingCount: 0,
+      orphanCount: 0,
+    });
+    // Retention keeps the pack apart while the record, which names it, has none of its own.
+    expect(only(await world.pruner({ fullPassEveryMs: 0 }).run(silent)).objectsDeleted).toBe(0);
+    await readBack();
+
+    // Without the pack apart, that record does not count as holding its pack.
+    await space.delete(keys.pack('', 'c002'));
+    const report = await world.verifier().verifyTenant(T, { readData: true });
+    expect(report.ok).toBe(false);
+    const missing = report.findings.find((finding) => finding.kind === 'missing');
+    expect(missing?.key).toBe(keys.pack('', 'c002'));
+    expect(missing?.detail).toMatch(/checkpoint c00[234] channel m/);
+  });
+
+  it('values stored by what they add: a rewind to a checkpoint retention is removing reads it whole, from packs kept apart until no record names them', async () => {
+    const message = (seed: string) =>
+      Buffer.concat(
+        Array.from({ length: 10 }, (_, i) => createHash('sha256').update(`raced ${seed}/${i}`).digest()),
+      ).subarray(0, 300);
+    const values = new Map<string, Buffer>();
+    let value = Buffer.concat(Array.from({ length: 40 }, (_, i) => message(`first${i}`)));
+    for (let i = 1; i <= 10; i++) {
+      if (i > 1) value = Buffer.concat([value, message(`m${i}`)]);
+      const id = `c${String(i).padStart(3, '0')}`;
+      values.set(id, value);
+      await world.threads.putCheckpoint(T, 'raced', {
+        checkpointId: id,
+        ns: '',
+        parent: i === 1 ? null : `c${String(i - 1).padStart(3, '0')}`,
+        v: 4,
+        checkpoint: { type: 'json', data: Buffer.from('{}') },
+        metadata: {},
+        channelVersions: { m: i },
+        values: { m: { type: 'bytes', data: value } },
+      });
+    }
+    // The kept c008..c010 name none of c005's packs (c008 merged its tier): only a rewind does.
+    await world.policies.set(T, { keepCheckpoints: 3 });
+    let rewound = false;
+    const report = only(
+      await world
+        .pruner({
+          beforeDelete: async (key) => {
+            const item = parseDataKey(key)?.item;
+            if (rewound || item?.kind !== 'record' || item.checkpointId !== 'c005') return;
+            rewound = true;
+            // The rewind lands after the run chose what to remove, just before it removes c005.
+            await world.anotherThreadStore().rewind(T, 'raced', { ns: '', checkpointId: 'c005' });
+          },
+        })
+        .run(silent),
+    );
+    expect(rewound).toBe(true);
+    expect(report.checkpointsDeleted).toBe(7);
+    // The run found c005 a head once it had removed it, and stored its record again.
+    expect((await recordIds()).filter((id) => ['c005', 'c008', 'c009', 'c010'].includes(id))).toEqual([
+      'c005',
+      'c008',
+      'c009',
+      'c010',
+    ]);
+    const reader = world.anotherThreadStore();
+    const head = await reader.getCheckpoint(T, 'raced', '');
+    expect(head.checkpointId).toBe('c005');
+    expect(head.values['m']?.data.equals(values.get('c005') as Buffer)).toBe(true);
+    expect(await world.verifier({ graceMs: HOUR }).verifyTenant(T, { readData: true })).toMatchObject({
+      ok: true,
+      findingCount: 0,
+    });
+    // The packs of all seven removed records are apart; c005 names those of c001..c005.
+    const packs = async () =>
+      (await allItems(world.threadSpace(T), 'd/raced/'))
+        .map((item) => parseDataKey(item.key)?.item)
+        .map((item) => (item?.kind === 'pack' ? item.checkpointId : ''))
+        .filter((id) => id !== '')
+        .sort();
+    expect(await packs()).toEqual(['c001', 'c002', 'c003', 'c004', 'c005', 'c006', 'c007']);
+    // The next run removes the branch the rewind left (c008..c010), keeps the packs c005 names
+    // and collects those no one names.
+    only(await world.pruner({ fullPassEveryMs: 0 }).run(silent));
+    expect(await recordIds()).toContain('c005');
+    const after = await packs();
+    expect(after.filter((id) => id <= 'c007')).toEqual(['c001', 'c002', 'c003', 'c004', 'c005']);
+    expect(
+      (await reader.getCheckpoint(T, 'raced', '')).values['m']?.data.equals(values.get('c005') as Buffer),
+    ).toBe(true);
+    expect(await world.verifier({ graceMs: HOUR }).verifyTenant(T, { readData: true })).toMatchObject({
+      ok: true,
+      findingCount: 0,
     });
   });
 

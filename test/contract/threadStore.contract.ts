@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -25,8 +26,14 @@ import type {
   WriteConditions,
   WriteResult,
 } from '../../shared/storage/keyValueStore';
-import { parseDataKey, THREAD_RECORD_PREFIX } from '../../shared/threads/layout';
-import { decodeCheckpointRecord, type TypedBytes } from '../../shared/threads/records';
+import { FANOUT, MAX_CHUNK } from '../../shared/threads/chunks';
+import { parseDataKey, THREAD_RECORD_PREFIX, threadKey } from '../../shared/threads/layout';
+import {
+  decodeCheckpointRecord,
+  decodeThreadRecord,
+  encodeThreadRecord,
+  type TypedBytes,
+} from '../../shared/threads/records';
 import { SealedThreadSpace } from '../../shared/threads/sealedThreadSpace';
 import { type CheckpointPut, ThreadStore } from '../../shared/threads/threadStore';
 
@@ -1137,6 +1144,36 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         await expect(reading.getCheckpoint(A, 't', '')).rejects.toBeInstanceOf(NotFoundError);
         expect(deleted).toBe(true);
       });
+
+      it('a retry whose stored values cannot be read for a storage fault answers 503, not 409, and is answered as stored once the storage is back', async () => {
+        // Stored by an instance with a small value limit: the two values do not fit one record
+        // with it, so they are stored apart, whole. The retry, with the full limit, stores them by
+        // what they add: the two are compared by reading the stored values.
+        const value = (seed: string) =>
+          Buffer.concat(
+            Array.from({ length: 200 }, (_, i) => createHash('sha256').update(`${seed}/${i}`).digest()),
+          );
+        const retried: CheckpointPut = {
+          ...put('c1', { versions: { a: 1, b: 1 } }),
+          values: { a: { type: 'bytes', data: value('a') }, b: { type: 'bytes', data: value('b') } },
+        };
+        await instance(undefined, 10 * 1024).putCheckpoint(A, 't', retried);
+        expect((await allKeys(space(), 'd/')).filter((key) => key.includes('/v/'))).toHaveLength(2);
+        let faults = 0;
+        const faulty = wrapped((inner) => ({
+          read: async (key) => {
+            if (key.includes('/v/')) {
+              faults += 1;
+              throw new StorageUnavailableError();
+            }
+            return inner.read(key);
+          },
+        }));
+        await expect(faulty.putCheckpoint(A, 't', retried)).rejects.toBeInstanceOf(StorageUnavailableError);
+        expect(faults).toBeGreaterThan(0);
+        expect((await instance().putCheckpoint(A, 't', retried)).created).toBe(false);
+        expect((await threads.getCheckpoint(A, 't', '')).values['a']?.data.equals(value('a'))).toBe(true);
+      });
     });
 
     describe('values inline', () => {
@@ -1190,6 +1227,239 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
           ),
         ).rejects.toBeInstanceOf(ConflictError);
         expect((await threads.getCheckpoint(A, 't', '', 'c2')).values['c']).toEqual(bytes('c2'));
+      });
+    });
+
+    describe('values stored by what they add', () => {
+      /** 300 deterministic bytes of any value (a message of a binary serialiser). */
+      const message = (seed: string) =>
+        Buffer.concat(
+          Array.from({ length: 10 }, (_, i) => createHash('sha256').update(`${seed}/${i}`).digest()),
+        ).subarray(0, 300);
+      const binary = (data: Buffer): TypedBytes => ({ type: 'msgpack', data });
+      const putOf = (checkpointId: string, parent: string | null, version: number, data: Buffer) => ({
+        ...put(checkpointId, { parent, versions: { m: version } }),
+        values: { m: binary(data) },
+      });
+      /** Bytes of every data key of the tenant's space (records, packs, values, writes) as stored. */
+      const storedBytes = async () => {
+        let total = 0;
+        let cursor: string | undefined;
+        do {
+          const page = await space().listItems({
+            prefix: 'd/',
+            limit: 1000,
+            ...(cursor === undefined ? {} : { cursor }),
+          });
+          total += page.items.reduce((sum, item) => sum + item.size, 0);
+          cursor = page.cursor ?? undefined;
+        } while (cursor !== undefined);
+        return total;
+      };
+
+      it('stores a growing value by what each put adds in 2 requests, reads the latest in a bounded number, and restores every checkpoint byte for byte', async () => {
+        const calls: string[] = [];
+        const counted = instance(calls);
+        const values: Buffer[] = [];
+        const added: number[] = [];
+        let whole = 0;
+        for (let i = 0; i < 100; i++) {
+          const value = Buffer.concat([values.at(-1) ?? Buffer.alloc(0), message(`m${i}`)]);
+          values.push(value);
+          whole += value.length;
+          const before = await storedBytes();
+          calls.length = 0;
+          const id = `c${String(i).padStart(3, '0')}`;
+          const parent = i === 0 ? null : `c${String(i - 1).padStart(3, '0')}`;
+          await counted.putCheckpoint(A, 't', putOf(id, parent, i + 1, value));
+          if (i > 0) expect(calls, calls.join('\n')).toHaveLength(2);
+          added.push((await storedBytes()) - before);
+        }
+        // Stored whole, the checkpoints would hold 1.5 MB; by what they add, a small part of it.
+        expect(await storedBytes()).toBeLessThan(whole / 5);
+        // A put that merges no tier adds its message, the list's last bytes and its record.
+        expect([...added].sort((a, b) => a - b)[50]).toBeLessThan(3 * 1024);
+
+        calls.length = 0;
+        const latest = await counted.getCheckpoint(A, 't', '');
+        expect(latest.values['m']?.data.equals(values.at(-1) as Buffer)).toBe(true);
+        // The thread record, the pending writes, and one read per pack the value has segments in:
+        // at most FANOUT - 1 per tier, 3 tiers for 100 puts.
+        expect(calls.length, calls.join('\n')).toBeLessThanOrEqual(2 + 3 * (FANOUT - 1));
+
+        const restored = new Map<string, Buffer>();
+        for (let cursor: string | undefined; ;) {
+          const page = await instance().listCheckpoints(A, 't', {
+            limit: 40,
+            ...(cursor === undefined ? {} : { cursor }),
+          });
+          for (const checkpoint of page.checkpoints) {
+            restored.set(checkpoint.checkpointId, checkpoint.values['m']?.data as Buffer);
+            expect(checkpoint.values['m']?.type).toBe('msgpack');
+          }
+          if (page.next === null) break;
+          cursor = page.next;
+        }
+        expect(restored.size).toBe(100);
+        values.forEach((value, i) =>
+          expect(restored.get(`c${String(i).padStart(3, '0')}`)?.equals(value), `c${i}`).toBe(true),
+        );
+        // Sealed, no stored object shows a message; unsealed, the packs hold them as sent.
+        const raw = await Promise.all(
+          (await allKeys(space(), 'd/')).map(async (key) => (await space().read(key))!.value),
+        );
+        expect(raw.some((bytes) => bytes.includes(message('m50')))).toBe(codec === undefined);
+      });
+
+      it('an edit or a removal in the middle of a value costs about what it changes', async () => {
+        const messages = Array.from({ length: 200 }, (_, i) => message(`m${i}`));
+        const first = Buffer.concat(messages);
+        await threads.putCheckpoint(A, 't', putOf('c1', null, 1, first));
+        messages[100] = message('edited');
+        const edited = Buffer.concat(messages);
+        let before = await storedBytes();
+        await threads.putCheckpoint(A, 't', putOf('c2', 'c1', 2, edited));
+        expect((await storedBytes()) - before).toBeLessThan(3 * MAX_CHUNK);
+        messages.splice(50, 1);
+        const removed = Buffer.concat(messages);
+        before = await storedBytes();
+        await threads.putCheckpoint(A, 't', putOf('c3', 'c2', 3, removed));
+        expect((await storedBytes()) - before).toBeLessThan(3 * MAX_CHUNK);
+        const read = instance();
+        expect((await read.getCheckpoint(A, 't', '', 'c1')).values['m']?.data.equals(first)).toBe(true);
+        expect((await read.getCheckpoint(A, 't', '', 'c2')).values['m']?.data.equals(edited)).toBe(true);
+        expect((await read.getCheckpoint(A, 't', '')).values['m']?.data.equals(removed)).toBe(true);
+      });
+
+      it('answers a retry as stored and refuses other content, and forks and rewinds share what they keep and read their branch', async () => {
+        const base = Buffer.concat(Array.from({ length: 40 }, (_, i) => message(`m${i}`)));
+        const c2 = Buffer.concat([base, message('c2')]);
+        const c3 = Buffer.concat([base, message('c3')]);
+        await threads.putCheckpoint(A, 't', putOf('c1', null, 1, base));
+        await threads.putCheckpoint(A, 't', putOf('c2', 'c1', 2, c2));
+        const stored = await storedBytes();
+        expect((await instance().putCheckpoint(A, 't', putOf('c2', 'c1', 2, c2))).created).toBe(false);
+        const flipped = Buffer.from(c2);
+        flipped[5000] = (flipped[5000] as number) ^ 1;
+        const other = await rejection(instance().putCheckpoint(A, 't', putOf('c2', 'c1', 2, flipped)));
+        expect(other).toBeInstanceOf(ConflictError);
+        expect(await storedBytes()).toBe(stored);
+        // A fork from c1 (its parent is not the head) names c1's bytes again, adding its own.
+        await threads.putCheckpoint(A, 't', putOf('c3', 'c1', 2, c3));
+        expect((await storedBytes()) - stored).toBeLessThan(base.length / 2);
+        // A rewind to c2, then a put on it: the same.
+        await threads.rewind(A, 't', { ns: '', checkpointId: 'c2' });
+        const c4 = Buffer.concat([c2, message('c4')]);
+        const beforeC4 = await storedBytes();
+        await instance().putCheckpoint(A, 't', putOf('c4', 'c2', 3, c4));
+        expect((await storedBytes()) - beforeC4).toBeLessThan(base.length / 2);
+        const read = instance();
+        for (const [id, value] of [
+          ['c1', base],
+          ['c2', c2],
+          ['c3', c3],
+          ['c4', c4],
+        ] as const) {
+          expect((await read.getCheckpoint(A, 't', '', id)).values['m']?.data.equals(value), id).toBe(true);
+        }
+        expect((await read.getCheckpoint(A, 't', '')).checkpointId).toBe('c4');
+      });
+
+      it('a value near the record limit keeps its segments within the bound: the merges that fit are made', async () => {
+        // With the value limit at 48 KiB, a 30 KiB channel grows by 100 bytes a put while another
+        // changes whole (20 KiB) at every put: a merge that rewrites the first channel whole no
+        // longer fits one record beside the other, the merges of what it added since still do.
+        const limit = 48 * 1024;
+        const writer = instance(undefined, limit);
+        const chunk = (seed: string, length: number) =>
+          Buffer.concat(
+            Array.from({ length: Math.ceil(length / 32) }, (_, i) =>
+              createHash('sha256').update(`${seed}/${i}`).digest(),
+            ),
+          ).subarray(0, length);
+        let grown = chunk('near/first', 30 * 1024);
+        await writer.putCheckpoint(A, 'near', putOf('c000', null, 1, grown));
+        const opened = codec === undefined ? space() : new SealedThreadSpace(space(), A, codec);
+        let most = 0;
+        for (let i = 1; i <= 60; i++) {
+          grown = Buffer.concat([grown, chunk(`near/m${i}`, 100)]);
+          const id = `c${String(i).padStart(3, '0')}`;
+          await writer.putCheckpoint(A, 'near', {
+            ...put(id, { parent: `c${String(i - 1).padStart(3, '0')}`, versions: { m: i + 1, s: i } }),
+            values: { m: binary(grown), s: binary(chunk(`near/s${i}`, 20 * 1024)) },
+          });
+          const head = decodeThreadRecord((await opened.read(threadKey('near')))!.value, 'near').heads.get(
+            '',
+          );
+          expect(head?.record.id).toBe(id);
+          most = Math.max(most, head?.record.pieces?.['m']?.length ?? 0);
+        }
+        // Appends alone would give the value one segment a put (61); merged, a few per tier.
+        expect(most).toBeLessThanOrEqual(3 * (FANOUT - 1));
+        const latest = await instance(undefined, limit).getCheckpoint(A, 'near', '');
+        expect(latest.values['m']?.data.equals(grown)).toBe(true);
+        expect(latest.values['s']?.data.equals(chunk('near/s60', 20 * 1024))).toBe(true);
+      });
+
+      it('a record that fits with its values whole but not with their segment lists stores them apart, not 413', async () => {
+        const limit = 16 * 1024;
+        const effective = limit - (codec === undefined ? 0 : SEAL_OVERHEAD);
+        const writer = instance(undefined, limit);
+        const opened = codec === undefined ? space() : new SealedThreadSpace(space(), A, codec);
+        // 20 channels of 1,100 bytes: together past the limit, so stored apart, whole.
+        const wide = (threadId: string, padding: number) => ({
+          ...put('c1', {
+            versions: Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`ch${i}`, 1])),
+            metadata: { padding: 'x'.repeat(padding) },
+          }),
+          values: Object.fromEntries(
+            Array.from({ length: 20 }, (_, i) => [`ch${i}`, binary(Buffer.alloc(1100, `${threadId}${i}`))]),
+          ),
+        });
+        const storedRecord = async (threadId: string) => {
+          const [key] = (await allKeys(space(), `d/${threadId}/`)).filter((item) => item.includes('/c/'));
+          return (await opened.read(key!))!.value;
+        };
+        // The record's size with its values whole grows with the padding byte for byte: padded to
+        // 10 bytes under the limit, its segment lists (some 25 bytes a channel), or its sources
+        // marked as inline (1 byte a channel), would pass it.
+        await writer.putCheckpoint(A, 'probe', wide('probe', 100));
+        const padding = 100 + effective - (await storedRecord('probe')).length - 10;
+        const stored = await writer.putCheckpoint(A, 'padded', wide('probe', padding));
+        expect(stored.created).toBe(true);
+        const bytes = await storedRecord('padded');
+        expect(bytes.length).toBe(effective - 10);
+        expect(decodeCheckpointRecord(bytes, 'c1').pieces).toBeUndefined();
+        const read = await instance(undefined, limit).getCheckpoint(A, 'padded', '');
+        expect(read.values['ch7']?.data.equals(Buffer.alloc(1100, 'probe7'))).toBe(true);
+      });
+
+      it('reads and extends a thread stored before values were stored by what they add', async () => {
+        await threads.createThread(A, 't');
+        // The thread record as it was: no chunk key.
+        const opened = codec === undefined ? space() : new SealedThreadSpace(space(), A, codec);
+        const record = decodeThreadRecord((await opened.read(threadKey('t')))!.value, 't');
+        const old: { -readonly [K in keyof typeof record]: (typeof record)[K] } = { ...record };
+        delete old.chunkKey;
+        await opened.write(threadKey('t'), encodeThreadRecord(old));
+        const base = Buffer.concat(Array.from({ length: 20 }, (_, i) => message(`m${i}`)));
+        const next = Buffer.concat([base, message('next')]);
+        const last = Buffer.concat([next, message('last')]);
+        const writer = instance();
+        await writer.putCheckpoint(A, 't', putOf('c1', null, 1, base));
+        await writer.putCheckpoint(A, 't', putOf('c2', 'c1', 2, next));
+        await writer.putCheckpoint(A, 't', putOf('c3', 'c2', 3, last));
+        const pieces: Record<string, boolean> = {};
+        for (const key of await recordKeys()) {
+          const stored = decodeCheckpointRecord((await opened.read(key))!.value, key);
+          pieces[stored.id] = stored.pieces !== undefined;
+        }
+        // c1 went whole, as before; its put gave the thread its chunk key, and c2 and c3 have pieces.
+        expect(pieces).toEqual({ c1: false, c2: true, c3: true });
+        const read = instance();
+        expect((await read.getCheckpoint(A, 't', '', 'c1')).values['m']?.data.equals(base)).toBe(true);
+        expect((await read.getCheckpoint(A, 't', '', 'c2')).values['m']?.data.equals(next)).toBe(true);
+        expect((await read.getCheckpoint(A, 't', '')).values['m']?.data.equals(last)).toBe(true);
       });
     });
 

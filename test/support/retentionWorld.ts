@@ -80,6 +80,8 @@ export class StorageFault {
 export interface Instrumentation {
   readonly counter?: RequestCounter;
   readonly fault?: StorageFault;
+  /** Runs before each deletion of the key/value stores goes through (another writer's moment). */
+  readonly beforeDelete?: (key: string) => Promise<void>;
 }
 
 function observe(method: string, instrumentation: Instrumentation): void {
@@ -94,7 +96,11 @@ export function instrumentedStore(inner: KeyValueStore, instrumentation: Instrum
     head: async (key) => (seen('head'), inner.head(key)),
     write: async (key, value, conditions) => (seen('write'), inner.write(key, value, conditions)),
     append: async (key, bytes, conditions) => (seen('append'), inner.append(key, bytes, conditions)),
-    delete: async (key, conditions) => (seen('delete'), inner.delete(key, conditions)),
+    delete: async (key, conditions) => {
+      seen('delete');
+      await instrumentation.beforeDelete?.(key);
+      return inner.delete(key, conditions);
+    },
     list: async (options) => (seen('list'), inner.list(options)),
     listItems: async (options) => (seen('list'), inner.listItems(options)),
   };
