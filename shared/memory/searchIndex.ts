@@ -1,17 +1,18 @@
 import { type Lru, lru } from '../lru';
+import { forEachLimited } from '../protocol/pool';
 import { KeyedMutex } from '../storage/keyedMutex';
-import { isWithin, type MemoryItem } from './facts';
-import type { WordBag } from './keywordSearch';
+import { FactColumns } from './factColumns';
+import { isWithin } from './facts';
 import { factId, namespaceDigest, SEGMENT_DIGEST_CHARS } from './layout';
-import type { MemoryStore, StoredFact } from './memoryStore';
-import type { FactVectors } from './vectors';
+import { type MemoryStore, SCAN_PARTS, type StoredFact } from './memoryStore';
 
 /**
  * What a search needs of the facts, kept per instance so that a search does not read a tenant's
  * facts from storage each time (docs/memory.md, "Search cache"):
  *
- * - Per tenant, the facts of the subtrees searched so far ("covered"), decoded: the value, the
- *   vectors as Float32Array, the counted words of key and value, and the answer's item.
+ * - Per tenant, the facts of the subtrees searched so far ("covered"), in columns (factColumns.ts):
+ *   names, times, the value's JSON text, vectors in contiguous blocks, words counted once a search
+ *   with text needs them.
  * - A search first asks the tenant's change feed (`MemoryStore.changes`) what changed since the
  *   position the cache stands at: one storage request when nothing did. It then reads again the
  *   rows changed within covered subtrees (`fetch`, one request per changed row), drops the rows
@@ -28,8 +29,9 @@ import type { FactVectors } from './vectors';
  *   searches read storage each time. A search over a subtree that storage holds more of than one
  *   search may read (`maxRows`, `maxBytes` of values) answers from that part, truncated, and
  *   caches nothing of it.
- * - Refreshes of one tenant take turns within the instance; the facts handed out are never
- *   changed afterwards.
+ * - A cold read takes the subtree's parts side by side (`scan` with `part`), within the same bounds.
+ * - Refreshes of one tenant take turns within the instance, and a search ranks within its turn
+ *   (synchronously), so no refresh changes the columns under it.
  */
 
 /** The default bound of all tenants' caches of an instance (estimated bytes held). */
@@ -39,26 +41,13 @@ export const DEFAULT_MAX_AGE_MS = 10 * 60 * 1000;
 /** Changed rows a refresh reads one by one at most; past it the subtree is read afresh. */
 export const MAX_CATCH_UP = 1000;
 const SCAN_PAGE = 1000;
-
-/** A fact as the search index holds it. */
-export interface IndexedFact {
-  readonly id: string;
-  readonly namespace: string;
-  readonly item: MemoryItem;
-  readonly vectors: FactVectors;
-  readonly words: WordBag;
-  readonly updatedAt: number;
-  readonly expiresAt: number | null;
-  /** Bytes of the stored value (what a search's read bound counts). */
-  readonly bytes: number;
-  /** Estimated bytes of memory this entry holds. */
-  readonly weight: number;
-}
+/** Parts of a subtree a cold search reads at once. */
+const SCAN_WIDTH = 8;
 
 export interface SearchIndexOptions {
   readonly store: MemoryStore;
-  /** Opens a stored fact (codec, vectors, words). */
-  readonly decode: (tenant: string, fact: StoredFact) => IndexedFact;
+  /** The plaintext of a stored fact (the codec opened). */
+  readonly open: (tenant: string, fact: StoredFact) => Buffer;
   /** Rows and bytes of values one search reads at most (then `truncated`). */
   readonly maxRows: number;
   readonly maxScanBytes: number;
@@ -68,13 +57,26 @@ export interface SearchIndexOptions {
   readonly clock?: () => number;
 }
 
+/** What a search ranks: the tenant's columns and the slots of the facts of its subtree. */
+export interface FactsUnder {
+  readonly columns: FactColumns;
+  /** Slots of the facts stored in the subtree, expired ones included. */
+  readonly slots: Int32Array;
+  readonly truncated: boolean;
+}
+
 class TenantFacts {
   /** Namespace digest of each covered subtree (`""`: the whole tenant) → when it was read. */
   readonly covered = new Map<string, number>();
-  readonly facts = new Map<string, IndexedFact>();
-  weight = 1024;
+  readonly columns = new FactColumns();
+  /** The last subtree searched, as of a version of the columns (searches often repeat one). */
+  lastWithin: { key: string; version: number; facts: FactsUnder } | undefined;
 
   constructor(public position: string) {}
+
+  get weight(): number {
+    return this.columns.weight;
+  }
 
   /** The covered subtree `digest` lies in (itself or an ancestor), or undefined. */
   coverOf(digest: string): string | undefined {
@@ -89,25 +91,12 @@ class TenantFacts {
     return this.coverOf(id.slice(0, id.indexOf('-'))) !== undefined;
   }
 
-  put(fact: IndexedFact): void {
-    this.remove(fact.id);
-    this.facts.set(fact.id, fact);
-    this.weight += fact.weight;
-  }
-
-  remove(id: string): void {
-    const old = this.facts.get(id);
-    if (old === undefined) return;
-    this.facts.delete(id);
-    this.weight -= old.weight;
-  }
-
   /** Makes `digest` a covered subtree holding exactly `facts` (and drops subtrees inside it). */
-  cover(digest: string, facts: readonly IndexedFact[], at: number): void {
-    for (const id of [...this.facts.keys()]) if (id.startsWith(digest)) this.remove(id);
+  cover(digest: string, facts: readonly StoredFact[], at: number, open: (fact: StoredFact) => Buffer): void {
+    for (const id of [...this.columns.slotOf.keys()]) if (id.startsWith(digest)) this.columns.remove(id);
     for (const covered of [...this.covered.keys()])
       if (covered.startsWith(digest)) this.covered.delete(covered);
-    for (const fact of facts) this.put(fact);
+    for (const fact of facts) this.columns.put(factId(fact.namespace, fact.key), fact, open(fact));
     this.covered.set(digest, at);
   }
 }
@@ -128,13 +117,15 @@ export class SearchIndex {
   }
 
   /**
-   * The facts stored in `namespace` and below (`""`: the tenant), expired ones included, as fresh
-   * as every change that returned before this call; `truncated` when the subtree holds more than
-   * one search reads (then the facts are the first part, in storage order).
+   * Calls `use` (synchronously, within the tenant's turn: nothing changes the facts while it runs)
+   * with the facts stored in `namespace` and below (`""`: the tenant), expired ones included, as
+   * fresh as every change that returned before this call; `truncated` when the subtree holds more
+   * than one search reads (then the facts are the first part, in storage order).
    */
-  async factsUnder(tenant: string, namespace: string): Promise<{ facts: IndexedFact[]; truncated: boolean }> {
+  async withFactsUnder<T>(tenant: string, namespace: string, use: (facts: FactsUnder) => T): Promise<T> {
     return this.turns.run(tenant, async () => {
       const { store } = this.options;
+      const open = (fact: StoredFact) => this.options.open(tenant, fact);
       let cached = this.tenants.get(tenant);
       const feed = await store.changes(tenant, cached?.position ?? null);
       if (cached !== undefined) {
@@ -146,8 +137,8 @@ export class SearchIndex {
             const fetched = await store.fetch(tenant, relevant);
             for (const id of relevant) {
               const fact = fetched.get(id);
-              if (fact === undefined) cached.remove(id);
-              else cached.put(this.options.decode(tenant, fact));
+              if (fact === undefined) cached.columns.remove(id);
+              else cached.columns.put(id, fact, open(fact));
             }
           }
           cached.position = feed.position;
@@ -163,13 +154,21 @@ export class SearchIndex {
       if (cached.coverOf(digest) === undefined) {
         const read = await this.scan(tenant, namespace, digest);
         if (read.truncated) {
+          // Answered from what was read, and not kept.
+          const part = new TenantFacts(feed.position);
+          part.cover(digest, read.facts, now, open);
           this.keep(tenant, cached);
-          return read;
+          const slots = Int32Array.from(part.columns.slotOf.values());
+          return use({ columns: part.columns, slots, truncated: true });
         }
-        cached.cover(digest, read.facts, now);
+        cached.cover(digest, read.facts, now, open);
       }
-      this.keep(tenant, cached);
-      return this.within(cached, digest, namespace);
+      try {
+        return use(this.within(cached, digest, namespace));
+      } finally {
+        // After the search: the words it counted weigh too.
+        this.keep(tenant, cached);
+      }
     });
   }
 
@@ -184,58 +183,102 @@ export class SearchIndex {
     else this.tenants.set(tenant, cached);
   }
 
-  private within(
-    cached: TenantFacts,
-    digest: string,
-    namespace: string,
-  ): { facts: IndexedFact[]; truncated: boolean } {
-    const facts: IndexedFact[] = [];
-    let bytes = 0;
-    for (const fact of cached.facts.values()) {
-      if (!fact.id.startsWith(digest) || !isWithin(fact.namespace, namespace)) continue;
-      facts.push(fact);
-      bytes += fact.bytes;
-    }
-    if (facts.length <= this.options.maxRows && bytes < this.options.maxScanBytes) {
-      return { facts, truncated: false };
-    }
-    // Grown past what one search reads since it was cached: the first part, as a scan reads it.
-    facts.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    const first: IndexedFact[] = [];
-    bytes = 0;
-    for (const fact of facts) {
-      if (first.length >= this.options.maxRows || bytes >= this.options.maxScanBytes) break;
-      first.push(fact);
-      bytes += fact.bytes;
-    }
-    return { facts: first, truncated: true };
+  private within(cached: TenantFacts, digest: string, namespace: string): FactsUnder {
+    const { columns } = cached;
+    const last = cached.lastWithin;
+    if (last !== undefined && last.key === namespace && last.version === columns.version) return last.facts;
+    const facts = this.slotsWithin(columns, digest, namespace);
+    cached.lastWithin = { key: namespace, version: columns.version, facts };
+    return facts;
   }
 
-  /** The rows of the subtree, decoded, within the bounds of one search. */
+  private slotsWithin(columns: FactColumns, digest: string, namespace: string): FactsUnder {
+    const slots: number[] = [];
+    let bytes = 0;
+    for (let slot = 0; slot < columns.size; slot++) {
+      const id = columns.ids[slot];
+      if (id === undefined || !id.startsWith(digest)) continue;
+      if (!isWithin(columns.namespaces[slot] as string, namespace)) continue;
+      slots.push(slot);
+      bytes += columns.bytes[slot] as number;
+    }
+    if (slots.length <= this.options.maxRows && bytes < this.options.maxScanBytes) {
+      return { columns, slots: Int32Array.from(slots), truncated: false };
+    }
+    // Grown past what one search reads since it was cached: the first part, as a scan reads it.
+    const idOf = (slot: number) => columns.ids[slot] as string;
+    slots.sort((a, b) => (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0));
+    const first: number[] = [];
+    bytes = 0;
+    for (const slot of slots) {
+      if (first.length >= this.options.maxRows || bytes >= this.options.maxScanBytes) break;
+      first.push(slot);
+      bytes += columns.bytes[slot] as number;
+    }
+    return { columns, slots: Int32Array.from(first), truncated: true };
+  }
+
+  /**
+   * The rows of the subtree within the bounds of one search: a first page of the whole subtree
+   * and, when there is more, the rest of each of its {@link SCAN_PARTS} parts (after that page),
+   * read side by side (at most {@link SCAN_WIDTH} at once) until the bound is reached; then, in
+   * order, a part that stopped early is read on while the rows before it do not fill the bound, so
+   * that the rows kept are exactly the first ones (the first page, then the parts in order).
+   */
   private async scan(
     tenant: string,
     namespace: string,
     digest: string,
-  ): Promise<{ facts: IndexedFact[]; truncated: boolean }> {
-    const facts: IndexedFact[] = [];
-    let bytes = 0;
-    let cursor: string | undefined;
-    do {
+  ): Promise<{ facts: StoredFact[]; truncated: boolean }> {
+    const { maxRows, maxScanBytes } = this.options;
+    const first = await this.options.store.scan(tenant, namespace, { pageSize: SCAN_PAGE });
+    const parts =
+      first.cursor === null
+        ? []
+        : Array.from({ length: SCAN_PARTS }, (_, part) => ({
+            part,
+            rows: [] as StoredFact[],
+            cursor: first.cursor,
+            done: false,
+          }));
+    let rows = first.facts.length;
+    let bytes = first.facts.reduce((sum, fact) => sum + fact.value.length, 0);
+    const readPage = async (part: (typeof parts)[number]) => {
       const page = await this.options.store.scan(tenant, namespace, {
         pageSize: SCAN_PAGE,
-        ...(cursor === undefined ? {} : { cursor }),
+        part: part.part,
+        ...(part.cursor === null ? {} : { cursor: part.cursor }),
       });
       for (const fact of page.facts) {
-        if (facts.length >= this.options.maxRows || bytes >= this.options.maxScanBytes) {
-          return { facts, truncated: true };
-        }
+        part.rows.push(fact);
+        rows++;
         bytes += fact.value.length;
-        const id = factId(fact.namespace, fact.key);
-        // A row of another subtree (a digest collision) is never served.
-        if (id.startsWith(digest)) facts.push(this.options.decode(tenant, fact));
       }
-      cursor = page.cursor ?? undefined;
-    } while (cursor !== undefined);
+      part.cursor = page.cursor;
+      part.done = page.cursor === null;
+    };
+    await forEachLimited(parts, SCAN_WIDTH, async (part) => {
+      while (!part.done && rows <= maxRows && bytes < maxScanBytes) await readPage(part);
+    });
+    const whole = { part: -1, rows: first.facts, cursor: null, done: true };
+    const facts: StoredFact[] = [];
+    let kept = 0;
+    let keptBytes = 0;
+    for (const part of [whole, ...parts]) {
+      for (let at = 0; ; at++) {
+        while (at >= part.rows.length && !part.done) await readPage(part);
+        const fact = part.rows[at];
+        if (fact === undefined) break;
+        if (kept >= maxRows || keptBytes >= maxScanBytes) return { facts, truncated: true };
+        keptBytes += fact.value.length;
+        // A row of another subtree (a digest collision) is never served.
+        if (factId(fact.namespace, fact.key).startsWith(digest)) {
+          facts.push(fact);
+          kept++;
+        }
+      }
+      part.rows = [];
+    }
     return { facts, truncated: false };
   }
 }

@@ -1,0 +1,304 @@
+import { IntegrityError } from '../protocol/errors';
+import { compareNamespaces, type MemoryItem } from './facts';
+import { wordBag } from './keywordSearch';
+import type { StoredFact } from './memoryStore';
+import { copyFloats, packedLayout } from './vectors';
+
+/**
+ * The facts of one tenant as a search reads them, in columns rather than one object per fact
+ * (docs/memory.md, "Search cache"): each fact has a slot, and each column an entry per slot.
+ *
+ * - Names, times and the ETag as they are; the value's JSON text (parsed only for the facts a
+ *   search answers with, and for filters), not the parsed value.
+ * - Vectors in blocks, one per dimension count: one contiguous Float32Array of rows (a row per
+ *   vector, its owner's slot beside it) and each row's squared norm, so that a search scores
+ *   every vector in one tight loop. Rows and slots freed by a removal are reused.
+ * - Words: counted only when a search with text first needs them (the value parsed then), as
+ *   sorted term ids (one dictionary per tenant) with their counts, and the number of words.
+ *
+ * Not safe to share across awaits: the search index changes a tenant's columns only within that
+ * tenant's turn, and a search ranks within its turn too, with no await in between.
+ */
+
+/** The squared-norm-and-rows store of the vectors of one dimension count. */
+export class VectorBlock {
+  data: Float32Array;
+  /** Squared norm of each row (summed as {@link closeness} sums it), for cosine. */
+  norms: Float64Array;
+  /** The slot owning each row; -1 for a free row. */
+  owner: Int32Array;
+  /** Rows in use or freed (the high-water mark): scoring walks `0..rows`. */
+  rows = 0;
+  private readonly free: number[] = [];
+
+  constructor(readonly dims: number) {
+    this.data = new Float32Array(dims * 16);
+    this.norms = new Float64Array(16);
+    this.owner = new Int32Array(16).fill(-1);
+  }
+
+  add(slot: number, plain: Buffer, at: number): number {
+    let row = this.free.pop();
+    if (row === undefined) {
+      row = this.rows++;
+      if (row >= this.owner.length) this.grow(this.owner.length * 2);
+    }
+    const base = row * this.dims;
+    copyFloats(plain, at, this.dims, this.data, base);
+    let norm = 0;
+    for (let i = 0; i < this.dims; i++) {
+      const v = this.data[base + i] as number;
+      norm += v * v;
+    }
+    this.norms[row] = norm;
+    this.owner[row] = slot;
+    return row;
+  }
+
+  remove(row: number): void {
+    this.owner[row] = -1;
+    this.free.push(row);
+  }
+
+  private grow(capacity: number): void {
+    const data = new Float32Array(capacity * this.dims);
+    data.set(this.data);
+    this.data = data;
+    const norms = new Float64Array(capacity);
+    norms.set(this.norms);
+    this.norms = norms;
+    const owner = new Int32Array(capacity).fill(-1);
+    owner.set(this.owner);
+    this.owner = owner;
+  }
+}
+
+/** Estimated bytes of a slot beyond its strings and vectors (columns, arrays, map entry). */
+const SLOT_BYTES = 200;
+
+export class FactColumns {
+  /** Fact id → slot. */
+  readonly slotOf = new Map<string, number>();
+  /** Slots in use or freed (the high-water mark). */
+  size = 0;
+  /** Estimated bytes held. */
+  weight = 1024;
+  /** Moves on every put and removal. */
+  version = 0;
+  /** Vector blocks by dimension count. */
+  readonly blocks = new Map<number, VectorBlock>();
+
+  ids: (string | undefined)[] = [];
+  namespaces: string[] = [];
+  keys: string[] = [];
+  etags: string[] = [];
+  json: string[] = [];
+  fields: (readonly string[] | undefined)[] = [];
+  private vectorRows: (readonly { dims: number; row: number }[] | undefined)[] = [];
+  /** Sorted term ids and counts, interleaved; undefined until a search with text needs them. */
+  private terms: (Uint32Array | undefined)[] = [];
+  createdAt = new Float64Array(16);
+  updatedAt = new Float64Array(16);
+  /** Infinity: never expires. */
+  expiresAt = new Float64Array(16);
+  /** Bytes of the stored value (what a search's read bound counts). */
+  bytes = new Float64Array(16);
+  /** Words of key and value, repeats included (valid once the slot's terms are counted). */
+  wordCount = new Float64Array(16);
+  private weights = new Float64Array(16);
+  private readonly free: number[] = [];
+  private readonly dictionary = new Map<string, number>();
+  /** Interned field-path lists, so facts with the same fields share one array. */
+  private readonly fieldLists = new Map<string, readonly string[]>();
+
+  /**
+   * Puts the stored fact (replacing the one of the same id), from its plaintext. Throws
+   * IntegrityError when the plaintext is damaged.
+   */
+  put(id: string, fact: StoredFact, plain: Buffer): void {
+    const layout = packedLayout(plain);
+    if (layout === null) throw new IntegrityError('a stored fact is not JSON; it was damaged');
+    this.remove(id);
+    this.version++;
+    let slot = this.free.pop();
+    if (slot === undefined) {
+      slot = this.size++;
+      if (slot >= this.createdAt.length) this.grow(this.createdAt.length * 2);
+    }
+    this.slotOf.set(id, slot);
+    this.ids[slot] = id;
+    this.namespaces[slot] = fact.namespace;
+    this.keys[slot] = fact.key;
+    this.etags[slot] = fact.etag;
+    const json = layout.json.toString('utf8');
+    this.json[slot] = json;
+    this.createdAt[slot] = fact.createdAt;
+    this.updatedAt[slot] = fact.updatedAt;
+    this.expiresAt[slot] = fact.expiresAt ?? Infinity;
+    this.bytes[slot] = fact.value.length;
+    this.terms[slot] = undefined;
+    let weight =
+      SLOT_BYTES + json.length * 2 + (fact.namespace.length + fact.key.length + fact.etag.length) * 2;
+    if (layout.vectors.length === 0) {
+      this.fields[slot] = undefined;
+      this.vectorRows[slot] = undefined;
+    } else {
+      const paths = layout.vectors.map((vector) => vector.path);
+      const name = JSON.stringify(paths);
+      let fields = this.fieldLists.get(name);
+      if (fields === undefined) {
+        fields = [...new Set(paths)];
+        this.fieldLists.set(name, fields);
+        weight += name.length * 4;
+      }
+      this.fields[slot] = fields;
+      const rows: { dims: number; row: number }[] = [];
+      for (const { at, dims } of layout.vectors) {
+        let block = this.blocks.get(dims);
+        if (block === undefined) {
+          block = new VectorBlock(dims);
+          this.blocks.set(dims, block);
+        }
+        rows.push({ dims, row: block.add(slot, plain, at) });
+        // The floats and the norm, and the growth slack of the block.
+        weight += dims * 4 * 1.5 + 16;
+      }
+      this.vectorRows[slot] = rows;
+    }
+    this.weights[slot] = weight;
+    this.weight += weight;
+  }
+
+  remove(id: string): void {
+    const slot = this.slotOf.get(id);
+    if (slot === undefined) return;
+    this.version++;
+    this.slotOf.delete(id);
+    for (const { dims, row } of this.vectorRows[slot] ?? []) this.blocks.get(dims)?.remove(row);
+    this.ids[slot] = undefined;
+    this.namespaces[slot] = '';
+    this.keys[slot] = '';
+    this.etags[slot] = '';
+    this.json[slot] = '';
+    this.fields[slot] = undefined;
+    this.vectorRows[slot] = undefined;
+    this.terms[slot] = undefined;
+    this.weight -= this.weights[slot] as number;
+    this.weights[slot] = 0;
+    this.free.push(slot);
+  }
+
+  /** The value of a slot, parsed (IntegrityError when its JSON is damaged). */
+  value(slot: number): unknown {
+    try {
+      return JSON.parse(this.json[slot] as string) as unknown;
+    } catch {
+      throw new IntegrityError('a stored fact is not JSON; it was damaged');
+    }
+  }
+
+  /** The slot's fact as the API answers it. */
+  item(slot: number, value: unknown = this.value(slot)): MemoryItem {
+    const fields = this.fields[slot];
+    const expiresAt = this.expiresAt[slot] as number;
+    return {
+      namespace: (this.namespaces[slot] as string).split('/'),
+      key: this.keys[slot] as string,
+      value,
+      ...(fields === undefined ? {} : { vectorFields: [...fields] }),
+      createdAt: this.createdAt[slot] as number,
+      updatedAt: this.updatedAt[slot] as number,
+      ...(expiresAt === Infinity ? {} : { expiresAt }),
+      etag: this.etags[slot] as string,
+    };
+  }
+
+  /** The term ids of `words` (those no fact has get -1: they match nothing). */
+  termIds(words: readonly string[]): number[] {
+    return words.map((word) => this.dictionary.get(word) ?? -1);
+  }
+
+  /**
+   * The slot's counts of the terms `ids` (from {@link termIds}), counting the slot's words first
+   * when no search did yet.
+   */
+  countsOf(slot: number, ids: readonly number[]): number[] {
+    const terms = this.termsOf(slot);
+    return ids.map((id) => {
+      if (id < 0) return 0;
+      // Binary search over the sorted ids (even positions).
+      let low = 0;
+      let high = terms.length / 2 - 1;
+      while (low <= high) {
+        const middle = (low + high) >> 1;
+        const at = terms[middle * 2] as number;
+        if (at === id) return terms[middle * 2 + 1] as number;
+        if (at < id) low = middle + 1;
+        else high = middle - 1;
+      }
+      return 0;
+    });
+  }
+
+  /** Counts the words of every slot of `slots` not counted yet (before {@link termIds}). */
+  countWords(slots: Iterable<number>): void {
+    for (const slot of slots) this.termsOf(slot);
+  }
+
+  private termsOf(slot: number): Uint32Array {
+    const known = this.terms[slot];
+    if (known !== undefined) return known;
+    const bag = wordBag(this.keys[slot] as string, this.value(slot));
+    const pairs: [number, number][] = [];
+    for (const [word, count] of bag.counts) {
+      let id = this.dictionary.get(word);
+      if (id === undefined) {
+        id = this.dictionary.size;
+        this.dictionary.set(word, id);
+        this.weight += 64 + word.length * 2;
+      }
+      pairs.push([id, count]);
+    }
+    pairs.sort((a, b) => a[0] - b[0]);
+    const terms = new Uint32Array(pairs.length * 2);
+    pairs.forEach(([id, count], i) => {
+      terms[i * 2] = id;
+      terms[i * 2 + 1] = count;
+    });
+    this.terms[slot] = terms;
+    this.wordCount[slot] = bag.length;
+    const weight = 96 + terms.byteLength;
+    this.weights[slot] = (this.weights[slot] as number) + weight;
+    this.weight += weight;
+    return terms;
+  }
+
+  /** Newer `updatedAt` first, then namespace (segment by segment), then key: the ties' order. */
+  newestFirst(a: number, b: number): number {
+    const byTime = (this.updatedAt[b] as number) - (this.updatedAt[a] as number);
+    if (byTime !== 0) return byTime;
+    const x = this.namespaces[a] as string;
+    const y = this.namespaces[b] as string;
+    if (x !== y) {
+      const byNamespace = compareNamespaces(x.split('/'), y.split('/'));
+      if (byNamespace !== 0) return byNamespace;
+    }
+    const k = this.keys[a] as string;
+    const l = this.keys[b] as string;
+    return k < l ? -1 : k > l ? 1 : 0;
+  }
+
+  private grow(capacity: number): void {
+    const more = (array: Float64Array) => {
+      const grown = new Float64Array(capacity);
+      grown.set(array);
+      return grown;
+    };
+    this.createdAt = more(this.createdAt);
+    this.updatedAt = more(this.updatedAt);
+    this.expiresAt = more(this.expiresAt);
+    this.bytes = more(this.bytes);
+    this.wordCount = more(this.wordCount);
+    this.weights = more(this.weights);
+  }
+}
