@@ -14,7 +14,9 @@ import { copyFloats, packedLayout } from './vectors';
  *   vector, its owner's slot beside it) and each row's squared norm, so that a search scores
  *   every vector in one tight loop. Rows and slots freed by a removal are reused.
  * - Words: counted only when a search with text first needs them (the value parsed then), as
- *   sorted term ids (one dictionary per tenant) with their counts, and the number of words.
+ *   sorted term ids (one dictionary per tenant) with their counts, and the number of words; and
+ *   per term the slots holding it (inverted lists), so that a search visits only the facts that
+ *   match a word of its text.
  *
  * Not safe to share across awaits: the search index changes a tenant's columns only within that
  * tenant's turn, and a search ranks within its turn too, with no await in between.
@@ -108,6 +110,9 @@ export class FactColumns {
   private weights = new Float64Array(16);
   private readonly free: number[] = [];
   private readonly dictionary = new Map<string, number>();
+  /** Per term id, the slots whose words are counted and hold it, and how often (inverted lists). */
+  private readonly postings: number[][] = [];
+  private readonly postingCounts: number[][] = [];
   /** Interned field-path lists, so facts with the same fields share one array. */
   private readonly fieldLists = new Map<string, readonly string[]>();
 
@@ -175,6 +180,16 @@ export class FactColumns {
     this.version++;
     this.slotOf.delete(id);
     for (const { dims, row } of this.vectorRows[slot] ?? []) this.blocks.get(dims)?.remove(row);
+    const terms = this.terms[slot];
+    for (let i = 0; terms !== undefined && i < terms.length; i += 2) {
+      const slots = this.postings[terms[i] as number] as number[];
+      const counts = this.postingCounts[terms[i] as number] as number[];
+      const at = slots.indexOf(slot);
+      slots[at] = slots[slots.length - 1] as number;
+      counts[at] = counts[counts.length - 1] as number;
+      slots.pop();
+      counts.pop();
+    }
     this.ids[slot] = undefined;
     this.namespaces[slot] = '';
     this.keys[slot] = '';
@@ -219,25 +234,27 @@ export class FactColumns {
   }
 
   /**
-   * The slot's counts of the terms `ids` (from {@link termIds}), counting the slot's words first
-   * when no search did yet.
+   * The slots marked in `wanted` holding a term of `ids` (from {@link termIds}, after
+   * {@link countWords} of those slots), each with its count of every term of `ids`.
    */
-  countsOf(slot: number, ids: readonly number[]): number[] {
-    const terms = this.termsOf(slot);
-    return ids.map((id) => {
-      if (id < 0) return 0;
-      // Binary search over the sorted ids (even positions).
-      let low = 0;
-      let high = terms.length / 2 - 1;
-      while (low <= high) {
-        const middle = (low + high) >> 1;
-        const at = terms[middle * 2] as number;
-        if (at === id) return terms[middle * 2 + 1] as number;
-        if (at < id) low = middle + 1;
-        else high = middle - 1;
+  matching(ids: readonly number[], wanted: Uint8Array): Map<number, number[]> {
+    const found = new Map<number, number[]>();
+    ids.forEach((id, j) => {
+      if (id < 0) return;
+      const slots = this.postings[id] ?? [];
+      const counts = this.postingCounts[id] ?? [];
+      for (let i = 0; i < slots.length; i++) {
+        const slot = slots[i] as number;
+        if (wanted[slot] !== 1) continue;
+        let row = found.get(slot);
+        if (row === undefined) {
+          row = new Array<number>(ids.length).fill(0);
+          found.set(slot, row);
+        }
+        row[j] = counts[i] as number;
       }
-      return 0;
     });
+    return found;
   }
 
   /** Counts the words of every slot of `slots` not counted yet (before {@link termIds}). */
@@ -255,9 +272,13 @@ export class FactColumns {
       if (id === undefined) {
         id = this.dictionary.size;
         this.dictionary.set(word, id);
+        this.postings.push([]);
+        this.postingCounts.push([]);
         this.weight += 64 + word.length * 2;
       }
       pairs.push([id, count]);
+      (this.postings[id] as number[]).push(slot);
+      (this.postingCounts[id] as number[]).push(count);
     }
     pairs.sort((a, b) => a[0] - b[0]);
     const terms = new Uint32Array(pairs.length * 2);
@@ -267,7 +288,8 @@ export class FactColumns {
     });
     this.terms[slot] = terms;
     this.wordCount[slot] = bag.length;
-    const weight = 96 + terms.byteLength;
+    // The terms, and their entries in the inverted lists.
+    const weight = 96 + terms.byteLength * 3;
     this.weights[slot] = (this.weights[slot] as number) + weight;
     this.weight += weight;
     return terms;

@@ -73,17 +73,17 @@ export function rank(columns: FactColumns, slots: Int32Array, ranking: Ranking):
   // Keyword scores: BM25 over every fact searched (each counts in the statistics).
   columns.countWords(live);
   const ids = columns.termIds(words);
-  const matched: number[] = [];
-  const terms: DocumentTerms[] = [];
+  const searched = new Uint8Array(columns.size);
   let totalLength = 0;
   for (const slot of live) {
-    const counts = columns.countsOf(slot, ids);
-    const length = columns.wordCount[slot] as number;
-    totalLength += length;
-    if (counts.some((count) => count > 0)) {
-      matched.push(slot);
-      terms.push({ length, counts });
-    }
+    searched[slot] = 1;
+    totalLength += columns.wordCount[slot] as number;
+  }
+  const matched: number[] = [];
+  const terms: DocumentTerms[] = [];
+  for (const [slot, counts] of columns.matching(ids, searched)) {
+    matched.push(slot);
+    terms.push({ length: columns.wordCount[slot] as number, counts });
   }
   const scores = bm25Scores(
     terms,
