@@ -42,7 +42,7 @@ export const DEFAULT_MAX_AGE_MS = 10 * 60 * 1000;
 export const MAX_CATCH_UP = 1000;
 const SCAN_PAGE = 1000;
 /** Parts of a subtree a cold search reads at once. */
-const SCAN_WIDTH = 8;
+const SCAN_WIDTH = 4;
 
 export interface SearchIndexOptions {
   readonly store: MemoryStore;
@@ -91,13 +91,11 @@ class TenantFacts {
     return this.coverOf(id.slice(0, id.indexOf('-'))) !== undefined;
   }
 
-  /** Makes `digest` a covered subtree holding exactly `facts` (and drops subtrees inside it). */
-  cover(digest: string, facts: readonly StoredFact[], at: number, open: (fact: StoredFact) => Buffer): void {
+  /** Drops the rows of the subtree `digest`, and the covered subtrees in it. */
+  uncover(digest: string): void {
     for (const id of [...this.columns.slotOf.keys()]) if (id.startsWith(digest)) this.columns.remove(id);
     for (const covered of [...this.covered.keys()])
       if (covered.startsWith(digest)) this.covered.delete(covered);
-    for (const fact of facts) this.columns.put(factId(fact.namespace, fact.key), fact, open(fact));
-    this.covered.set(digest, at);
   }
 }
 
@@ -152,16 +150,31 @@ export class SearchIndex {
         cached = undefined;
       cached ??= new TenantFacts(feed.position);
       if (cached.coverOf(digest) === undefined) {
-        const read = await this.scan(tenant, namespace, digest);
-        if (read.truncated) {
-          // Answered from what was read, and not kept.
-          const part = new TenantFacts(feed.position);
-          part.cover(digest, read.facts, now, open);
-          this.keep(tenant, cached);
-          const slots = Int32Array.from(part.columns.slotOf.values());
-          return use({ columns: part.columns, slots, truncated: true });
+        // Each row decoded as its page comes (so that the pages read go early).
+        const target = cached;
+        target.uncover(digest);
+        let read: { dropped: string[]; truncated: boolean };
+        try {
+          read = await this.scan(tenant, namespace, digest, (id, fact) =>
+            target.columns.put(id, fact, open(fact)),
+          );
+        } catch (error) {
+          target.uncover(digest);
+          throw error;
         }
-        cached.cover(digest, read.facts, now, open);
+        if (read.truncated) {
+          // Answered from the first part, which is not kept.
+          for (const id of read.dropped) target.columns.remove(id);
+          try {
+            const slots: number[] = [];
+            for (const [id, slot] of target.columns.slotOf) if (id.startsWith(digest)) slots.push(slot);
+            return use({ columns: target.columns, slots: Int32Array.from(slots), truncated: true });
+          } finally {
+            target.uncover(digest);
+            this.keep(tenant, target);
+          }
+        }
+        target.covered.set(digest, now);
       }
       try {
         return use(this.within(cached, digest, namespace));
@@ -229,56 +242,73 @@ export class SearchIndex {
     tenant: string,
     namespace: string,
     digest: string,
-  ): Promise<{ facts: StoredFact[]; truncated: boolean }> {
+    onRow: (id: string, fact: StoredFact) => void,
+  ): Promise<{ dropped: string[]; truncated: boolean }> {
     const { maxRows, maxScanBytes } = this.options;
+    /** A part's rows as read: the id (null for a row of another subtree) and the value's bytes. */
+    interface Part {
+      readonly part: number;
+      rows: { id: string | null; bytes: number }[];
+      cursor: string | null;
+      done: boolean;
+    }
+    let rows = 0;
+    let bytes = 0;
+    const take = (part: Part, facts: readonly StoredFact[]) => {
+      for (const fact of facts) {
+        const id = factId(fact.namespace, fact.key);
+        // A row of another subtree (a digest collision) is never served.
+        const own = id.startsWith(digest);
+        if (own) onRow(id, fact);
+        part.rows.push({ id: own ? id : null, bytes: fact.value.length });
+        rows++;
+        bytes += fact.value.length;
+      }
+    };
     const first = await this.options.store.scan(tenant, namespace, { pageSize: SCAN_PAGE });
-    const parts =
+    const whole: Part = { part: -1, rows: [], cursor: null, done: true };
+    take(whole, first.facts);
+    const parts: Part[] =
       first.cursor === null
         ? []
         : Array.from({ length: SCAN_PARTS }, (_, part) => ({
             part,
-            rows: [] as StoredFact[],
+            rows: [],
             cursor: first.cursor,
             done: false,
           }));
-    let rows = first.facts.length;
-    let bytes = first.facts.reduce((sum, fact) => sum + fact.value.length, 0);
-    const readPage = async (part: (typeof parts)[number]) => {
+    const readPage = async (part: Part) => {
       const page = await this.options.store.scan(tenant, namespace, {
         pageSize: SCAN_PAGE,
         part: part.part,
         ...(part.cursor === null ? {} : { cursor: part.cursor }),
       });
-      for (const fact of page.facts) {
-        part.rows.push(fact);
-        rows++;
-        bytes += fact.value.length;
-      }
+      take(part, page.facts);
       part.cursor = page.cursor;
       part.done = page.cursor === null;
     };
     await forEachLimited(parts, SCAN_WIDTH, async (part) => {
       while (!part.done && rows <= maxRows && bytes < maxScanBytes) await readPage(part);
     });
-    const whole = { part: -1, rows: first.facts, cursor: null, done: true };
-    const facts: StoredFact[] = [];
+    // In order: the rows kept are the first ones within the bound; the rest are dropped.
+    const dropped: string[] = [];
     let kept = 0;
     let keptBytes = 0;
+    let truncated = false;
     for (const part of [whole, ...parts]) {
       for (let at = 0; ; at++) {
-        while (at >= part.rows.length && !part.done) await readPage(part);
-        const fact = part.rows[at];
-        if (fact === undefined) break;
-        if (kept >= maxRows || keptBytes >= maxScanBytes) return { facts, truncated: true };
-        keptBytes += fact.value.length;
-        // A row of another subtree (a digest collision) is never served.
-        if (factId(fact.namespace, fact.key).startsWith(digest)) {
-          facts.push(fact);
-          kept++;
+        while (!truncated && at >= part.rows.length && !part.done) await readPage(part);
+        const row = part.rows[at];
+        if (row === undefined) break;
+        if (truncated || kept >= maxRows || keptBytes >= maxScanBytes) {
+          truncated = true;
+          if (row.id !== null) dropped.push(row.id);
+          continue;
         }
+        keptBytes += row.bytes;
+        if (row.id !== null) kept++;
       }
-      part.rows = [];
     }
-    return { facts, truncated: false };
+    return { dropped, truncated };
   }
 }
