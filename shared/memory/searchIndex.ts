@@ -179,7 +179,7 @@ export class SearchIndex {
       try {
         return use(this.within(cached, digest, namespace));
       } finally {
-        // After the search: the words it counted weigh too.
+        // After the search: what it counted (words) and what the catch-up changed weigh too.
         this.keep(tenant, cached);
       }
     });
@@ -190,10 +190,14 @@ export class SearchIndex {
     this.tenants.clear();
   }
 
-  /** Stores the tenant's cache again, so that its weight is counted anew. */
+  /**
+   * Stores the tenant's cache again, so that its weight is counted anew (evicting the least
+   * recently searched tenants when it grew). Deleted first: lru-cache weighs a value only when it
+   * is set in place of another object, so setting the same object again would keep its old weight.
+   */
   private keep(tenant: string, cached: TenantFacts): void {
-    if (cached.covered.size === 0) this.tenants.delete(tenant);
-    else this.tenants.set(tenant, cached);
+    this.tenants.delete(tenant);
+    if (cached.covered.size > 0) this.tenants.set(tenant, cached);
   }
 
   private within(cached: TenantFacts, digest: string, namespace: string): FactsUnder {
