@@ -175,32 +175,53 @@ export class FactColumns {
   }
 
   remove(id: string): void {
-    const slot = this.slotOf.get(id);
-    if (slot === undefined) return;
-    this.version++;
-    this.slotOf.delete(id);
-    for (const { dims, row } of this.vectorRows[slot] ?? []) this.blocks.get(dims)?.remove(row);
-    const terms = this.terms[slot];
-    for (let i = 0; terms !== undefined && i < terms.length; i += 2) {
-      const slots = this.postings[terms[i] as number] as number[];
-      const counts = this.postingCounts[terms[i] as number] as number[];
-      const at = slots.indexOf(slot);
-      slots[at] = slots[slots.length - 1] as number;
-      counts[at] = counts[counts.length - 1] as number;
-      slots.pop();
-      counts.pop();
+    if (this.slotOf.has(id)) this.removeAll([id]);
+  }
+
+  /**
+   * Removes the facts of `ids` (those not held are skipped). Each inverted list they are in is
+   * filtered once, whatever the number removed from it: removing n facts that share a word costs
+   * the list's length once, not n times.
+   */
+  removeAll(ids: Iterable<string>): void {
+    const removed = new Set<number>();
+    const touched = new Set<number>();
+    for (const id of ids) {
+      const slot = this.slotOf.get(id);
+      if (slot === undefined) continue;
+      this.version++;
+      this.slotOf.delete(id);
+      removed.add(slot);
+      for (const { dims, row } of this.vectorRows[slot] ?? []) this.blocks.get(dims)?.remove(row);
+      const terms = this.terms[slot];
+      for (let i = 0; terms !== undefined && i < terms.length; i += 2) touched.add(terms[i] as number);
+      this.ids[slot] = undefined;
+      this.namespaces[slot] = '';
+      this.keys[slot] = '';
+      this.etags[slot] = '';
+      this.json[slot] = '';
+      this.fields[slot] = undefined;
+      this.vectorRows[slot] = undefined;
+      this.terms[slot] = undefined;
+      this.weight -= this.weights[slot] as number;
+      this.weights[slot] = 0;
     }
-    this.ids[slot] = undefined;
-    this.namespaces[slot] = '';
-    this.keys[slot] = '';
-    this.etags[slot] = '';
-    this.json[slot] = '';
-    this.fields[slot] = undefined;
-    this.vectorRows[slot] = undefined;
-    this.terms[slot] = undefined;
-    this.weight -= this.weights[slot] as number;
-    this.weights[slot] = 0;
-    this.free.push(slot);
+    for (const term of touched) {
+      const slots = this.postings[term] as number[];
+      const counts = this.postingCounts[term] as number[];
+      let kept = 0;
+      for (let i = 0; i < slots.length; i++) {
+        const slot = slots[i] as number;
+        if (removed.has(slot)) continue;
+        slots[kept] = slot;
+        counts[kept] = counts[i] as number;
+        kept++;
+      }
+      slots.length = kept;
+      counts.length = kept;
+    }
+    // Freed only now, so that no slot is reused while its entries are still listed.
+    for (const slot of removed) this.free.push(slot);
   }
 
   /** The value of a slot, parsed (IntegrityError when its JSON is damaged). */

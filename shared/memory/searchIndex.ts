@@ -93,7 +93,7 @@ class TenantFacts {
 
   /** Drops the rows of the subtree `digest`, and the covered subtrees in it. */
   uncover(digest: string): void {
-    for (const id of [...this.columns.slotOf.keys()]) if (id.startsWith(digest)) this.columns.remove(id);
+    this.columns.removeAll([...this.columns.slotOf.keys()].filter((id) => id.startsWith(digest)));
     for (const covered of [...this.covered.keys()])
       if (covered.startsWith(digest)) this.covered.delete(covered);
   }
@@ -133,10 +133,11 @@ export class SearchIndex {
         } else {
           if (relevant.length > 0) {
             const fetched = await store.fetch(tenant, relevant);
+            // Removed together (rows gone and rows replaced), then the rows found put back.
+            cached.columns.removeAll(relevant);
             for (const id of relevant) {
               const fact = fetched.get(id);
-              if (fact === undefined) cached.columns.remove(id);
-              else cached.columns.put(id, fact, open(fact));
+              if (fact !== undefined) cached.columns.put(id, fact, open(fact));
             }
           }
           cached.position = feed.position;
@@ -164,7 +165,7 @@ export class SearchIndex {
         }
         if (read.truncated) {
           // Answered from the first part, which is not kept.
-          for (const id of read.dropped) target.columns.remove(id);
+          target.columns.removeAll(read.dropped);
           try {
             const slots: number[] = [];
             for (const [id, slot] of target.columns.slotOf) if (id.startsWith(digest)) slots.push(slot);

@@ -228,6 +228,17 @@ describe('memory search ranking', () => {
     }
     kept = [...kept.slice(0, 30), ...kept.slice(60)];
     expect(compareAll()).toBeGreaterThan(4000);
+    // Removed together (as a truncated read or a catch-up removes them): two namespaces' facts, whose
+    // words every list shares, then some put back into the freed slots.
+    const gone = kept.filter((fact) => fact.namespace === 'a/b' || fact.namespace === 'z');
+    columns.removeAll(gone.map((fact) => factId(fact.namespace, fact.key)));
+    for (const fact of gone.slice(0, 10)) {
+      const row = stored(fact);
+      columns.put(factId(fact.namespace, fact.key), row, row.value);
+    }
+    kept = [...kept.filter((fact) => !gone.includes(fact)), ...gone.slice(0, 10)];
+    expect(gone.length).toBeGreaterThan(80);
+    expect(compareAll()).toBeGreaterThan(2000);
   });
 
   it('keeps the first ones of a total order in that order', () => {

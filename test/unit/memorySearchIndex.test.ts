@@ -1,0 +1,82 @@
+import { describe, expect, it } from 'vitest';
+
+import { MemoryFacts } from '../../shared/memory/memory';
+import { rank } from '../../shared/memory/ranking';
+import { type FactsUnder, SearchIndex } from '../../shared/memory/searchIndex';
+import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
+import { tempDir } from '../support/cleanup';
+
+/**
+ * The search cache's own bookkeeping over a real local store, with bounds small enough to reach:
+ * what a truncated search leaves behind, and what it leaves of the subtrees cached before.
+ */
+
+const NOW = Date.UTC(2026, 0, 1);
+
+function setUp(maxRows: number) {
+  const store = new LocalMemoryStore(tempDir('search-index'));
+  const writer = new MemoryFacts({ store, now: () => NOW });
+  const index = new SearchIndex({
+    store,
+    open: (_tenant, fact) => fact.value,
+    maxRows,
+    maxScanBytes: 1 << 30,
+  });
+  /** The keys a text search of `namespace` answers, and whether it was truncated. */
+  const search = (tenant: string, namespace: string, text: string) =>
+    index.withFactsUnder(tenant, namespace, (facts: FactsUnder) => ({
+      keys: rank(facts.columns, facts.slots, {
+        words: [text],
+        vector: null,
+        distance: 'cosine',
+        now: NOW,
+        offset: 0,
+        limit: 1000,
+      })
+        .map((item) => `${item.namespace.join('/')}:${item.key}`)
+        .sort(),
+      truncated: facts.truncated,
+      held: facts.columns.slotOf.size,
+    }));
+  return { writer, search };
+}
+
+describe('memory search index', () => {
+  it('removes what a truncated search read all at once, leaving the other subtrees and their words right', async () => {
+    const tenant = { tenant: 'index-bulk' };
+    const { writer, search } = setUp(20);
+    for (let i = 0; i < 30; i++)
+      await writer.remember(tenant, `users/${i}`, 'k', { text: `common word${i}` });
+    for (let i = 0; i < 5; i++) await writer.remember(tenant, 'other', `o${i}`, { text: `common other${i}` });
+    const others = ['other:o0', 'other:o1', 'other:o2', 'other:o3', 'other:o4'];
+
+    expect(await search(tenant.tenant, 'other', 'common')).toEqual({
+      keys: others,
+      truncated: false,
+      held: 5,
+    });
+    // Truncated: answered from the first 20 rows read, their words counted, then all dropped.
+    const truncated = await search(tenant.tenant, 'users', 'common');
+    expect(truncated.truncated).toBe(true);
+    expect(truncated.keys).toHaveLength(20);
+    expect(await search(tenant.tenant, 'other', 'common')).toEqual({
+      keys: others,
+      truncated: false,
+      held: 5,
+    });
+    expect(await search(tenant.tenant, 'other', 'word3')).toEqual({ keys: [], truncated: false, held: 5 });
+
+    // Freed slots reused by new facts: no word of the facts removed clings to them.
+    for (let i = 0; i < 3; i++) await writer.remember(tenant, 'other', `n${i}`, { text: `fresh` });
+    expect((await search(tenant.tenant, 'other', 'word3')).keys).toEqual([]);
+    expect((await search(tenant.tenant, 'other', 'common')).keys).toEqual(others);
+    expect(await search(tenant.tenant, 'other', 'fresh')).toEqual({
+      keys: ['other:n0', 'other:n1', 'other:n2'],
+      truncated: false,
+      held: 8,
+    });
+    // Forgotten together (one catch-up removing them all): gone from every word's list.
+    await writer.forgetAll(tenant, 'other');
+    expect(await search(tenant.tenant, 'other', 'common')).toEqual({ keys: [], truncated: false, held: 0 });
+  });
+});
