@@ -62,6 +62,37 @@ export class VectorBlock {
     this.free.push(row);
   }
 
+  /** Rows in use. */
+  get used(): number {
+    return this.rows - this.free.length;
+  }
+
+  /** Bytes of the block's arrays as allocated (their capacity, not only the rows in use). */
+  get byteLength(): number {
+    return this.data.byteLength + this.norms.byteLength + this.owner.byteLength;
+  }
+
+  /**
+   * A block of the rows in use only, in order, each owned by `slotOf(owner)`; `moved(old, new)` is
+   * told each row's new place.
+   */
+  compacted(slotOf: (owner: number) => number, moved: (row: number, to: number) => void): VectorBlock {
+    const block = new VectorBlock(this.dims);
+    let capacity = 16;
+    while (capacity < this.used) capacity *= 2;
+    block.grow(capacity);
+    for (let row = 0; row < this.rows; row++) {
+      const owner = this.owner[row] as number;
+      if (owner < 0) continue;
+      const to = block.rows++;
+      block.data.set(this.data.subarray(row * this.dims, (row + 1) * this.dims), to * this.dims);
+      block.norms[to] = this.norms[row] as number;
+      block.owner[to] = slotOf(owner);
+      moved(row, to);
+    }
+    return block;
+  }
+
   private grow(capacity: number): void {
     const data = new Float32Array(capacity * this.dims);
     data.set(this.data);
@@ -75,16 +106,20 @@ export class VectorBlock {
   }
 }
 
-/** Estimated bytes of a slot beyond its strings and vectors (columns, arrays, map entry). */
+/** Estimated bytes of a fact beyond its strings and vectors (map entry, objects of its own). */
 const SLOT_BYTES = 200;
+/** Bytes per slot of capacity of the columns (6 float64 columns, 9 arrays of references). */
+const CAPACITY_BYTES = 6 * 8 + 9 * 8;
+/** Compacted when at least this many slots, and at most a quarter of them in use. */
+const COMPACT_FROM = 64;
 
 export class FactColumns {
   /** Fact id → slot. */
   readonly slotOf = new Map<string, number>();
   /** Slots in use or freed (the high-water mark). */
   size = 0;
-  /** Estimated bytes held. */
-  weight = 1024;
+  /** Estimated bytes of the facts held (their strings, words and entries), vector blocks aside. */
+  private factWeight = 1024;
   /** Moves on every put and removal. */
   version = 0;
   /** Vector blocks by dimension count. */
@@ -108,13 +143,23 @@ export class FactColumns {
   /** Words of key and value, repeats included (valid once the slot's terms are counted). */
   wordCount = new Float64Array(16);
   private weights = new Float64Array(16);
-  private readonly free: number[] = [];
+  private free: number[] = [];
   private readonly dictionary = new Map<string, number>();
   /** Per term id, the slots whose words are counted and hold it, and how often (inverted lists). */
   private readonly postings: number[][] = [];
   private readonly postingCounts: number[][] = [];
   /** Interned field-path lists, so facts with the same fields share one array. */
   private readonly fieldLists = new Map<string, readonly string[]>();
+
+  /**
+   * Estimated bytes held: the facts' strings, words and entries, and the columns and vector blocks
+   * as allocated (a high-water mark left by removals weighs until compacted).
+   */
+  get weight(): number {
+    let weight = this.factWeight + this.createdAt.length * CAPACITY_BYTES;
+    for (const block of this.blocks.values()) weight += block.byteLength;
+    return weight;
+  }
 
   /**
    * Puts the stored fact (replacing the one of the same id), from its plaintext. Throws
@@ -164,14 +209,13 @@ export class FactColumns {
           block = new VectorBlock(dims);
           this.blocks.set(dims, block);
         }
+        // The floats and the norm weigh with the block, as allocated.
         rows.push({ dims, row: block.add(slot, plain, at) });
-        // The floats and the norm, and the growth slack of the block.
-        weight += dims * 4 * 1.5 + 16;
       }
       this.vectorRows[slot] = rows;
     }
     this.weights[slot] = weight;
-    this.weight += weight;
+    this.factWeight += weight;
   }
 
   remove(id: string): void {
@@ -203,7 +247,7 @@ export class FactColumns {
       this.fields[slot] = undefined;
       this.vectorRows[slot] = undefined;
       this.terms[slot] = undefined;
-      this.weight -= this.weights[slot] as number;
+      this.factWeight -= this.weights[slot] as number;
       this.weights[slot] = 0;
     }
     for (const term of touched) {
@@ -222,6 +266,70 @@ export class FactColumns {
     }
     // Freed only now, so that no slot is reused while its entries are still listed.
     for (const slot of removed) this.free.push(slot);
+    if (this.size >= COMPACT_FROM && this.slotOf.size * 4 <= this.size) this.compact();
+  }
+
+  /**
+   * Moves the facts held to the first slots (and their vectors to the first rows of smaller
+   * blocks), so that the memory a large removal freed is released rather than kept as free slots.
+   */
+  compact(): void {
+    this.version++;
+    const slotOf = new Int32Array(this.size).fill(-1);
+    let next = 0;
+    for (let slot = 0; slot < this.size; slot++) if (this.ids[slot] !== undefined) slotOf[slot] = next++;
+    const count = next;
+    const to = (slot: number) => slotOf[slot] as number;
+    const keep = <T>(column: T[], empty: T): T[] => {
+      const kept = new Array<T>(count).fill(empty);
+      for (let slot = 0; slot < this.size; slot++) if (to(slot) >= 0) kept[to(slot)] = column[slot] as T;
+      return kept;
+    };
+    let capacity = 16;
+    while (capacity < count) capacity *= 2;
+    const keepFloats = (column: Float64Array): Float64Array<ArrayBuffer> => {
+      const kept = new Float64Array(capacity);
+      for (let slot = 0; slot < this.size; slot++) if (to(slot) >= 0) kept[to(slot)] = column[slot] as number;
+      return kept;
+    };
+    // Vector rows first (they are found through the old slots' rows).
+    for (const [dims, block] of [...this.blocks]) {
+      if (block.used === 0) {
+        this.blocks.delete(dims);
+        continue;
+      }
+      const rowTo = new Map<number, number>();
+      this.blocks.set(
+        dims,
+        block.compacted(to, (row, moved) => rowTo.set(row, moved)),
+      );
+      for (let slot = 0; slot < this.size; slot++) {
+        const rows = this.vectorRows[slot];
+        if (rows === undefined || to(slot) < 0) continue;
+        this.vectorRows[slot] = rows.map((entry) =>
+          entry.dims === dims ? { dims, row: rowTo.get(entry.row) as number } : entry,
+        );
+      }
+    }
+    this.ids = keep(this.ids, undefined);
+    this.namespaces = keep(this.namespaces, '');
+    this.keys = keep(this.keys, '');
+    this.etags = keep(this.etags, '');
+    this.json = keep(this.json, '');
+    this.fields = keep(this.fields, undefined);
+    this.vectorRows = keep(this.vectorRows, undefined);
+    this.terms = keep(this.terms, undefined);
+    this.createdAt = keepFloats(this.createdAt);
+    this.updatedAt = keepFloats(this.updatedAt);
+    this.expiresAt = keepFloats(this.expiresAt);
+    this.bytes = keepFloats(this.bytes);
+    this.wordCount = keepFloats(this.wordCount);
+    this.weights = keepFloats(this.weights);
+    for (const [id, slot] of this.slotOf) this.slotOf.set(id, to(slot));
+    for (const slots of this.postings)
+      for (let i = 0; i < slots.length; i++) slots[i] = to(slots[i] as number);
+    this.free = [];
+    this.size = count;
   }
 
   /** The value of a slot, parsed (IntegrityError when its JSON is damaged). */
@@ -295,7 +403,7 @@ export class FactColumns {
         this.dictionary.set(word, id);
         this.postings.push([]);
         this.postingCounts.push([]);
-        this.weight += 64 + word.length * 2;
+        this.factWeight += 64 + word.length * 2;
       }
       pairs.push([id, count]);
       (this.postings[id] as number[]).push(slot);
@@ -312,7 +420,7 @@ export class FactColumns {
     // The terms, and their entries in the inverted lists.
     const weight = 96 + terms.byteLength * 3;
     this.weights[slot] = (this.weights[slot] as number) + weight;
-    this.weight += weight;
+    this.factWeight += weight;
     return terms;
   }
 

@@ -239,6 +239,61 @@ describe('memory search ranking', () => {
     kept = [...kept.filter((fact) => !gone.includes(fact)), ...gone.slice(0, 10)];
     expect(gone.length).toBeGreaterThan(80);
     expect(compareAll()).toBeGreaterThan(2000);
+    // Most removed: the columns are compacted (facts and vectors moved to the first slots and rows),
+    // and facts put afterwards go on from there.
+    const highWater = columns.size;
+    const rest = kept.slice(50);
+    columns.removeAll(rest.map((fact) => factId(fact.namespace, fact.key)));
+    expect(columns.size).toBe(50);
+    for (const fact of rest.slice(0, 20)) {
+      const row = stored(fact);
+      columns.put(factId(fact.namespace, fact.key), row, row.value);
+    }
+    kept = [...kept.slice(0, 50), ...rest.slice(0, 20)];
+    expect(columns.size).toBeLessThan(highWater / 4);
+    expect(compareAll()).toBeGreaterThan(1000);
+  });
+
+  it('weighs the columns and vector blocks as allocated, and releases them once most facts are removed', () => {
+    const columns = new FactColumns();
+    const vectors = new Map([['text', new Float32Array(256).fill(0.5)]]);
+    const ids: string[] = [];
+    for (let i = 0; i < 2000; i++) {
+      const fact = {
+        namespace: 'w',
+        key: `k${i}`,
+        value: { text: 'x', n: i },
+        vectors,
+        updatedAt: 1,
+        expiresAt: null,
+      };
+      const row = stored(fact);
+      ids.push(factId(fact.namespace, fact.key));
+      columns.put(ids[i] as string, row, row.value);
+    }
+    const blockBytes = () => [...columns.blocks.values()].reduce((sum, block) => sum + block.byteLength, 0);
+    // 2,000 rows of 256 floats: 2 MB at least, all in the weight.
+    expect(blockBytes()).toBeGreaterThan(2000 * 256 * 4);
+    expect(columns.weight).toBeGreaterThan(blockBytes());
+    // Half removed: the blocks keep their rows (reused by the next puts), and weigh as much.
+    columns.removeAll(ids.slice(0, 1000));
+    expect(blockBytes()).toBeGreaterThan(2000 * 256 * 4);
+    expect(columns.weight).toBeGreaterThan(blockBytes());
+    // All but 10 removed: compacted, the memory released and the weight down with it.
+    columns.removeAll(ids.slice(1000, 1990));
+    expect(columns.size).toBe(10);
+    expect(blockBytes()).toBeLessThan(20 * 256 * 4);
+    expect(columns.weight).toBeGreaterThan(blockBytes());
+    expect(columns.weight).toBeLessThan(30_000);
+    const near = rank(columns, Int32Array.from(columns.slotOf.values()), {
+      words: null,
+      vector: new Float32Array(256).fill(0.5),
+      distance: 'cosine',
+      now: NOW,
+      offset: 0,
+      limit: 100,
+    });
+    expect(near.map((item) => item.key).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `k${1990 + i}`));
   });
 
   it('keeps the first ones of a total order in that order', () => {
