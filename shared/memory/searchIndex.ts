@@ -28,7 +28,7 @@ import { type MemoryStore, SCAN_PARTS, type StoredFact } from './memoryStore';
  *   least recently searched tenants go first); a tenant heavier than that is not kept, and its
  *   searches read storage each time. A search over a subtree that storage holds more of than one
  *   search may read (`maxRows`, `maxBytes` of values) answers from that part, truncated, and
- *   caches nothing of it.
+ *   caches nothing of it (subtrees below it cached before stay cached).
  * - A cold read takes the subtree's parts side by side (`scan` with `part`), within the same bounds.
  * - Refreshes of one tenant take turns within the instance, and a search ranks within its turn
  *   (synchronously), so no refresh changes the columns under it.
@@ -91,11 +91,11 @@ class TenantFacts {
     return this.coverOf(id.slice(0, id.indexOf('-'))) !== undefined;
   }
 
-  /** Drops the rows of the subtree `digest`, and the covered subtrees in it. */
-  uncover(digest: string): void {
-    this.columns.removeAll([...this.columns.slotOf.keys()].filter((id) => id.startsWith(digest)));
+  /** Covers the subtree `digest` (read whole at `now`), in place of the covered subtrees in it. */
+  cover(digest: string, now: number): void {
     for (const covered of [...this.covered.keys()])
       if (covered.startsWith(digest)) this.covered.delete(covered);
+    this.covered.set(digest, now);
   }
 }
 
@@ -151,31 +151,33 @@ export class SearchIndex {
         cached = undefined;
       cached ??= new TenantFacts(feed.position);
       if (cached.coverOf(digest) === undefined) {
-        // Each row decoded as its page comes (so that the pages read go early).
+        // Each row decoded as its page comes (so that the pages read go early). Subtrees below it
+        // cached already stay (the feed keeps them fresh): a row read there replaces its copy.
         const target = cached;
-        target.uncover(digest);
-        let read: { dropped: string[]; truncated: boolean };
+        const dropUncovered = () =>
+          target.columns.removeAll(
+            [...target.columns.slotOf.keys()].filter((id) => id.startsWith(digest) && !target.coversId(id)),
+          );
+        let read: { kept: string[]; truncated: boolean };
         try {
           read = await this.scan(tenant, namespace, digest, (id, fact) =>
             target.columns.put(id, fact, open(fact)),
           );
         } catch (error) {
-          target.uncover(digest);
+          dropUncovered();
           throw error;
         }
         if (read.truncated) {
-          // Answered from the first part, which is not kept.
-          target.columns.removeAll(read.dropped);
+          // Answered from the first part, which is not kept (but for the subtrees cached below).
           try {
-            const slots: number[] = [];
-            for (const [id, slot] of target.columns.slotOf) if (id.startsWith(digest)) slots.push(slot);
+            const slots = read.kept.map((id) => target.columns.slotOf.get(id) as number);
             return use({ columns: target.columns, slots: Int32Array.from(slots), truncated: true });
           } finally {
-            target.uncover(digest);
+            dropUncovered();
             this.keep(tenant, target);
           }
         }
-        target.covered.set(digest, now);
+        target.cover(digest, now);
       }
       try {
         return use(this.within(cached, digest, namespace));
@@ -248,7 +250,7 @@ export class SearchIndex {
     namespace: string,
     digest: string,
     onRow: (id: string, fact: StoredFact) => void,
-  ): Promise<{ dropped: string[]; truncated: boolean }> {
+  ): Promise<{ kept: string[]; truncated: boolean }> {
     const { maxRows, maxScanBytes } = this.options;
     /** A part's rows as read: the id (null for a row of another subtree) and the value's bytes. */
     interface Part {
@@ -296,7 +298,7 @@ export class SearchIndex {
       while (!part.done && rows <= maxRows && bytes < maxScanBytes) await readPage(part);
     });
     // In order: the rows kept are the first ones within the bound; the rest are dropped.
-    const dropped: string[] = [];
+    const keptIds: string[] = [];
     let kept = 0;
     let keptBytes = 0;
     let truncated = false;
@@ -307,13 +309,15 @@ export class SearchIndex {
         if (row === undefined) break;
         if (truncated || kept >= maxRows || keptBytes >= maxScanBytes) {
           truncated = true;
-          if (row.id !== null) dropped.push(row.id);
           continue;
         }
         keptBytes += row.bytes;
-        if (row.id !== null) kept++;
+        if (row.id !== null) {
+          kept++;
+          keptIds.push(row.id);
+        }
       }
     }
-    return { dropped, truncated };
+    return { kept: keptIds, truncated };
   }
 }

@@ -1,10 +1,12 @@
 import { describe, expect, it } from 'vitest';
 
 import { MemoryFacts } from '../../shared/memory/memory';
+import type { MemoryStore } from '../../shared/memory/memoryStore';
 import { rank } from '../../shared/memory/ranking';
 import { type FactsUnder, SearchIndex } from '../../shared/memory/searchIndex';
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { tempDir } from '../support/cleanup';
+import { DelegatingMemoryStore } from '../support/delegatingMemoryStore';
 
 /**
  * The search cache's own bookkeeping over a real local store, with bounds small enough to reach:
@@ -13,9 +15,19 @@ import { tempDir } from '../support/cleanup';
 
 const NOW = Date.UTC(2026, 0, 1);
 
+/** Records the namespaces it scans. */
+class RecordingStore extends DelegatingMemoryStore {
+  scanned: string[] = [];
+  override scan(...args: Parameters<MemoryStore['scan']>) {
+    this.scanned.push(args[1]);
+    return super.scan(...args);
+  }
+}
+
 function setUp(maxRows: number) {
-  const store = new LocalMemoryStore(tempDir('search-index'));
-  const writer = new MemoryFacts({ store, now: () => NOW });
+  const local = new LocalMemoryStore(tempDir('search-index'));
+  const writer = new MemoryFacts({ store: local, now: () => NOW });
+  const store = new RecordingStore(local);
   const index = new SearchIndex({
     store,
     open: (_tenant, fact) => fact.value,
@@ -38,7 +50,7 @@ function setUp(maxRows: number) {
       truncated: facts.truncated,
       held: facts.columns.slotOf.size,
     }));
-  return { writer, search };
+  return { writer, store, search };
 }
 
 describe('memory search index', () => {
@@ -78,5 +90,40 @@ describe('memory search index', () => {
     // Forgotten together (one catch-up removing them all): gone from every word's list.
     await writer.forgetAll(tenant, 'other');
     expect(await search(tenant.tenant, 'other', 'common')).toEqual({ keys: [], truncated: false, held: 0 });
+  });
+  it('keeps a subtree cached below one whose search was truncated, fresh as its changes come', async () => {
+    const tenant = { tenant: 'index-below' };
+    const { writer, store, search } = setUp(20);
+    for (let i = 0; i < 30; i++)
+      await writer.remember(tenant, `users/${i}`, 'k', { text: `common word${i}` });
+    await writer.remember(tenant, 'users/7', 'extra', { text: 'common seven' });
+
+    expect(await search(tenant.tenant, 'users/7', 'common')).toEqual({
+      keys: ['users/7:extra', 'users/7:k'],
+      truncated: false,
+      held: 2,
+    });
+    const truncated = await search(tenant.tenant, 'users', 'common');
+    expect(truncated.truncated).toBe(true);
+    expect(truncated.keys).toHaveLength(20);
+    store.scanned = [];
+    // Still cached (no scan), and nothing of the truncated read besides it.
+    expect(await search(tenant.tenant, 'users/7', 'common')).toEqual({
+      keys: ['users/7:extra', 'users/7:k'],
+      truncated: false,
+      held: 2,
+    });
+    expect(store.scanned).toEqual([]);
+
+    await writer.remember(tenant, 'users/7', 'k', { text: 'changed' });
+    await writer.forget(tenant, 'users/7', 'extra');
+    expect((await search(tenant.tenant, 'users', 'common')).truncated).toBe(true);
+    expect(await search(tenant.tenant, 'users/7', 'changed')).toEqual({
+      keys: ['users/7:k'],
+      truncated: false,
+      held: 1,
+    });
+    expect(await search(tenant.tenant, 'users/7', 'common')).toEqual({ keys: [], truncated: false, held: 1 });
+    expect(store.scanned.every((namespace) => namespace === 'users')).toBe(true);
   });
 });
