@@ -294,9 +294,21 @@ export class SearchIndex {
       part.cursor = page.cursor;
       part.done = page.cursor === null;
     };
-    await forEachLimited(parts, SCAN_WIDTH, async (part) => {
-      while (!part.done && rows <= maxRows && bytes < maxScanBytes) await readPage(part);
-    });
+    // Once one part's read fails, the others stop at their next page (the search fails promptly).
+    let failed = false;
+    await forEachLimited(
+      parts,
+      SCAN_WIDTH,
+      async (part) => {
+        try {
+          while (!failed && !part.done && rows <= maxRows && bytes < maxScanBytes) await readPage(part);
+        } catch (error) {
+          failed = true;
+          throw error;
+        }
+      },
+      () => failed,
+    );
     // In order: the rows kept are the first ones within the bound; the rest are dropped.
     const keptIds: string[] = [];
     let kept = 0;

@@ -4,6 +4,7 @@ import { MemoryFacts } from '../../shared/memory/memory';
 import type { MemoryStore } from '../../shared/memory/memoryStore';
 import { rank } from '../../shared/memory/ranking';
 import { type FactsUnder, SearchIndex } from '../../shared/memory/searchIndex';
+import { StorageUnavailableError } from '../../shared/protocol/errors';
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { tempDir } from '../support/cleanup';
 import { DelegatingMemoryStore } from '../support/delegatingMemoryStore';
@@ -125,5 +126,42 @@ describe('memory search index', () => {
     });
     expect(await search(tenant.tenant, 'users/7', 'common')).toEqual({ keys: [], truncated: false, held: 1 });
     expect(store.scanned.every((namespace) => namespace === 'users')).toBe(true);
+  });
+
+  it('fails a cold read promptly when one part fails: no part reads a further page', async () => {
+    const tenant = { tenant: 'index-fault' };
+    const local = new LocalMemoryStore(tempDir('search-index'));
+    const writer = new MemoryFacts({ store: local, now: () => NOW });
+    for (let i = 0; i < 100; i++) await writer.remember(tenant, `users/${i}`, 'k', { text: `fact ${i}` });
+    /** Pages of 2 rows (so every part has several), and part 1 failing once, after its first page. */
+    class FailingPart extends DelegatingMemoryStore {
+      started = 0;
+      startedAtFailure: number | null = null;
+      override async scan(...args: Parameters<MemoryStore['scan']>) {
+        const [id, namespace, options] = args;
+        this.started++;
+        const page = await super.scan(id, namespace, { ...options, pageSize: 2 });
+        if (options.part === 1 && this.startedAtFailure === null) {
+          this.startedAtFailure = this.started;
+          throw new StorageUnavailableError();
+        }
+        return page;
+      }
+    }
+    const store = new FailingPart(local);
+    const index = new SearchIndex({
+      store,
+      open: (_tenant, fact) => fact.value,
+      maxRows: 1000,
+      maxScanBytes: 1 << 30,
+    });
+    await expect(index.withFactsUnder(tenant.tenant, 'users', (facts) => facts.slots.length)).rejects.toThrow(
+      StorageUnavailableError,
+    );
+    expect(store.startedAtFailure).not.toBeNull();
+    expect(store.started).toBe(store.startedAtFailure);
+
+    // Nothing of the failed read was kept: the next search reads and answers all of it.
+    expect(await index.withFactsUnder(tenant.tenant, 'users', (facts) => facts.slots.length)).toBe(100);
   });
 });
