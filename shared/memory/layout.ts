@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 
+import { lru } from '../lru';
+
 /**
  * Where facts live in storage, shared by the implementations: every namespace segment becomes a
  * fixed-width digest, and a namespace path the concatenation of its segments' digests. So
@@ -22,13 +24,20 @@ function digest(text: string, chars: number): string {
   return createHash('sha256').update(text, 'utf8').digest('hex').slice(0, chars);
 }
 
+/** Digest paths of the namespaces seen last (rows of one namespace come together). */
+const namespaceDigests = lru<string, string>(1000);
+
 /** The digest path of a namespace (`""`, the whole tenant, has the empty path). */
 export function namespaceDigest(namespace: string): string {
   if (namespace === '') return '';
-  return namespace
+  const known = namespaceDigests.get(namespace);
+  if (known !== undefined) return known;
+  const path = namespace
     .split('/')
     .map((segment) => digest(segment, SEGMENT_DIGEST_CHARS))
     .join('');
+  namespaceDigests.set(namespace, path);
+  return path;
 }
 
 /** The same, one digest per segment, for folder trees. */

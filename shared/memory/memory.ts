@@ -43,8 +43,7 @@ import {
   type ScoredItem,
   serialiseValue,
 } from './facts';
-import { bm25Scores, type DocumentTerms, matchesAny, queryWords, termsIn, wordBag } from './keywordSearch';
-import { factId } from './layout';
+import { queryWords } from './keywordSearch';
 import {
   type FactHeader,
   type FactWrite,
@@ -54,19 +53,10 @@ import {
   type MemoryStore,
   type StoredFact,
 } from './memoryStore';
-import { type IndexedFact, SearchIndex } from './searchIndex';
-import { matchesFilter, type ValueFilter } from './valueFilter';
-import {
-  checkVector,
-  checkVectors,
-  closeness,
-  commonDims,
-  type FactVectors,
-  packFact,
-  RRF_K,
-  unpackFact,
-  vectorScore,
-} from './vectors';
+import { rank } from './ranking';
+import { SearchIndex } from './searchIndex';
+import type { ValueFilter } from './valueFilter';
+import { checkVector, checkVectors, commonDims, type FactVectors, packedLayout, packFact } from './vectors';
 
 /**
  * Long-term memory: facts per tenant, in namespaces, on any {@link MemoryStore}.
@@ -205,7 +195,7 @@ export class MemoryFacts {
     this.now = options.now ?? Date.now;
     this.index = new SearchIndex({
       store: this.store,
-      decode: (tenant, fact) => this.decode(tenant, fact),
+      open: (tenant, fact) => this.codec.open(fact.value, placeOf(tenant, fact.namespace, fact.key)),
       maxRows: MAX_SEARCH_SCAN_ROWS,
       maxScanBytes: MAX_SEARCH_SCAN_BYTES,
       ...(options.searchCacheBytes === undefined ? {} : { maxBytes: options.searchCacheBytes }),
@@ -285,7 +275,7 @@ export class MemoryFacts {
           }
           this.versions.set(entry.write.versionKey, headerOf(row));
           results[entry.at] = {
-            item: itemOf(row, entry.write.parsed, entry.write.vectors),
+            item: itemOf(row, entry.write.parsed, [...entry.write.vectors.keys()]),
             created: (plans[i] as { created: boolean }).created,
           };
         }
@@ -376,7 +366,7 @@ export class MemoryFacts {
       }
       this.versions.set(versionKey, headerOf(stored));
       if (event !== null) await this.audit.commit(caller.tenant, [event]);
-      return { item: itemOf(stored, write.parsed, write.vectors), created };
+      return { item: itemOf(stored, write.parsed, [...write.vectors.keys()]), created };
     }
     throw new StorageUnavailableError('the fact is changing too fast to write; retry');
   }
@@ -394,8 +384,8 @@ export class MemoryFacts {
     }
     this.versions.set(versionKey, headerOf(stored));
     if (isExpired(stored, this.now())) return null;
-    const { value, vectors } = this.open(caller.tenant, stored);
-    return itemOf(stored, value, vectors);
+    const { value, fields } = this.open(caller.tenant, stored);
+    return itemOf(stored, value, fields);
   }
 
   /**
@@ -589,60 +579,20 @@ export class MemoryFacts {
         throw new InvalidArgumentError('vector', `must have ${dims} dimensions (the tenant's vector index)`);
       }
     }
-    const query = text === '' ? null : queryWords(text);
+    const words = text === '' ? null : queryWords(text);
     await this.codec.prepare?.(caller.tenant);
-    const { facts, truncated } = await this.index.factsUnder(caller.tenant, request.namespace);
-    const now = this.now();
-    const candidates: Candidate[] = [];
-    let considered = 0;
-    let totalLength = 0;
-    for (const fact of facts) {
-      if (isExpired(fact, now)) continue;
-      const { item, vectors } = fact;
-      if (request.filter !== undefined && !matchesFilter(item.value, request.filter)) continue;
-      considered++;
-      const close = queryVector === null ? null : closest(queryVector, vectors, distance);
-      if (query === null) {
-        candidates.push({ item, close });
-        continue;
-      }
-      const terms = termsIn(fact.words, query);
-      totalLength += terms.length;
-      const matched = matchesAny(terms);
-      if (matched || close !== null) candidates.push({ item, close, ...(matched ? { terms } : {}) });
-    }
-
-    const keywordScores = new Map<Candidate, number>();
-    if (query !== null) {
-      const matching = candidates.filter((candidate) => candidate.terms !== undefined);
-      const scores = bm25Scores(
-        matching.map(({ terms }) => terms as DocumentTerms),
-        considered,
-        considered === 0 ? 0 : totalLength / considered,
-        query.length,
-      );
-      matching.forEach((candidate, i) => keywordScores.set(candidate, scores[i] ?? 0));
-    }
-    let ranked: ScoredItem[];
-    if (query === null && queryVector === null) {
-      ranked = candidates.map(({ item }) => item).sort(newestFirst);
-    } else if (queryVector === null) {
-      ranked = [...keywordScores]
-        .map(([{ item }, score]) => ({ ...item, score }))
-        .sort((a, b) => b.score - a.score || newestFirst(a, b));
-    } else if (query === null) {
-      const near = byCloseness(candidates);
-      ranked = [
-        ...near.map(({ item, close }) => ({ ...item, score: vectorScore(close as number, distance) })),
-        ...candidates
-          .filter(({ close }) => close === null)
-          .map(({ item }) => item)
-          .sort(newestFirst),
-      ];
-    } else {
-      ranked = fuse(byCloseness(candidates), byKeywords(keywordScores));
-    }
-    return { items: ranked.slice(offset, offset + limit), truncated };
+    return this.index.withFactsUnder(caller.tenant, request.namespace, ({ columns, slots, truncated }) => ({
+      items: rank(columns, slots, {
+        words,
+        vector: queryVector,
+        distance,
+        ...(request.filter === undefined ? {} : { filter: request.filter }),
+        now: this.now(),
+        offset,
+        limit,
+      }),
+      truncated,
+    }));
   }
 
   /** The dimension count of the tenant's vector index, or null before its first vector. */
@@ -798,31 +748,16 @@ export class MemoryFacts {
     }
   }
 
-  /** A stored fact as the search index keeps it. */
-  private decode(tenant: string, fact: StoredFact): IndexedFact {
-    const { value, vectors } = this.open(tenant, fact);
-    const words = wordBag(fact.key, value);
-    return {
-      id: factId(fact.namespace, fact.key),
-      namespace: fact.namespace,
-      item: itemOf(fact, value, vectors),
-      vectors,
-      words,
-      updatedAt: fact.updatedAt,
-      expiresAt: fact.expiresAt,
-      bytes: fact.value.length,
-      // The value parsed (about twice its bytes), the vectors, the words counted, the names.
-      weight:
-        512 + fact.value.length * 2 + words.counts.size * 64 + (fact.namespace.length + fact.key.length) * 4,
-    };
-  }
-
-  private open(tenant: string, fact: StoredFact): { value: unknown; vectors: FactVectors } {
+  /** The value and the vectors' field paths of a stored fact (no vector copied). */
+  private open(tenant: string, fact: StoredFact): { value: unknown; fields: string[] } {
     const plain = this.codec.open(fact.value, placeOf(tenant, fact.namespace, fact.key));
-    const unpacked = unpackFact(plain);
+    const layout = packedLayout(plain);
     try {
-      if (unpacked === null) throw new Error('damaged');
-      return { value: JSON.parse(unpacked.json.toString('utf8')) as unknown, vectors: unpacked.vectors };
+      if (layout === null) throw new Error('damaged');
+      return {
+        value: JSON.parse(layout.json.toString('utf8')) as unknown,
+        fields: [...new Set(layout.vectors.map((vector) => vector.path))],
+      };
     } catch {
       throw new IntegrityError('a stored fact is not JSON; it was damaged');
     }
@@ -898,12 +833,12 @@ function actorOf(caller: Caller): { actor?: string } {
   return caller.actor === undefined ? {} : { actor: caller.actor };
 }
 
-function itemOf(fact: StoredFact, value: unknown, vectors: FactVectors): MemoryItem {
+function itemOf(fact: StoredFact, value: unknown, fields: readonly string[]): MemoryItem {
   return {
     namespace: fact.namespace.split('/'),
     key: fact.key,
     value,
-    ...(vectors.size === 0 ? {} : { vectorFields: [...vectors.keys()] }),
+    ...(fields.length === 0 ? {} : { vectorFields: [...fields] }),
     createdAt: fact.createdAt,
     updatedAt: fact.updatedAt,
     ...(fact.expiresAt === null ? {} : { expiresAt: fact.expiresAt }),
@@ -974,65 +909,12 @@ function chunksOf<T extends { write: PreparedWrite }>(entries: readonly T[]): T[
   return chunks;
 }
 
-/** A fact a search found: with its keyword terms when it matched the text, its closeness when it has vectors. */
-interface Candidate {
-  readonly item: MemoryItem;
-  readonly terms?: DocumentTerms;
-  readonly close: number | null;
-}
-
 function checkDistance(distance: string | undefined): Distance {
   if (distance === undefined) return 'cosine';
   if (!(DISTANCES as readonly string[]).includes(distance)) {
     throw new InvalidArgumentError('distance', `must be one of ${DISTANCES.join(', ')}`);
   }
   return distance as Distance;
-}
-
-/** How close the closest of `vectors` of the query's length is; null when none has it. */
-function closest(query: Float32Array, vectors: FactVectors, distance: Distance): number | null {
-  let best: number | null = null;
-  for (const vector of vectors.values()) {
-    if (vector.length !== query.length) continue;
-    const close = closeness(query, vector, distance);
-    if (best === null || close > best) best = close;
-  }
-  return best;
-}
-
-function byCloseness(candidates: readonly Candidate[]): Candidate[] {
-  return candidates
-    .filter(({ close }) => close !== null)
-    .sort((a, b) => (b.close as number) - (a.close as number) || newestFirst(a.item, b.item));
-}
-
-function byKeywords(scores: ReadonlyMap<Candidate, number>): Candidate[] {
-  return [...scores.keys()].sort(
-    (a, b) => (scores.get(b) ?? 0) - (scores.get(a) ?? 0) || newestFirst(a.item, b.item),
-  );
-}
-
-/**
- * Reciprocal rank fusion: each ranking adds `1 / (RRF_K + rank)` (rank from 1) to a fact it
- * holds; the sum, divided by the most two rankings can give (`2 / (RRF_K + 1)`), is the score.
- */
-function fuse(...rankings: readonly Candidate[][]): ScoredItem[] {
-  const sums = new Map<Candidate, number>();
-  for (const ranking of rankings) {
-    ranking.forEach((candidate, i) => sums.set(candidate, (sums.get(candidate) ?? 0) + 1 / (RRF_K + i + 1)));
-  }
-  const best = rankings.length / (RRF_K + 1);
-  return [...sums]
-    .map(([{ item }, sum]) => ({ ...item, score: Math.min(1, sum / best) }))
-    .sort((a, b) => b.score - a.score || newestFirst(a, b));
-}
-
-function newestFirst(a: MemoryItem, b: MemoryItem): number {
-  return (
-    b.updatedAt - a.updatedAt ||
-    compareNamespaces(a.namespace, b.namespace) ||
-    (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)
-  );
 }
 
 function checkWriteConditions(conditions: WriteConditions, live: FactHeader | null): void {

@@ -34,6 +34,19 @@ export const MAX_WRITES_PER_CALL = 98;
 /** The most bytes of values one `writeMany` takes (a Table transaction's 4 MiB, less base64 and the rest). */
 export const MAX_WRITE_BYTES_PER_CALL = 2 * 1024 * 1024;
 
+/**
+ * The parts of a subtree `scan` reads on their own: part 0 the namespace's own rows, part 1 + h the
+ * rows below it whose next segment's digest starts with the hex digit h. In the id order (layout.ts)
+ * each part is one contiguous range, and the parts follow one another.
+ */
+export const SCAN_PARTS = 17;
+
+/** The part (see {@link SCAN_PARTS}) of the subtree of digest path `digest` that fact id `id` lies in. */
+export function scanPartOf(digest: string, id: string): number {
+  const next = id.charAt(digest.length);
+  return next === '-' ? 0 : 1 + Number.parseInt(next, 16);
+}
+
 /** The longest outbox a row holds (characters); the domain keeps it far below. */
 export const MAX_OUTBOX_CHARS = 24 * 1024;
 
@@ -142,8 +155,18 @@ export interface MemoryStore {
    * PreconditionFailedError when `ifEtag` does not match.
    */
   delete(tenant: string, namespace: string, key: string, ifEtag?: string): Promise<boolean>;
-  /** One page of the rows of `namespace` and below (`""`: the whole tenant), at most `pageSize`. */
-  scan(tenant: string, namespace: string, options: { cursor?: string; pageSize: number }): Promise<FactPage>;
+  /**
+   * One page of the rows of `namespace` and below (`""`: the whole tenant), at most `pageSize`.
+   * With `part` (0 to {@link SCAN_PARTS} - 1), only the rows of that part of the subtree (see
+   * {@link scanPartOf}), paged on their own: the parts partition the subtree, so reading them side
+   * by side (each to its end) reads every row once. A cursor of a page of the whole subtree may be
+   * passed with a part: then the part's rows that come after that page.
+   */
+  scan(
+    tenant: string,
+    namespace: string,
+    options: { cursor?: string; pageSize: number; part?: number },
+  ): Promise<FactPage>;
   /**
    * The same rows as `scan`, in the same order and with the same cursors, without their values
    * (what a deletion needs: cheaper when values are large).

@@ -1,17 +1,18 @@
 import { type Lru, lru } from '../lru';
+import { forEachLimited } from '../protocol/pool';
 import { KeyedMutex } from '../storage/keyedMutex';
-import { isWithin, type MemoryItem } from './facts';
-import type { WordBag } from './keywordSearch';
+import { FactColumns } from './factColumns';
+import { isWithin } from './facts';
 import { factId, namespaceDigest, SEGMENT_DIGEST_CHARS } from './layout';
-import type { MemoryStore, StoredFact } from './memoryStore';
-import type { FactVectors } from './vectors';
+import { type MemoryStore, SCAN_PARTS, type StoredFact } from './memoryStore';
 
 /**
  * What a search needs of the facts, kept per instance so that a search does not read a tenant's
  * facts from storage each time (docs/memory.md, "Search cache"):
  *
- * - Per tenant, the facts of the subtrees searched so far ("covered"), decoded: the value, the
- *   vectors as Float32Array, the counted words of key and value, and the answer's item.
+ * - Per tenant, the facts of the subtrees searched so far ("covered"), in columns (factColumns.ts):
+ *   names, times, the value's JSON text, vectors in contiguous blocks, words counted once a search
+ *   with text needs them.
  * - A search first asks the tenant's change feed (`MemoryStore.changes`) what changed since the
  *   position the cache stands at: one storage request when nothing did. It then reads again the
  *   rows changed within covered subtrees (`fetch`, one request per changed row), drops the rows
@@ -27,9 +28,10 @@ import type { FactVectors } from './vectors';
  *   least recently searched tenants go first); a tenant heavier than that is not kept, and its
  *   searches read storage each time. A search over a subtree that storage holds more of than one
  *   search may read (`maxRows`, `maxBytes` of values) answers from that part, truncated, and
- *   caches nothing of it.
- * - Refreshes of one tenant take turns within the instance; the facts handed out are never
- *   changed afterwards.
+ *   caches nothing of it (subtrees below it cached before stay cached).
+ * - A cold read takes the subtree's parts side by side (`scan` with `part`), within the same bounds.
+ * - Refreshes of one tenant take turns within the instance, and a search ranks within its turn
+ *   (synchronously), so no refresh changes the columns under it.
  */
 
 /** The default bound of all tenants' caches of an instance (estimated bytes held). */
@@ -39,26 +41,13 @@ export const DEFAULT_MAX_AGE_MS = 10 * 60 * 1000;
 /** Changed rows a refresh reads one by one at most; past it the subtree is read afresh. */
 export const MAX_CATCH_UP = 1000;
 const SCAN_PAGE = 1000;
-
-/** A fact as the search index holds it. */
-export interface IndexedFact {
-  readonly id: string;
-  readonly namespace: string;
-  readonly item: MemoryItem;
-  readonly vectors: FactVectors;
-  readonly words: WordBag;
-  readonly updatedAt: number;
-  readonly expiresAt: number | null;
-  /** Bytes of the stored value (what a search's read bound counts). */
-  readonly bytes: number;
-  /** Estimated bytes of memory this entry holds. */
-  readonly weight: number;
-}
+/** Parts of a subtree a cold search reads at once. */
+const SCAN_WIDTH = 4;
 
 export interface SearchIndexOptions {
   readonly store: MemoryStore;
-  /** Opens a stored fact (codec, vectors, words). */
-  readonly decode: (tenant: string, fact: StoredFact) => IndexedFact;
+  /** The plaintext of a stored fact (the codec opened). */
+  readonly open: (tenant: string, fact: StoredFact) => Buffer;
   /** Rows and bytes of values one search reads at most (then `truncated`). */
   readonly maxRows: number;
   readonly maxScanBytes: number;
@@ -68,13 +57,26 @@ export interface SearchIndexOptions {
   readonly clock?: () => number;
 }
 
+/** What a search ranks: the tenant's columns and the slots of the facts of its subtree. */
+export interface FactsUnder {
+  readonly columns: FactColumns;
+  /** Slots of the facts stored in the subtree, expired ones included. */
+  readonly slots: Int32Array;
+  readonly truncated: boolean;
+}
+
 class TenantFacts {
   /** Namespace digest of each covered subtree (`""`: the whole tenant) → when it was read. */
   readonly covered = new Map<string, number>();
-  readonly facts = new Map<string, IndexedFact>();
-  weight = 1024;
+  readonly columns = new FactColumns();
+  /** The last subtree searched, as of a version of the columns (searches often repeat one). */
+  lastWithin: { key: string; version: number; facts: FactsUnder } | undefined;
 
   constructor(public position: string) {}
+
+  get weight(): number {
+    return this.columns.weight;
+  }
 
   /** The covered subtree `digest` lies in (itself or an ancestor), or undefined. */
   coverOf(digest: string): string | undefined {
@@ -89,26 +91,11 @@ class TenantFacts {
     return this.coverOf(id.slice(0, id.indexOf('-'))) !== undefined;
   }
 
-  put(fact: IndexedFact): void {
-    this.remove(fact.id);
-    this.facts.set(fact.id, fact);
-    this.weight += fact.weight;
-  }
-
-  remove(id: string): void {
-    const old = this.facts.get(id);
-    if (old === undefined) return;
-    this.facts.delete(id);
-    this.weight -= old.weight;
-  }
-
-  /** Makes `digest` a covered subtree holding exactly `facts` (and drops subtrees inside it). */
-  cover(digest: string, facts: readonly IndexedFact[], at: number): void {
-    for (const id of [...this.facts.keys()]) if (id.startsWith(digest)) this.remove(id);
+  /** Covers the subtree `digest` (read whole at `now`), in place of the covered subtrees in it. */
+  cover(digest: string, now: number): void {
     for (const covered of [...this.covered.keys()])
       if (covered.startsWith(digest)) this.covered.delete(covered);
-    for (const fact of facts) this.put(fact);
-    this.covered.set(digest, at);
+    this.covered.set(digest, now);
   }
 }
 
@@ -128,13 +115,15 @@ export class SearchIndex {
   }
 
   /**
-   * The facts stored in `namespace` and below (`""`: the tenant), expired ones included, as fresh
-   * as every change that returned before this call; `truncated` when the subtree holds more than
-   * one search reads (then the facts are the first part, in storage order).
+   * Calls `use` (synchronously, within the tenant's turn: nothing changes the facts while it runs)
+   * with the facts stored in `namespace` and below (`""`: the tenant), expired ones included, as
+   * fresh as every change that returned before this call; `truncated` when the subtree holds more
+   * than one search reads (then the facts are the first part, in storage order).
    */
-  async factsUnder(tenant: string, namespace: string): Promise<{ facts: IndexedFact[]; truncated: boolean }> {
+  async withFactsUnder<T>(tenant: string, namespace: string, use: (facts: FactsUnder) => T): Promise<T> {
     return this.turns.run(tenant, async () => {
       const { store } = this.options;
+      const open = (fact: StoredFact) => this.options.open(tenant, fact);
       let cached = this.tenants.get(tenant);
       const feed = await store.changes(tenant, cached?.position ?? null);
       if (cached !== undefined) {
@@ -144,10 +133,11 @@ export class SearchIndex {
         } else {
           if (relevant.length > 0) {
             const fetched = await store.fetch(tenant, relevant);
+            // Removed together (rows gone and rows replaced), then the rows found put back.
+            cached.columns.removeAll(relevant);
             for (const id of relevant) {
               const fact = fetched.get(id);
-              if (fact === undefined) cached.remove(id);
-              else cached.put(this.options.decode(tenant, fact));
+              if (fact !== undefined) cached.columns.put(id, fact, open(fact));
             }
           }
           cached.position = feed.position;
@@ -161,15 +151,40 @@ export class SearchIndex {
         cached = undefined;
       cached ??= new TenantFacts(feed.position);
       if (cached.coverOf(digest) === undefined) {
-        const read = await this.scan(tenant, namespace, digest);
-        if (read.truncated) {
-          this.keep(tenant, cached);
-          return read;
+        // Each row decoded as its page comes (so that the pages read go early). Subtrees below it
+        // cached already stay (the feed keeps them fresh): a row read there replaces its copy.
+        const target = cached;
+        const dropUncovered = () =>
+          target.columns.removeAll(
+            [...target.columns.slotOf.keys()].filter((id) => id.startsWith(digest) && !target.coversId(id)),
+          );
+        let read: { kept: string[]; truncated: boolean };
+        try {
+          read = await this.scan(tenant, namespace, digest, (id, fact) =>
+            target.columns.put(id, fact, open(fact)),
+          );
+        } catch (error) {
+          dropUncovered();
+          throw error;
         }
-        cached.cover(digest, read.facts, now);
+        if (read.truncated) {
+          // Answered from the first part, which is not kept (but for the subtrees cached below).
+          try {
+            const slots = read.kept.map((id) => target.columns.slotOf.get(id) as number);
+            return use({ columns: target.columns, slots: Int32Array.from(slots), truncated: true });
+          } finally {
+            dropUncovered();
+            this.keep(tenant, target);
+          }
+        }
+        target.cover(digest, now);
       }
-      this.keep(tenant, cached);
-      return this.within(cached, digest, namespace);
+      try {
+        return use(this.within(cached, digest, namespace));
+      } finally {
+        // After the search: what it counted (words) and what the catch-up changed weigh too.
+        this.keep(tenant, cached);
+      }
     });
   }
 
@@ -178,64 +193,143 @@ export class SearchIndex {
     this.tenants.clear();
   }
 
-  /** Stores the tenant's cache again, so that its weight is counted anew. */
+  /**
+   * Stores the tenant's cache again, so that its weight is counted anew (evicting the least
+   * recently searched tenants when it grew). Deleted first: lru-cache weighs a value only when it
+   * is set in place of another object, so setting the same object again would keep its old weight.
+   */
   private keep(tenant: string, cached: TenantFacts): void {
-    if (cached.covered.size === 0) this.tenants.delete(tenant);
-    else this.tenants.set(tenant, cached);
+    this.tenants.delete(tenant);
+    if (cached.covered.size > 0) this.tenants.set(tenant, cached);
   }
 
-  private within(
-    cached: TenantFacts,
-    digest: string,
-    namespace: string,
-  ): { facts: IndexedFact[]; truncated: boolean } {
-    const facts: IndexedFact[] = [];
+  private within(cached: TenantFacts, digest: string, namespace: string): FactsUnder {
+    const { columns } = cached;
+    const last = cached.lastWithin;
+    if (last !== undefined && last.key === namespace && last.version === columns.version) return last.facts;
+    const facts = this.slotsWithin(columns, digest, namespace);
+    cached.lastWithin = { key: namespace, version: columns.version, facts };
+    return facts;
+  }
+
+  private slotsWithin(columns: FactColumns, digest: string, namespace: string): FactsUnder {
+    const slots: number[] = [];
     let bytes = 0;
-    for (const fact of cached.facts.values()) {
-      if (!fact.id.startsWith(digest) || !isWithin(fact.namespace, namespace)) continue;
-      facts.push(fact);
-      bytes += fact.bytes;
+    for (let slot = 0; slot < columns.size; slot++) {
+      const id = columns.ids[slot];
+      if (id === undefined || !id.startsWith(digest)) continue;
+      if (!isWithin(columns.namespaces[slot] as string, namespace)) continue;
+      slots.push(slot);
+      bytes += columns.bytes[slot] as number;
     }
-    if (facts.length <= this.options.maxRows && bytes < this.options.maxScanBytes) {
-      return { facts, truncated: false };
+    if (slots.length <= this.options.maxRows && bytes < this.options.maxScanBytes) {
+      return { columns, slots: Int32Array.from(slots), truncated: false };
     }
     // Grown past what one search reads since it was cached: the first part, as a scan reads it.
-    facts.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    const first: IndexedFact[] = [];
+    const idOf = (slot: number) => columns.ids[slot] as string;
+    slots.sort((a, b) => (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0));
+    const first: number[] = [];
     bytes = 0;
-    for (const fact of facts) {
+    for (const slot of slots) {
       if (first.length >= this.options.maxRows || bytes >= this.options.maxScanBytes) break;
-      first.push(fact);
-      bytes += fact.bytes;
+      first.push(slot);
+      bytes += columns.bytes[slot] as number;
     }
-    return { facts: first, truncated: true };
+    return { columns, slots: Int32Array.from(first), truncated: true };
   }
 
-  /** The rows of the subtree, decoded, within the bounds of one search. */
+  /**
+   * The rows of the subtree within the bounds of one search: a first page of the whole subtree
+   * and, when there is more, the rest of each of its {@link SCAN_PARTS} parts (after that page),
+   * read side by side (at most {@link SCAN_WIDTH} at once) until the bound is reached; then, in
+   * order, a part that stopped early is read on while the rows before it do not fill the bound, so
+   * that the rows kept are exactly the first ones (the first page, then the parts in order).
+   */
   private async scan(
     tenant: string,
     namespace: string,
     digest: string,
-  ): Promise<{ facts: IndexedFact[]; truncated: boolean }> {
-    const facts: IndexedFact[] = [];
+    onRow: (id: string, fact: StoredFact) => void,
+  ): Promise<{ kept: string[]; truncated: boolean }> {
+    const { maxRows, maxScanBytes } = this.options;
+    /** A part's rows as read: the id (null for a row of another subtree) and the value's bytes. */
+    interface Part {
+      readonly part: number;
+      rows: { id: string | null; bytes: number }[];
+      cursor: string | null;
+      done: boolean;
+    }
+    let rows = 0;
     let bytes = 0;
-    let cursor: string | undefined;
-    do {
-      const page = await this.options.store.scan(tenant, namespace, {
-        pageSize: SCAN_PAGE,
-        ...(cursor === undefined ? {} : { cursor }),
-      });
-      for (const fact of page.facts) {
-        if (facts.length >= this.options.maxRows || bytes >= this.options.maxScanBytes) {
-          return { facts, truncated: true };
-        }
-        bytes += fact.value.length;
+    const take = (part: Part, facts: readonly StoredFact[]) => {
+      for (const fact of facts) {
         const id = factId(fact.namespace, fact.key);
         // A row of another subtree (a digest collision) is never served.
-        if (id.startsWith(digest)) facts.push(this.options.decode(tenant, fact));
+        const own = id.startsWith(digest);
+        if (own) onRow(id, fact);
+        part.rows.push({ id: own ? id : null, bytes: fact.value.length });
+        rows++;
+        bytes += fact.value.length;
       }
-      cursor = page.cursor ?? undefined;
-    } while (cursor !== undefined);
-    return { facts, truncated: false };
+    };
+    const first = await this.options.store.scan(tenant, namespace, { pageSize: SCAN_PAGE });
+    const whole: Part = { part: -1, rows: [], cursor: null, done: true };
+    take(whole, first.facts);
+    const parts: Part[] =
+      first.cursor === null
+        ? []
+        : Array.from({ length: SCAN_PARTS }, (_, part) => ({
+            part,
+            rows: [],
+            cursor: first.cursor,
+            done: false,
+          }));
+    const readPage = async (part: Part) => {
+      const page = await this.options.store.scan(tenant, namespace, {
+        pageSize: SCAN_PAGE,
+        part: part.part,
+        ...(part.cursor === null ? {} : { cursor: part.cursor }),
+      });
+      take(part, page.facts);
+      part.cursor = page.cursor;
+      part.done = page.cursor === null;
+    };
+    // Once one part's read fails, the others stop at their next page (the search fails promptly).
+    let failed = false;
+    await forEachLimited(
+      parts,
+      SCAN_WIDTH,
+      async (part) => {
+        try {
+          while (!failed && !part.done && rows <= maxRows && bytes < maxScanBytes) await readPage(part);
+        } catch (error) {
+          failed = true;
+          throw error;
+        }
+      },
+      () => failed,
+    );
+    // In order: the rows kept are the first ones within the bound; the rest are dropped.
+    const keptIds: string[] = [];
+    let kept = 0;
+    let keptBytes = 0;
+    let truncated = false;
+    for (const part of [whole, ...parts]) {
+      for (let at = 0; ; at++) {
+        while (!truncated && at >= part.rows.length && !part.done) await readPage(part);
+        const row = part.rows[at];
+        if (row === undefined) break;
+        if (truncated || kept >= maxRows || keptBytes >= maxScanBytes) {
+          truncated = true;
+          continue;
+        }
+        keptBytes += row.bytes;
+        if (row.id !== null) {
+          kept++;
+          keptIds.push(row.id);
+        }
+      }
+    }
+    return { kept: keptIds, truncated };
   }
 }

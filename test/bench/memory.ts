@@ -254,7 +254,8 @@ async function runMemoryApiBench(progress: (line: string) => void): Promise<stri
  * - recall (GET) against the raw `getEntity` of the same row, p50;
  * - the app's peak RSS.
  *
- * Targets: warm search p95 under 50 ms; load at least 1,000 puts/s; get at most 1.5× getEntity p50.
+ * Targets: warm search p95 under 50 ms; first search of a fresh instance under 1 s; load at least
+ * 1,000 puts/s; get at most 1.5× getEntity p50; peak RSS of the app under 256 MB.
  */
 export async function runMemoryBench(progress: (line: string) => void): Promise<string> {
   const api = await runMemoryApiBench(progress);
@@ -446,9 +447,9 @@ async function runSemanticBench(progress: (line: string) => void): Promise<strin
       ],
     ),
     '',
-    `- First search of a fresh instance (reads and decodes every row): ${fixed(coldMs, 0)} ms; its second search (hybrid, warm): ${fixed(secondMs, 0)} ms.`,
+    `- First search of a fresh instance (reads and decodes every row): ${fixed(coldMs, 0)} ms (target < 1 s: ${coldMs < 1000 ? 'met' : 'missed'}); its second search (hybrid, warm, counting the words of every fact): ${fixed(secondMs, 0)} ms.`,
     `- Warm vector search p95 ${fixed(vectorWarm.p95Ms)} ms, hybrid ${fixed(hybridWarm.p95Ms)} ms (target < 50 ms: ${Math.max(vectorWarm.p95Ms, hybridWarm.p95Ms) < 50 ? 'met' : 'missed'}).`,
     `- recall p50 ${fixed(apiGet.p50Ms)} ms against getEntity p50 ${fixed(rawGet.p50Ms)} ms: ${fixed(getRatio, 2)}× (target ≤ 1.5×: ${getRatio <= 1.5 ? 'met' : 'missed'}).`,
-    `- Peak RSS of the app: ${fixed(peak, 0)} MB (target 256 MB).`,
+    `- Peak RSS of the app: ${fixed(peak, 0)} MB (target < 256 MB: ${peak < 256 ? 'met' : 'missed'}).`,
   ].join('\n');
 }

@@ -153,5 +153,33 @@ export function describeMemorySearchCacheContract(fixture: MemoryStoreFixture): 
       await writer.forget(A, 'big', 'a');
       expect(await keys(reader, 'big')).toEqual(['big:b']);
     });
+
+    it('weighs a tenant anew as it grows after its first search, evicting the least recently searched', async () => {
+      const writer = facts(store);
+      const counting = new CountingStore(another());
+      // Estimated weights: B about 61 kB; A about 25 kB until its 2,000 distinct words are counted
+      // (a text search), then about 220 kB. Both fit before A grows, not after.
+      const reader = facts(counting, { searchCacheBytes: 240_000 });
+      const words = Array.from({ length: 2000 }, (_, i) => `w${i}`).join(' ');
+      await writer.remember(A, 'grows', 'many', { text: words });
+      await writer.remember(B, 'stays', 'long', { text: 'x'.repeat(30_000) });
+
+      expect(await keys(reader, 'stays', B)).toEqual(['stays:long']);
+      expect(await keys(reader, 'grows')).toEqual(['grows:many']);
+      counting.reset();
+      expect(await keys(reader, 'stays', B)).toEqual(['stays:long']);
+      expect(await keys(reader, 'grows')).toEqual(['grows:many']);
+      expect(counting.calls.scan).toBe(0);
+
+      // B searched last before A grows: A is then the most recent, and B goes.
+      await reader.search(B, { namespace: 'stays' });
+      const found = await reader.search(A, { namespace: 'grows', text: 'w1999' });
+      expect(found.items.map((item) => item.key)).toEqual(['many']);
+      counting.reset();
+      expect(await keys(reader, 'grows')).toEqual(['grows:many']);
+      expect(counting.calls.scan).toBe(0);
+      expect(await keys(reader, 'stays', B)).toEqual(['stays:long']);
+      expect(counting.calls.scan).toBeGreaterThan(0);
+    });
   });
 }

@@ -5,9 +5,16 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Encryption, type SealingCodec } from '../../shared/crypto/encryption';
 import { addCounts, emptyCounts, type RewrapPage } from '../../shared/crypto/rewrap';
 import { sealedKeyId } from '../../shared/crypto/sealedFormat';
+import { factId, namespaceDigest } from '../../shared/memory/layout';
 import { MemoryFacts, placeOf } from '../../shared/memory/memory';
 import { memoryRewrapTarget } from '../../shared/memory/memoryRewrap';
-import type { FactHeader, MemoryStore, StoredFact } from '../../shared/memory/memoryStore';
+import {
+  type FactHeader,
+  type MemoryStore,
+  SCAN_PARTS,
+  scanPartOf,
+  type StoredFact,
+} from '../../shared/memory/memoryStore';
 import {
   IntegrityError,
   InvalidArgumentError,
@@ -136,6 +143,58 @@ export function describeMemoryStoreContract(fixture: MemoryStoreFixture): void {
       } while (cursor !== undefined);
       expect(pages).toBe(3);
       expect(await store.headers(B.tenant, '', { pageSize: 10 })).toEqual({ headers: [], cursor: null });
+    });
+
+    it('scans a subtree in parts that hold each of its rows once, also after a cursor of the whole', async () => {
+      const row = (namespace: string, key: string) => ({
+        namespace,
+        key,
+        value: Buffer.from(`"${namespace}:${key}"`),
+        createdAt: 1,
+        updatedAt: 2,
+        expiresAt: null,
+        incarnation: null,
+        outbox: null,
+      });
+      const names = ['parts', 'parts/x', 'parts/y', 'parts/z/w', 'parts/x/deep', 'partsX', 'other'];
+      for (const [n, namespace] of names.entries()) {
+        for (let i = 0; i < 3; i++) await store.write(A.tenant, row(namespace, `k${n}-${i}`), null);
+      }
+      const name = (fact: StoredFact) => `${fact.namespace}:${fact.key}`;
+      const readAll = async (options: { part?: number; cursor?: string }) => {
+        const rows: StoredFact[] = [];
+        let cursor = options.cursor;
+        do {
+          const page = await store.scan(A.tenant, 'parts', {
+            pageSize: 2,
+            ...(options.part === undefined ? {} : { part: options.part }),
+            ...(cursor === undefined ? {} : { cursor }),
+          });
+          rows.push(...page.facts);
+          cursor = page.cursor ?? undefined;
+        } while (cursor !== undefined);
+        return rows;
+      };
+      const whole = (await readAll({})).map(name).sort();
+      expect(whole).toHaveLength(15);
+      expect(whole.every((entry) => entry.startsWith('parts:') || entry.startsWith('parts/'))).toBe(true);
+      const digest = namespaceDigest('parts');
+      const inParts: string[] = [];
+      for (let part = 0; part < SCAN_PARTS; part++) {
+        for (const fact of await readAll({ part })) {
+          expect(scanPartOf(digest, factId(fact.namespace, fact.key))).toBe(part);
+          inParts.push(name(fact));
+        }
+      }
+      expect(inParts.sort()).toEqual(whole);
+      // After a first page of the whole subtree, the parts hold exactly the rows not on it.
+      const first = await store.scan(A.tenant, 'parts', { pageSize: 4 });
+      expect(first.cursor).not.toBeNull();
+      const rest: string[] = [];
+      for (let part = 0; part < SCAN_PARTS; part++) {
+        rest.push(...(await readAll({ part, cursor: first.cursor as string })).map(name));
+      }
+      expect([...first.facts.map(name), ...rest].sort()).toEqual(whole);
     });
 
     it('prunes only the expired rows `keep` does not spare', async () => {
@@ -544,6 +603,13 @@ export function describeMemoryStoreContract(fixture: MemoryStoreFixture): void {
           }
         }),
       );
+      // More rows than one page: a fresh instance reads the first page, then the parts side by side.
+      const fresh = facts();
+      const found = [
+        ...(await fresh.search(A, { namespace: 'bulk', limit: 1000 })).items,
+        ...(await fresh.search(A, { namespace: 'bulk', limit: 1000, offset: 1000 })).items,
+      ].map((item) => item.key);
+      expect(new Set(found).size).toBe(batch);
       expect(await memory.forgetAll(A, 'bulk')).toEqual({ deleted: 1000, more: true });
       expect(await memory.forgetAll(A, 'bulk')).toEqual({ deleted: 1, more: false });
       expect((await memory.search(A, { namespace: 'bulk' })).items).toEqual([]);

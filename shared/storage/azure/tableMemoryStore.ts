@@ -399,9 +399,9 @@ export class TableMemoryStore implements MemoryStore {
   async scan(
     tenant: string,
     namespace: string,
-    options: { cursor?: string; pageSize: number },
+    options: { cursor?: string; pageSize: number; part?: number },
   ): Promise<FactPage> {
-    const page = await this.page(tenant, namespace, options, undefined, (entity) => factOf(entity));
+    const page = await this.page(tenant, namespace, options, FACT_COLUMNS, (entity) => factOf(entity));
     return { facts: page.items, cursor: page.cursor };
   }
 
@@ -418,13 +418,13 @@ export class TableMemoryStore implements MemoryStore {
   private async page<T>(
     tenant: string,
     namespace: string,
-    options: { cursor?: string; pageSize: number },
+    options: { cursor?: string; pageSize: number; part?: number },
     select: string[] | undefined,
     make: (entity: TableEntityResult<Record<string, unknown>>) => T,
   ): Promise<{ items: T[]; cursor: string | null }> {
     return this.call(async (abortSignal) => {
       const items: T[] = [];
-      const filter = rangeFilter(tenant, namespace, options.cursor);
+      const filter = rangeFilter(tenant, namespace, options.cursor, options.part);
       let last: string | undefined;
       try {
         const entities = this.table.listEntities<Record<string, unknown>>({
@@ -698,24 +698,42 @@ function valueProperties(value: Buffer): Record<string, Buffer> {
 }
 /** Every property but the value: what `headers` and pruning read. */
 const HEADER_COLUMNS = ['RowKey', 'ns', 'key', 'createdAt', 'updatedAt', 'expiresAt', 'inc', 'outbox'];
+/**
+ * Every property of a fact, the value's chunks included (an entity holds at most 1 MiB): what
+ * `scan` reads, without the table's Timestamp, which no read uses (and which costs decoding).
+ */
+const FACT_COLUMNS = [
+  ...HEADER_COLUMNS,
+  'value',
+  ...Array.from({ length: Math.ceil((1024 * 1024) / VALUE_CHUNK_BYTES) }, (_, i) => `value${i + 1}`),
+];
 
 export function rowKeyOf(namespace: string, key: string): string {
   return factId(namespace, key);
 }
 
-/** The smallest string greater than every string that starts with `prefix` (digits and letters only). */
+/** The smallest string greater than every string that starts with `prefix` (digits, letters and `-`). */
 function successor(prefix: string): string {
   return prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
 }
 
-/** The rows of `namespace` and below, after `after` when given. */
-function rangeFilter(tenant: string, namespace: string, after?: string): string {
+/**
+ * The rows of `namespace` and below (only those of `part`, see SCAN_PARTS, when given), after
+ * `after` when given.
+ */
+function rangeFilter(tenant: string, namespace: string, after?: string, part?: number): string {
   const start = namespaceDigest(namespace);
-  const parts = [odata`PartitionKey eq ${tenant}`];
-  if (after !== undefined) parts.push(odata`RowKey gt ${after}`);
-  else if (start !== '') parts.push(odata`RowKey ge ${start}`);
   // The whole tenant ends before the feed's rows.
-  parts.push(odata`RowKey lt ${start === '' ? FEED_START : successor(start)}`);
+  let low = start;
+  let high = start === '' ? FEED_START : successor(start);
+  if (part !== undefined) {
+    low = `${start}${part === 0 ? '-' : (part - 1).toString(16)}`;
+    high = successor(low);
+  }
+  const parts = [odata`PartitionKey eq ${tenant}`];
+  if (low !== '') parts.push(odata`RowKey ge ${low}`);
+  if (after !== undefined) parts.push(odata`RowKey gt ${after}`);
+  parts.push(odata`RowKey lt ${high}`);
   return parts.join(' and ');
 }
 

@@ -219,11 +219,18 @@ export class LocalMemoryStore implements MemoryStore {
   async scan(
     tenant: string,
     namespace: string,
-    options: { cursor?: string; pageSize: number },
+    options: { cursor?: string; pageSize: number; part?: number },
   ): Promise<FactPage> {
     return guarded(async () => {
       const base = this.folderOf(tenant, namespace);
-      const files = (await factFilesUnder(this.dataDir, base)).sort();
+      let files = (await factFilesUnder(this.dataDir, base)).sort();
+      // A part: the namespace's own files, or the folders below whose digest starts with one digit.
+      if (options.part !== undefined) {
+        const part = options.part;
+        files = files.filter((file) =>
+          part === 0 ? !file.includes('/') : file.includes('/') && file.startsWith((part - 1).toString(16)),
+        );
+      }
       const start =
         options.cursor === undefined ? 0 : files.findIndex((file) => file > (options.cursor as string));
       const chosen = start < 0 ? [] : files.slice(start, start + options.pageSize);
