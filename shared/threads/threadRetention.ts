@@ -515,6 +515,20 @@ async function collectGarbage(
   return deleteListed(store, writes, budget, counts, { onVersion: true });
 }
 
+/** Calls `visit` with every head's record and every stored record of the listing. */
+async function forEachNamingRecord(
+  thread: ThreadRecord,
+  listing: Listing,
+  reader: RecordReader,
+  visit: (record: CheckpointRecord) => void,
+): Promise<void> {
+  for (const head of thread.heads.values()) visit(head.record);
+  await forEachLimited([...listing.records.keys()], READ_CONCURRENCY, async (key) => {
+    const record = await reader.read(key);
+    if (record !== null) visit(record);
+  });
+}
+
 /** Every value key the stored records and the heads name. */
 async function referencedValues(
   thread: ThreadRecord,
@@ -523,15 +537,10 @@ async function referencedValues(
 ): Promise<Set<string>> {
   const keys = keysOf(thread);
   const referenced = new Set<string>();
-  const add = (record: CheckpointRecord) => {
+  await forEachNamingRecord(thread, listing, reader, (record) => {
     for (const [channel, source] of Object.entries(record.valueSources)) {
       if (!isChunkedSource(source)) referenced.add(keys.value(record.ns, source, channel));
     }
-  };
-  for (const head of thread.heads.values()) add(head.record);
-  await forEachLimited([...listing.records.keys()], READ_CONCURRENCY, async (key) => {
-    const record = await reader.read(key);
-    if (record !== null) add(record);
   });
   return referenced;
 }
@@ -544,13 +553,8 @@ async function namedPacks(
 ): Promise<Set<string>> {
   const keys = keysOf(thread);
   const named = new Set<string>();
-  const add = (record: CheckpointRecord) => {
+  await forEachNamingRecord(thread, listing, reader, (record) => {
     for (const producer of producersNamed(record)) named.add(keys.pack(record.ns, producer));
-  };
-  for (const head of thread.heads.values()) add(head.record);
-  await forEachLimited([...listing.records.keys()], READ_CONCURRENCY, async (key) => {
-    const record = await reader.read(key);
-    if (record !== null) add(record);
   });
   return named;
 }

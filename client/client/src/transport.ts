@@ -214,18 +214,8 @@ export async function failure(reply: HttpReply): Promise<CairnHttpError> {
     // Not JSON (a proxy, a cut connection, a HEAD): the status alone says it.
   }
   const parsed = ErrorBody.safeParse(body);
-  if (!parsed.success) {
-    // Not Cairn's error JSON: the status alone says it.
-    return new CairnHttpError(
-      reply.status,
-      'unknown',
-      `HTTP ${reply.status}`,
-      {},
-      reply.header('etag'),
-      reply.header('x-request-id'),
-    );
-  }
-  const { code, message, ...details } = parsed.data.error;
+  // Anything but Cairn's error JSON (a proxy's) reads by its status alone.
+  const { code, message, ...details } = parsed.success ? parsed.data.error : { code: 'unknown', message: '' };
   return new CairnHttpError(
     reply.status,
     code,
