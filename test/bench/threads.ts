@@ -7,13 +7,22 @@ import { CairnClient, CairnHttpError, type HttpSender, nodeHttpSender } from '@c
 import { CairnCheckpointSaver } from '@cairn-state/langgraph';
 import { AIMessage, type BaseMessage, HumanMessage } from '@langchain/core/messages';
 import type { RunnableConfig } from '@langchain/core/runnables';
-import { END, MessagesAnnotation, START, StateGraph } from '@langchain/langgraph';
+import {
+  END,
+  MessagesAnnotation,
+  MessagesDeltaValue,
+  START,
+  StateGraph,
+  StateSchema,
+} from '@langchain/langgraph';
 import {
   type BaseCheckpointSaver,
   type Checkpoint,
   type CheckpointMetadata,
+  JsonPlusSerializer,
   uuid6,
 } from '@langchain/langgraph-checkpoint';
+import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
@@ -31,8 +40,10 @@ import {
 } from '../../shared/threads/records';
 import { apiKeysSetting, backendSettings, newTenant, type RunningApp, startApp } from '../support/app';
 import { startAzurite, tempDir } from '../support/cleanup';
+import { startCountingProxy } from './countingProxy';
 import { fixed, measure, type Measurement, percentile, table, watchRss } from './measure';
 import { sized } from './mode';
+import { startPostgres } from './postgres';
 
 /**
  * `npm run bench -- threads`: the LangGraph checkpointer on Cairn's thread store, next to
@@ -56,9 +67,20 @@ import { sized } from './mode';
  * 3. Runs, on two app instances on one Azurite: 16 concurrent `reject` starters on a fresh thread,
  *    half through each instance, in each of 20 repetitions (exactly one may start); a holder that
  *    stops renewing a 2 s lease, and how long until another instance's starter gets the thread.
- * 4. Peak RSS of each app while all of the above runs (target: under 256 MB).
+ * 4. Graph turns: p50/p95 of one `graph.invoke` at turns 201–250 of a thread, for Cairn on Blob,
+ *    Cairn local, SqliteSaver and PostgresSaver (`@langchain/langgraph-checkpoint-postgres` on a
+ *    PostgreSQL server the bench starts itself, see postgres.ts; it is in the growth table too, by
+ *    `pg_total_relation_size` of its tables), with the raw SDK floor (upload of the turn's delta and
+ *    an If-Match pointer swap on Azurite); getTuple of the latest at turn 10 and at turn 200.
+ * 5. Eight workers, each on its own thread, graph turns/s, the same savers.
+ * 6. Wire per turn at turn 200: the saver's HTTP requests and bytes (at its HTTP sender) and the
+ *    storage requests of a Blob app whose Azurite is behind a counting proxy (countingProxy.ts),
+ *    against the bytes the turn adds to the messages channel.
+ * 7. The conversation with the messages channel as LangGraph's `DeltaChannel` (beta) on Cairn (both
+ *    backends) and SqliteSaver, and what it stores next to the MessagesAnnotation run.
+ * 8. Peak RSS of each app while all of the above runs (target: under 256 MB).
  *
- * No figure is asserted; the tables are the result.
+ * No figure is asserted; the tables are the result, each target line printed met or missed.
  */
 
 const TURNS = sized(200, 10);
@@ -81,13 +103,39 @@ const userText = (turn: number) =>
 const assistantText = (turn: number) =>
   `Here is where we are after turn ${turn}: the storage move is done and the API is stable. Three items remain: retention, the audit export and the dashboard. I would start with retention, since it bounds what the other two store.`;
 
-function conversation(checkpointer: BaseCheckpointSaver) {
-  let turn = 0;
+/**
+ * The conversation's graph: one node, the stub assistant, answering the turn's user message (the
+ * turn is counted from the thread's messages, so one graph serves many threads). With `delta`, the
+ * messages channel is LangGraph's `DeltaChannel` (`MessagesDeltaValue`, beta) instead of
+ * `MessagesAnnotation`'s reducer.
+ */
+function conversation(checkpointer: BaseCheckpointSaver, delta = false) {
+  const answer = (state: { messages: BaseMessage[] }) => ({
+    messages: [new AIMessage(assistantText(Math.ceil(state.messages.length / 2)))],
+  });
+  if (delta) {
+    return new StateGraph(new StateSchema({ messages: MessagesDeltaValue }))
+      .addNode('assistant', answer)
+      .addEdge(START, 'assistant')
+      .addEdge('assistant', END)
+      .compile({ checkpointer });
+  }
   return new StateGraph(MessagesAnnotation)
-    .addNode('assistant', () => ({ messages: [new AIMessage(assistantText(++turn))] }))
+    .addNode('assistant', answer)
     .addEdge(START, 'assistant')
     .addEdge('assistant', END)
     .compile({ checkpointer });
+}
+
+type Conversation = ReturnType<typeof conversation>;
+
+/** One turn: the user's message of `turn` through the graph; the thread's messages after it. */
+async function turnOf(graph: Conversation, threadId: string, turn: number): Promise<BaseMessage[]> {
+  const state = await graph.invoke(
+    { messages: [new HumanMessage(userText(turn))] },
+    { configurable: { thread_id: threadId } },
+  );
+  return state.messages;
 }
 
 /** Bytes of every file under `folder` (0 when it does not exist). */
@@ -118,6 +166,32 @@ interface SqliteDatabase {
 
 const databaseOf = (saver: SqliteSaver) => saver.db as unknown as SqliteDatabase;
 
+/** PostgresSaver's tables, as its migrations make them. */
+const POSTGRES_TABLES = ['checkpoints', 'checkpoint_blobs', 'checkpoint_writes', 'checkpoint_migrations'];
+
+/** A PostgresSaver on `connString` with its tables in a schema of its own, set up. */
+async function postgresSaver(connString: string, schema: string): Promise<PostgresSaver> {
+  const saver = PostgresSaver.fromConnString(connString, { schema });
+  await saver.setup();
+  return saver;
+}
+
+/** What this bench uses of the saver's `pg.Pool` (private in its types). */
+const poolOf = (saver: PostgresSaver) =>
+  (saver as unknown as { pool: { query(sql: string, values: unknown[]): Promise<{ rows: unknown[] }> } })
+    .pool;
+
+/** `pg_total_relation_size` (heap, TOAST and indexes) of PostgresSaver's tables in `schema`. */
+async function postgresBytes(saver: PostgresSaver, schema: string): Promise<number> {
+  const { rows } = await poolOf(saver).query(
+    `SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint AS bytes
+       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = $1 AND c.relkind = 'r' AND c.relname = ANY($2)`,
+    [schema, POSTGRES_TABLES],
+  );
+  return Number((rows[0] as { bytes: string }).bytes);
+}
+
 function sqliteRowBytes(saver: SqliteSaver): number {
   const row = (sql: string) => (databaseOf(saver).prepare(sql).get() as { bytes: number | null }).bytes ?? 0;
   return (
@@ -129,22 +203,74 @@ function sqliteRowBytes(saver: SqliteSaver): number {
   );
 }
 
-/** An HTTP sender that counts the requests it sends. */
-function countingSender(): { send: HttpSender; count: () => number } {
+/**
+ * An HTTP sender that counts the requests it sends and their bytes: sent, the request line, headers
+ * and body; received, the answer's body as read (a discarded body by its Content-Length).
+ */
+function countingSender(): {
+  send: HttpSender;
+  count: () => number;
+  sentBytes: () => number;
+  receivedBytes: () => number;
+} {
   const inner = nodeHttpSender();
   let requests = 0;
+  let sent = 0;
+  let received = 0;
   return {
-    send: (spec) => {
+    send: async (spec) => {
       requests += 1;
-      return inner(spec);
+      sent += `${spec.method} ${new URL(spec.url).pathname} HTTP/1.1\r\n`.length + 2;
+      for (const [name, value] of Object.entries(spec.headers)) sent += name.length + value.length + 4;
+      sent += spec.body?.length ?? 0;
+      const reply = await inner(spec);
+      let counted = false;
+      const bytes = async () => {
+        const body = await reply.bytes();
+        if (!counted) received += body.length;
+        counted = true;
+        return body;
+      };
+      return {
+        status: reply.status,
+        header: (name) => reply.header(name),
+        get body() {
+          counted = true;
+          return (async function* () {
+            for await (const chunk of reply.body) {
+              received += chunk.length;
+              yield chunk;
+            }
+          })();
+        },
+        bytes,
+        json: async () => JSON.parse((await bytes()).toString('utf8')) as unknown,
+        discard: async () => {
+          if (!counted) received += Number(reply.header('content-length') ?? 0);
+          counted = true;
+          await reply.discard();
+        },
+      };
     },
     count: () => requests,
+    sentBytes: () => sent,
+    receivedBytes: () => received,
   };
 }
 
 const kb = (bytes: number) => fixed(bytes / 1024, 1);
 
+interface GrowthResult {
+  readonly text: string;
+  /** Cairn's bytes after the last turn: local backend, Blob backend; SqliteSaver's row bytes. */
+  readonly cairnLocal: number;
+  readonly cairnBlob: number;
+  readonly sqlite: number;
+  readonly postgres: number;
+}
+
 async function growth(
+  postgresConn: string,
   localApp: RunningApp,
   localDataDir: string,
   blobApp: RunningApp,
@@ -153,7 +279,7 @@ async function growth(
   token: string,
   tenant: string,
   progress: (line: string) => void,
-): Promise<string> {
+): Promise<GrowthResult> {
   const localSender = countingSender();
   const cairn = new CairnCheckpointSaver({
     url: `${localApp.url}/api`,
@@ -164,7 +290,13 @@ async function growth(
   const blobSaver = new CairnCheckpointSaver({ url: `${blobApp.url}/api`, token, scope: 'growth' });
   const sqliteFile = path.join(tempDir('bench-sqlite'), 'checkpoints.db');
   const sqlite = SqliteSaver.fromConnString(sqliteFile);
-  const graphs = { cairn: conversation(cairn), blob: conversation(blobSaver), sqlite: conversation(sqlite) };
+  const postgres = await postgresSaver(postgresConn, 'growth');
+  const graphs = {
+    cairn: conversation(cairn),
+    blob: conversation(blobSaver),
+    sqlite: conversation(sqlite),
+    postgres: conversation(postgres),
+  };
   const config: RunnableConfig = { configurable: { thread_id: 'conversation-1' } };
   const threadSpace = [
     path.join(localDataDir, 'threads', tenant),
@@ -182,10 +314,12 @@ async function growth(
     lastMessages = (await graphs.cairn.invoke(input, config)).messages;
     await graphs.blob.invoke(input, config);
     await graphs.sqlite.invoke(input, config);
+    await graphs.postgres.invoke(input, config);
     const cairnTotal = await cairnBytes();
     const sqliteTotal = sqliteRowBytes(sqlite);
     perTurn.push(cairnTotal - cairnBefore);
     if (GROWTH_ROWS.has(turn)) {
+      const postgresTotal = await postgresBytes(postgres, 'growth');
       rows.push([
         String(turn),
         kb(cairnTotal - cairnBefore),
@@ -193,7 +327,9 @@ async function growth(
         kb(sqliteTotal - sqliteBefore),
         kb(cairnTotal),
         kb(sqliteTotal),
+        kb(postgresTotal),
         fixed(cairnTotal / sqliteTotal, 2),
+        fixed(cairnTotal / postgresTotal, 2),
       ]);
     }
     cairnBefore = cairnTotal;
@@ -206,6 +342,12 @@ async function growth(
   if ((sqliteState.values as { messages: BaseMessage[] }).messages.length !== 2 * TURNS) {
     throw new Error('SqliteSaver lost messages');
   }
+  const postgresState = await graphs.postgres.getState(config);
+  if ((postgresState.values as { messages: BaseMessage[] }).messages.length !== 2 * TURNS) {
+    throw new Error('PostgresSaver lost messages');
+  }
+  const postgresTotal = await postgresBytes(postgres, 'growth');
+  await postgres.end();
 
   databaseOf(sqlite).pragma('wal_checkpoint(TRUNCATE)');
   const sqliteFileBytes = statSync(sqliteFile).size;
@@ -229,8 +371,7 @@ async function growth(
   const early = meanOfLast(perTurn.slice(0, Math.min(10, TURNS)), MEAN_OF);
   const late = meanOfLast(perTurn, MEAN_OF);
   const single = (perTurn.at(-1) ?? 0) / (perTurn[Math.min(10, TURNS) - 1] ?? 1);
-  const verdict = (met: boolean) => (met ? 'met' : 'missed');
-  return [
+  const text = [
     `### Growth: a ${TURNS}-turn conversation (${2 * TURNS} messages), KiB`,
     '',
     table(
@@ -241,7 +382,9 @@ async function growth(
         'SqliteSaver this turn',
         'Cairn total',
         'SqliteSaver total',
+        'PostgresSaver total (tables)',
         'Cairn / SqliteSaver',
+        'Cairn / PostgresSaver',
       ],
       rows,
     ),
@@ -253,10 +396,15 @@ async function growth(
         [`Cairn, Blob backend: every blob of the thread container (${blobs} blobs)`, kb(blobBytes)],
         ['SqliteSaver: bytes of its rows (checkpoints and writes)', kb(sqliteTotal)],
         ['SqliteSaver: database file after a WAL checkpoint (TRUNCATE)', kb(sqliteFileBytes)],
+        [
+          'PostgresSaver: pg_total_relation_size of its tables (heap, TOAST, indexes; no VACUUM FULL)',
+          kb(postgresTotal),
+        ],
       ],
     ),
     '',
     `Cairn stores ${fixed(cairnTotal / sqliteTotal, 2)}× SqliteSaver's row bytes (${fixed(cairnTotal / sqliteFileBytes, 2)}× its file), ` +
+      `${fixed(cairnTotal / postgresTotal, 2)}× PostgresSaver's tables, ` +
       `with ${fixed(localSender.count() / TURNS, 1)} HTTP requests a turn (3 checkpoints a turn).`,
     '',
     table(
@@ -295,7 +443,16 @@ async function growth(
       ],
     ),
   ].join('\n');
+  return {
+    text,
+    cairnLocal: cairnTotal,
+    cairnBlob: blobBytes,
+    sqlite: sqliteTotal,
+    postgres: postgresTotal,
+  };
 }
+
+const verdict = (met: boolean) => (met ? 'met' : 'missed');
 
 function meanOfLast(values: readonly number[], count: number): number {
   const last = values.slice(-count);
@@ -484,6 +641,405 @@ async function speed(blobApp: RunningApp, token: string, progress: (line: string
   ].join('\n');
 }
 
+/** Graph turns measured after the conversation's first {@link TURNS}: turns 201–250. */
+const TURN_SPEED_TURNS = sized(50, 5);
+/** getTuple reads of the latest measured at turn 10 and at turn {@link TURNS}. */
+const GET_TUPLE_READS = sized(50, 5);
+const EIGHT_TURNS_PER_WORKER = sized(25, 3);
+/**
+ * Graph turns/s of 8 workers, each on its own thread, with Cairn on the Blob backend (Azurite),
+ * as measured before the thread store's write path was reworked; the target is 3× it.
+ */
+const EIGHT_WORKERS_BASELINE_TURNS_PER_SECOND = 9.6;
+const EIGHT_WORKERS_TARGET = 3;
+/** Cairn on Blob's graph turn (p50) at most this fraction of PostgresSaver's. */
+const TURN_RATIO_TARGET = 0.5;
+/** HTTP bytes of a turn at most this many times the bytes it adds to the messages channel. */
+const WIRE_TARGET = 10;
+/** Storage requests of a turn on the Blob backend before this work (about 20); the target is half. */
+const STORAGE_REQUESTS_BEFORE = 20;
+/** getTuple of the latest at turn 200 at most this many times its time at turn 10 (p50). */
+const GET_TUPLE_GROWTH_TARGET = 1.3;
+const EARLY_TURN = Math.min(10, TURNS);
+
+const serde = new JsonPlusSerializer();
+
+/** Bytes of `messages` serialised as the savers serialise a channel's value. */
+async function serialisedBytes(messages: readonly BaseMessage[]): Promise<number> {
+  const [, bytes] = await serde.dumpsTyped(messages);
+  return bytes.length;
+}
+
+interface Peer {
+  readonly name: string;
+  readonly saver: BaseCheckpointSaver;
+}
+
+const p50 = (measurement: Measurement) =>
+  percentile(
+    [...measurement.latenciesMs].sort((a, b) => a - b),
+    50,
+  );
+
+async function getTupleLatency(saver: BaseCheckpointSaver, threadId: string): Promise<Measurement> {
+  const latest = { configurable: { thread_id: threadId } };
+  const read = async () => {
+    if ((await saver.getTuple(latest)) === undefined) throw new Error('no checkpoint');
+  };
+  await measure(5, 1, read);
+  return measure(GET_TUPLE_READS, 1, read);
+}
+
+/**
+ * The raw SDK floor of a turn on Azurite: one upload of a blob the size of the turn's delta, then
+ * a conditional (If-Match) overwrite of a small pointer blob, one after the other.
+ */
+async function sdkFloor(blobService: BlobServiceClient, deltaBytes: number): Promise<Measurement> {
+  const container = blobService.getContainerClient(`floor${Date.now().toString(36)}`);
+  await container.create();
+  try {
+    const pointer = container.getBlockBlobClient('pointer');
+    let etag = (await pointer.upload('0', 1)).etag;
+    const delta = Buffer.alloc(deltaBytes, 'x');
+    const swap = async (_worker: number, index: number) => {
+      await container.getBlockBlobClient(`delta-${index}`).upload(delta, delta.length);
+      const body = String(index);
+      etag = (await pointer.upload(body, body.length, { conditions: { ifMatch: etag } })).etag;
+    };
+    await measure(10, 1, swap);
+    return await measure(TURN_SPEED_TURNS, 1, (worker, index) => swap(worker, 1000 + index));
+  } finally {
+    await container.delete();
+  }
+}
+
+async function turnSpeed(
+  peers: readonly Peer[],
+  blobService: BlobServiceClient,
+  progress: (line: string) => void,
+): Promise<string> {
+  const turns: Measurement[] = [];
+  let early: Measurement | undefined;
+  let late: Measurement | undefined;
+  let deltaBytes = 0;
+  for (const [index, peer] of peers.entries()) {
+    const graph = conversation(peer.saver);
+    const thread = `turns-${index}`;
+    let previous: BaseMessage[] = [];
+    for (let turn = 1; turn <= TURNS; turn++) {
+      const messages = await turnOf(graph, thread, turn);
+      if (index === 0 && turn === TURNS) {
+        deltaBytes = (await serialisedBytes(messages)) - (await serialisedBytes(previous));
+      }
+      previous = messages;
+      if (index === 0 && turn === EARLY_TURN) early = await getTupleLatency(peer.saver, thread);
+    }
+    if (index === 0) late = await getTupleLatency(peer.saver, thread);
+    turns.push(
+      await measure(TURN_SPEED_TURNS, 1, async (_worker, i) => {
+        const messages = await turnOf(graph, thread, TURNS + 1 + i);
+        if (messages.length !== 2 * (TURNS + 1 + i)) throw new Error(`${peer.name} lost messages`);
+      }),
+    );
+    progress(`turn speed: ${peer.name} done`);
+  }
+  const floor = await sdkFloor(blobService, deltaBytes);
+  const cairnBlob = turns[0]!;
+  const postgres = turns[peers.length - 1]!;
+  const ratio = p50(cairnBlob) / p50(postgres);
+  const getTupleRatio = p50(late!) / p50(early!);
+  return [
+    `### Graph turn speed: one \`graph.invoke\` of one user message at turns ${TURNS + 1}–${TURNS + TURN_SPEED_TURNS} of a thread (ms)`,
+    '',
+    table(
+      ['saver', 'p50', 'p95', 'p99', 'turns/s'],
+      [
+        ...peers.map((peer, i) => [
+          peer.name,
+          ...latencyCells(turns[i]!),
+          fixed(turns[i]!.ops / turns[i]!.seconds, 1),
+        ]),
+        [
+          `raw SDK floor on Azurite: upload ${deltaBytes} B (the turn's delta) + If-Match pointer swap`,
+          ...latencyCells(floor),
+          fixed(floor.ops / floor.seconds, 1),
+        ],
+      ],
+    ),
+    '',
+    table(
+      [`getTuple of the latest, ${peers[0]!.name}`, 'p50', 'p95', 'p99'],
+      [
+        [`at turn ${EARLY_TURN}`, ...latencyCells(early!)],
+        [`at turn ${TURNS}`, ...latencyCells(late!)],
+      ],
+    ),
+    '',
+    table(
+      ['target', 'measured', 'verdict'],
+      [
+        [
+          `graph turn p50: ${peers[0]!.name} / ${peers.at(-1)!.name} ≤ ${TURN_RATIO_TARGET}`,
+          `${fixed(p50(cairnBlob), 2)} / ${fixed(p50(postgres), 2)} ms = ${fixed(ratio, 2)} (floor ${fixed(p50(floor), 2)} ms)`,
+          verdict(ratio <= TURN_RATIO_TARGET),
+        ],
+        [
+          `getTuple of the latest p50 at turn ${TURNS} ≤ ${GET_TUPLE_GROWTH_TARGET}× at turn ${EARLY_TURN} (Blob backend)`,
+          `${fixed(p50(late!), 2)} / ${fixed(p50(early!), 2)} ms = ${fixed(getTupleRatio, 2)}×`,
+          verdict(getTupleRatio <= GET_TUPLE_GROWTH_TARGET),
+        ],
+      ],
+    ),
+  ].join('\n');
+}
+
+async function eightWorkers(peers: readonly Peer[], progress: (line: string) => void): Promise<string> {
+  const results: Measurement[] = [];
+  for (const peer of peers) {
+    const graph = conversation(peer.saver);
+    const turns = Array.from({ length: WORKERS }, () => 0);
+    results.push(
+      await measure(WORKERS * EIGHT_TURNS_PER_WORKER, WORKERS, async (worker) => {
+        const turn = ++turns[worker]!;
+        const messages = await turnOf(graph, `eight-${worker}`, turn);
+        if (messages.length !== 2 * turn) throw new Error(`${peer.name} lost messages`);
+      }),
+    );
+    progress(`eight workers: ${peer.name} done`);
+  }
+  const rate = (m: Measurement) => m.ops / m.seconds;
+  const target = EIGHT_WORKERS_TARGET * EIGHT_WORKERS_BASELINE_TURNS_PER_SECOND;
+  return [
+    `### Eight workers: ${WORKERS} workers, each on its own new thread, ${EIGHT_TURNS_PER_WORKER} graph turns each`,
+    '',
+    table(
+      ['saver', 'graph turns/s', 'turn p50 / p95 ms'],
+      peers.map((peer, i) => {
+        const cells = latencyCells(results[i]!);
+        return [peer.name, fixed(rate(results[i]!), 1), `${cells[0]} / ${cells[1]}`];
+      }),
+    ),
+    '',
+    table(
+      ['target', 'measured', 'verdict'],
+      [
+        [
+          `${peers[0]!.name}: ≥ ${EIGHT_WORKERS_TARGET}× ${EIGHT_WORKERS_BASELINE_TURNS_PER_SECOND} turns/s (the figure before this work) = ${fixed(target, 1)}`,
+          `${fixed(rate(results[0]!), 1)} turns/s (${fixed(rate(results[0]!) / EIGHT_WORKERS_BASELINE_TURNS_PER_SECOND, 2)}×)`,
+          verdict(rate(results[0]!) >= target),
+        ],
+      ],
+    ),
+  ].join('\n');
+}
+
+/**
+ * Wire per turn: a conversation of {@link TURNS} turns through a Blob app whose storage requests
+ * go through a counting proxy; for each of the last 10 turns, the HTTP requests and bytes the saver
+ * sent and received (at its HTTP sender), the storage requests the app made, and the bytes the
+ * turn added to the messages channel (its serialised value after the turn minus before).
+ */
+async function wire(
+  app: RunningApp,
+  storageRequests: () => number,
+  token: string,
+  progress: (line: string) => void,
+): Promise<string> {
+  const sender = countingSender();
+  const saver = new CairnCheckpointSaver({ url: `${app.url}/api`, token, send: sender.send, scope: 'wire' });
+  const graph = conversation(saver);
+  const counted = Math.min(10, TURNS);
+  const rows: { requests: number; sent: number; received: number; storage: number; delta: number }[] = [];
+  let previous: BaseMessage[] = [];
+  for (let turn = 1; turn <= TURNS; turn++) {
+    const before = {
+      requests: sender.count(),
+      sent: sender.sentBytes(),
+      received: sender.receivedBytes(),
+      storage: storageRequests(),
+    };
+    const messages = await turnOf(graph, 'wire-1', turn);
+    if (turn > TURNS - counted) {
+      rows.push({
+        requests: sender.count() - before.requests,
+        sent: sender.sentBytes() - before.sent,
+        received: sender.receivedBytes() - before.received,
+        storage: storageRequests() - before.storage,
+        delta: (await serialisedBytes(messages)) - (await serialisedBytes(previous)),
+      });
+    }
+    previous = messages;
+  }
+  progress('wire: done');
+  const last = rows.at(-1)!;
+  const mean = (pick: (row: (typeof rows)[number]) => number) =>
+    rows.reduce((sum, row) => sum + pick(row), 0) / rows.length;
+  const wireRatio = (last.sent + last.received) / last.delta;
+  const storageTarget = STORAGE_REQUESTS_BEFORE / 2;
+  return [
+    `### Wire per turn at turn ${TURNS} (Blob backend; HTTP at the saver's sender, storage requests at a proxy in front of Azurite)`,
+    '',
+    table(
+      [
+        'turn',
+        'HTTP requests',
+        'HTTP bytes sent',
+        'HTTP bytes received',
+        'storage requests',
+        'bytes the turn adds to the messages channel',
+      ],
+      [
+        [
+          String(TURNS),
+          String(last.requests),
+          String(last.sent),
+          String(last.received),
+          String(last.storage),
+          String(last.delta),
+        ],
+        [
+          `mean of turns ${TURNS - counted + 1}–${TURNS}`,
+          fixed(
+            mean((r) => r.requests),
+            1,
+          ),
+          fixed(
+            mean((r) => r.sent),
+            0,
+          ),
+          fixed(
+            mean((r) => r.received),
+            0,
+          ),
+          fixed(
+            mean((r) => r.storage),
+            1,
+          ),
+          fixed(
+            mean((r) => r.delta),
+            0,
+          ),
+        ],
+      ],
+    ),
+    '',
+    'HTTP bytes: request line, headers and body sent; body received (answer headers not counted).',
+    '',
+    table(
+      ['target', 'measured', 'verdict'],
+      [
+        [
+          `HTTP bytes of turn ${TURNS} (sent + received) ≤ ${WIRE_TARGET}× the bytes it adds to the messages channel`,
+          `${last.sent + last.received} / ${last.delta} B = ${fixed(wireRatio, 2)}×`,
+          verdict(wireRatio <= WIRE_TARGET),
+        ],
+        [
+          `storage requests of turn ${TURNS} ≤ ${storageTarget} (half of ~${STORAGE_REQUESTS_BEFORE} before this work)`,
+          `${last.storage} (mean of the last ${counted} turns ${fixed(
+            mean((r) => r.storage),
+            1,
+          )})`,
+          verdict(last.storage <= storageTarget),
+        ],
+      ],
+    ),
+  ].join('\n');
+}
+
+/**
+ * The same conversation with the messages channel as LangGraph's `DeltaChannel` (beta), on Cairn
+ * (both backends) and SqliteSaver, in a tenant of its own so that its bytes are the thread space's.
+ */
+async function deltaChannel(
+  localApp: RunningApp,
+  localDataDir: string,
+  blobApp: RunningApp,
+  blobContainer: string,
+  blobService: BlobServiceClient,
+  token: string,
+  tenant: string,
+  annotation: GrowthResult,
+  progress: (line: string) => void,
+): Promise<string> {
+  const sqliteFile = path.join(tempDir('bench-sqlite'), 'delta.db');
+  const sqlite = SqliteSaver.fromConnString(sqliteFile);
+  const peers: Peer[] = [
+    {
+      name: 'Cairn (HTTP, local backend)',
+      saver: new CairnCheckpointSaver({ url: `${localApp.url}/api`, token }),
+    },
+    {
+      name: 'Cairn (HTTP, Blob backend on Azurite)',
+      saver: new CairnCheckpointSaver({ url: `${blobApp.url}/api`, token }),
+    },
+    { name: 'SqliteSaver (file, in process)', saver: sqlite },
+  ];
+  const runsOf: { messages: number; turn: Measurement }[] = [];
+  for (const peer of peers) {
+    const graph = conversation(peer.saver, true);
+    let turn = 0;
+    const turns = await measure(TURNS, 1, async () => {
+      turn += 1;
+      const messages = await turnOf(graph, 'delta-1', turn);
+      if (messages.length !== 2 * turn) throw new Error(`${peer.name} lost messages with DeltaChannel`);
+    });
+    const state = await graph.getState({ configurable: { thread_id: 'delta-1' } });
+    runsOf.push({ messages: (state.values as { messages: BaseMessage[] }).messages.length, turn: turns });
+    progress(`DeltaChannel: ${peer.name} done`);
+  }
+  const local = (
+    await Promise.all(
+      [path.join(localDataDir, 'threads', tenant), path.join(localDataDir, 'threads-long', tenant)].map(
+        filesBytes,
+      ),
+    )
+  ).reduce((a, b) => a + b, 0);
+  let blob = 0;
+  for await (const item of blobService.getContainerClient(blobContainer).listBlobsFlat()) {
+    blob += item.properties.contentLength ?? 0;
+  }
+  const sqliteBytes = sqliteRowBytes(sqlite);
+  databaseOf(sqlite).close();
+  const stored = [local, blob, sqliteBytes];
+  const before = [annotation.cairnLocal, annotation.cairnBlob, annotation.sqlite];
+  return [
+    `### DeltaChannel: the ${TURNS}-turn conversation with the messages channel as \`DeltaChannel\` (\`MessagesDeltaValue\`, beta)`,
+    '',
+    table(
+      [
+        'saver',
+        'messages read back',
+        'turn p50 / p95 ms',
+        'stored KiB',
+        'MessagesAnnotation run KiB',
+        'DeltaChannel / MessagesAnnotation',
+      ],
+      peers.map((peer, i) => {
+        const cells = latencyCells(runsOf[i]!.turn);
+        return [
+          peer.name,
+          `${runsOf[i]!.messages} of ${2 * TURNS}`,
+          `${cells[0]} / ${cells[1]}`,
+          kb(stored[i]!),
+          kb(before[i]!),
+          fixed(stored[i]! / before[i]!, 2),
+        ];
+      }),
+    ),
+    '',
+    'Stored: every file (local) or blob (Blob) of the thread space; SqliteSaver, the bytes of its rows.',
+    '',
+    table(
+      ['target', 'measured', 'verdict'],
+      [0, 1].map((i) => [
+        `${peers[i]!.name}: DeltaChannel run stores no more than the MessagesAnnotation run`,
+        `${kb(stored[i]!)} / ${kb(before[i]!)} KiB`,
+        verdict(runsOf[i]!.messages === 2 * TURNS && stored[i]! <= before[i]!),
+      ]),
+    ),
+  ].join('\n');
+}
+
 async function runs(
   apps: readonly RunningApp[],
   token: string,
@@ -557,28 +1113,65 @@ async function runs(
 }
 
 export async function runThreadsBench(progress: (line: string) => void = () => undefined): Promise<string> {
+  // PostgresSaver is a peer of every comparison: a server that cannot start fails the bench.
+  const postgres = await startPostgres();
+  try {
+    return await withPostgres(postgres.connectionString, progress);
+  } finally {
+    await postgres.stop();
+  }
+}
+
+async function withPostgres(postgresConn: string, progress: (line: string) => void): Promise<string> {
   const azurite = await startAzurite();
+  const proxy = await startCountingProxy(azurite.blobEndpoint);
+  try {
+    return await withStorage(postgresConn, azurite.blobEndpoint, proxy, progress);
+  } finally {
+    await proxy.close();
+    await azurite.stop();
+  }
+}
+
+async function withStorage(
+  postgresConn: string,
+  blobEndpoint: string,
+  proxy: { url: string; requests: () => number },
+  progress: (line: string) => void,
+): Promise<string> {
   const tenant = newTenant('bench');
-  const keys = { CAIRN_API_KEYS: apiKeysSetting([tenant]) };
+  const deltaTenant = newTenant('bench-delta');
+  const keys = { CAIRN_API_KEYS: apiKeysSetting([tenant, deltaTenant]) };
   const quiet = { keepOutput: false };
-  const blobSettings = backendSettings('blob', azurite.blobEndpoint);
-  const localSettings = backendSettings('local', azurite.blobEndpoint);
-  // Two instances on one Blob container (the fleet case), and one on the local backend.
+  const blobSettings = backendSettings('blob', blobEndpoint);
+  const localSettings = backendSettings('local', blobEndpoint);
+  // Two instances on one Blob container (the fleet case), one on the local backend, and one on
+  // Blob whose storage requests go through the counting proxy.
   const blobApps = [
     await startApp({ ...keys, ...blobSettings }, undefined, quiet),
     await startApp({ ...keys, ...blobSettings }, undefined, quiet),
   ];
   const localApp = await startApp({ ...keys, ...localSettings }, undefined, quiet);
-  const apps = [...blobApps, localApp];
+  const wireApp = await startApp({ ...keys, ...backendSettings('blob', proxy.url) }, undefined, quiet);
+  const apps = [...blobApps, localApp, wireApp];
   const watches = apps.map((app) => watchRss(app.child.pid ?? 0));
   const blobService = new BlobServiceClient(
-    azurite.blobEndpoint,
+    blobEndpoint,
     new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
   );
   const threadContainer = spaceContainerName(blobSettings['CAIRN_BLOB_CONTAINER']!, 'threads', tenant.tenant);
+  const deltaContainer = spaceContainerName(
+    blobSettings['CAIRN_BLOB_CONTAINER']!,
+    'threads',
+    deltaTenant.tenant,
+  );
+  const sqliteFile = path.join(tempDir('bench-sqlite'), 'turns.db');
+  const sqlite = SqliteSaver.fromConnString(sqliteFile);
+  const postgres = await postgresSaver(postgresConn, 'turns');
 
-  const sections = [
-    await growth(
+  try {
+    const annotation = await growth(
+      postgresConn,
       localApp,
       localSettings['CAIRN_DATA_DIR']!,
       blobApps[0]!,
@@ -587,16 +1180,52 @@ export async function runThreadsBench(progress: (line: string) => void = () => u
       tenant.key,
       tenant.tenant,
       progress,
-    ),
-  ];
-  // The growth thread is the only one in the container when it is summed; the rest come after.
-  sections.push(await speed(blobApps[0]!, tenant.key, progress));
-  sections.push(await runs(blobApps, tenant.key, progress));
-  const peaks = watches.map((watch) => watch.stop());
-  for (const app of apps) await app.stop();
-  await azurite.stop();
-  sections.push(
-    `Peak RSS of the apps during the benchmark: ${fixed(peaks[0]!, 0)} MB and ${fixed(peaks[1]!, 0)} MB (the two Blob instances), ${fixed(peaks[2]!, 0)} MB (local backend); target under 256 MB.`,
-  );
-  return sections.join('\n\n');
+    );
+    const sections = [annotation.text];
+    // The growth thread is the only one in the container when it is summed; the rest come after.
+    sections.push(await speed(blobApps[0]!, tenant.key, progress));
+    const peers: Peer[] = [
+      {
+        name: 'Cairn (HTTP, Blob backend on Azurite)',
+        saver: new CairnCheckpointSaver({
+          url: `${blobApps[0]!.url}/api`,
+          token: tenant.key,
+          scope: 'turns',
+        }),
+      },
+      {
+        name: 'Cairn (HTTP, local backend)',
+        saver: new CairnCheckpointSaver({ url: `${localApp.url}/api`, token: tenant.key, scope: 'turns' }),
+      },
+      { name: 'SqliteSaver (file, in process)', saver: sqlite },
+      { name: 'PostgresSaver (PostgreSQL on this machine, TCP)', saver: postgres },
+    ];
+    sections.push(await turnSpeed(peers, blobService, progress));
+    sections.push(await eightWorkers(peers, progress));
+    sections.push(await wire(wireApp, proxy.requests, tenant.key, progress));
+    sections.push(
+      await deltaChannel(
+        localApp,
+        localSettings['CAIRN_DATA_DIR']!,
+        blobApps[0]!,
+        deltaContainer,
+        blobService,
+        deltaTenant.key,
+        deltaTenant.tenant,
+        annotation,
+        progress,
+      ),
+    );
+    sections.push(await runs(blobApps, tenant.key, progress));
+    const peaks = watches.map((watch) => watch.stop());
+    sections.push(
+      `Peak RSS of the apps during the benchmark: ${fixed(peaks[0]!, 0)} MB and ${fixed(peaks[1]!, 0)} MB (the two Blob instances), ${fixed(peaks[2]!, 0)} MB (local backend), ${fixed(peaks[3]!, 0)} MB (Blob through the counting proxy); target under 256 MB.`,
+    );
+    return sections.join('\n\n');
+  } finally {
+    for (const watch of watches) watch.stop();
+    databaseOf(sqlite).close();
+    await postgres.end();
+    for (const app of apps) await app.stop();
+  }
 }
