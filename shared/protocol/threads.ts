@@ -134,8 +134,8 @@ export const Base64 = text().regex(new RegExp(BASE64_PATTERN), 'must be base64')
 
 export const TypedBytes = z.strictObject({ type: TypeTag, data: Base64 }).meta({ id: 'TypedBytes' });
 
-export const Sha256 = text().regex(SHA256_HEX, 'must be 64 lowercase hex digits').meta({
-  id: 'Sha256',
+export const ValueSha256 = text().regex(SHA256_HEX, 'must be 64 lowercase hex digits').meta({
+  id: 'ValueSha256',
   pattern: SHA256_HEX.source,
   description: 'The SHA-256 of the whole value, in lowercase hex.',
 });
@@ -155,7 +155,7 @@ export const ValueDelta = z
     type: TypeTag,
     keep: keepField.describe('How many bytes of the base value the value starts with.'),
     append: Base64.describe('The bytes after them.'),
-    sha256: Sha256,
+    sha256: ValueSha256,
   })
   .meta({ id: 'ValueDelta' });
 
@@ -171,7 +171,7 @@ export const ValueDeltaPut = z
       .describe('The stored value the delta starts from.'),
     keep: keepField.describe('How many bytes of the base value the value starts with.'),
     append: Base64.describe('The bytes after them.'),
-    sha256: Sha256,
+    sha256: ValueSha256,
   })
   .meta({ id: 'ValueDeltaPut' });
 
