@@ -1,4 +1,5 @@
 import { actorOf } from '#shared/auth';
+import { NotFoundError } from '#shared/protocol/errors';
 import {
   threadCheckpointLatestRoute,
   threadCheckpointRoute,
@@ -13,7 +14,9 @@ import {
   threadRunsRoute,
 } from '#shared/protocol/threads';
 import type { ThreadStore } from '#shared/threads/threadStore';
+import type { CheckpointTuple } from '#shared/threads/threadTypes';
 import { checkpointPutOf, runStartOf, tupleJson, writesPutOf } from '#shared/threads/wire';
+import { resolvePutDeltas } from '#shared/threads/wireDelta';
 
 import type { AuthenticatedCall } from './http/pipeline';
 import { json } from './http/request';
@@ -57,11 +60,12 @@ export const thread = specHandler(threadRoute, {
 
 export const threadCheckpoints = specHandler(threadCheckpointsRoute, {
   POST: async ({ params: { threadId }, body }, _request, call) => {
-    const result = await threadsOf(call).putCheckpoint(
-      call.principal.tenant,
-      threadId,
-      checkpointPutOf(body),
+    const store = threadsOf(call);
+    const tenant = call.principal.tenant;
+    const resolved = await resolvePutDeltas(body, (checkpointId) =>
+      store.getCheckpoint(tenant, threadId, body.ns, checkpointId),
     );
+    const result = await store.putCheckpoint(tenant, threadId, checkpointPutOf(resolved));
     return json(result.created ? 201 : 200, {
       threadId: result.threadId,
       ns: result.ns,
@@ -71,21 +75,41 @@ export const threadCheckpoints = specHandler(threadCheckpointsRoute, {
   },
   GET: async ({ params: { threadId }, query }, _request, call) => {
     const page = await threadsOf(call).listCheckpoints(call.principal.tenant, threadId, query);
-    return json(200, { checkpoints: page.checkpoints.map(tupleJson), next: page.next });
+    return json(200, { checkpoints: page.checkpoints.map((tuple) => tupleJson(tuple)), next: page.next });
   },
 });
 
+/**
+ * A checkpoint, with its values as deltas against `since` when the client holds that checkpoint
+ * and the namespace stores it (else whole). Read after the checkpoint: a `since` deleted in between
+ * leaves the values whole.
+ */
+async function checkpointAnswer(
+  call: AuthenticatedCall,
+  threadId: string,
+  query: { ns: string; since?: string | undefined },
+  checkpointId?: string,
+) {
+  const store = threadsOf(call);
+  const tenant = call.principal.tenant;
+  const tuple = await store.getCheckpoint(tenant, threadId, query.ns, checkpointId);
+  let since: CheckpointTuple | undefined;
+  if (query.since !== undefined) {
+    since = await store.getCheckpoint(tenant, threadId, query.ns, query.since).catch((error: unknown) => {
+      if (error instanceof NotFoundError) return undefined;
+      throw error;
+    });
+  }
+  return json(200, tupleJson(tuple, since));
+}
+
 export const threadCheckpointLatest = specHandler(threadCheckpointLatestRoute, {
-  GET: async ({ params: { threadId }, query: { ns } }, _request, call) =>
-    json(200, tupleJson(await threadsOf(call).getCheckpoint(call.principal.tenant, threadId, ns))),
+  GET: async ({ params: { threadId }, query }, _request, call) => checkpointAnswer(call, threadId, query),
 });
 
 export const threadCheckpoint = specHandler(threadCheckpointRoute, {
-  GET: async ({ params: { threadId, checkpointId }, query: { ns } }, _request, call) =>
-    json(
-      200,
-      tupleJson(await threadsOf(call).getCheckpoint(call.principal.tenant, threadId, ns, checkpointId)),
-    ),
+  GET: async ({ params: { threadId, checkpointId }, query }, _request, call) =>
+    checkpointAnswer(call, threadId, query, checkpointId),
 });
 
 export const threadCheckpointWrites = specHandler(threadCheckpointWritesRoute, {

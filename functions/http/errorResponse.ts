@@ -18,6 +18,7 @@ export const STATUS_BY_CODE: Readonly<Record<ErrorCode, number>> = {
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
+  base_mismatch: 409,
   thread_busy: 409,
   run_fenced: 409,
   precondition_failed: 412,

@@ -458,7 +458,7 @@ const listCheckpoints = tool({
   run: async (args, call) => {
     const { threadId, ...query } = args;
     const page = await call.services.threads.listCheckpoints(call.principal.tenant, threadId, query);
-    return { checkpoints: page.checkpoints.map(tupleJson), next: page.next };
+    return { checkpoints: page.checkpoints.map((tuple) => tupleJson(tuple)), next: page.next };
   },
 });
 

@@ -134,8 +134,13 @@ export const ERROR_ANSWERS = {
   },
   ThreadWriteConflict: {
     description:
-      '`conflict`: the checkpoint id is stored with other content, the parent is not stored in the namespace, or the thread was deleted and created again during the put; `thread_busy` / `run_fenced` as for the other writes. Nothing a reader can see was written.',
-    body: z.xor([errorBody(['conflict']), ThreadBusyErrorBody, RunFencedErrorBody]),
+      '`conflict`: the checkpoint id is stored with other content, the parent is not stored in the namespace, or the thread was deleted and created again during the put; `base_mismatch`: a value sent as a delta does not resolve (its base is not stored in the thread and namespace, is shorter than `keep`, has another type tag, or the SHA-256 of the result is not `sha256`), `field` names the value, and the sender sends it whole; `thread_busy` / `run_fenced` as for the other writes. Nothing a reader can see was written.',
+    body: z.xor([
+      errorBody(['conflict']),
+      errorBody(['base_mismatch'], { field: z.string().describe('The value, as `values.<channel>`.') }),
+      ThreadBusyErrorBody,
+      RunFencedErrorBody,
+    ]),
     headers: { 'Retry-After': threadBusyRetryAfter(true) },
   },
   PreconditionFailed: {

@@ -12,6 +12,7 @@ export type ErrorCode =
   | 'not_found'
   | 'method_not_allowed'
   | 'conflict'
+  | 'base_mismatch'
   | 'thread_busy'
   | 'run_fenced'
   | 'precondition_failed'
@@ -79,6 +80,22 @@ export class MethodNotAllowedError extends CairnError {
 export class ConflictError extends CairnError {
   readonly code = 'conflict';
   readonly fault = 'caller';
+}
+
+/**
+ * A value sent as a delta does not resolve: its base is not a value the thread holds, or the result
+ * is not the value the digest names. `field` names the value; nothing was written. The sender
+ * sends the value whole instead.
+ */
+export class BaseMismatchError extends CairnError {
+  readonly code = 'base_mismatch';
+  readonly fault = 'caller';
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(`${field}: ${message}`, { field });
+  }
 }
 
 /**

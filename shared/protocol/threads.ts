@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-import { BASE64_PATTERN, Id, KiB, MiB, SEAL_OVERHEAD, Timestamp } from './fields.js';
+import { BASE64_PATTERN, Id, KiB, MiB, SEAL_OVERHEAD, SHA256_HEX, Timestamp } from './fields.js';
 import { JSON_DEPTH_RULE, tooDeepPath } from './json.js';
 import { route } from './spec.js';
 import { TAGS } from './tags.js';
@@ -134,6 +134,47 @@ export const Base64 = text().regex(new RegExp(BASE64_PATTERN), 'must be base64')
 
 export const TypedBytes = z.strictObject({ type: TypeTag, data: Base64 }).meta({ id: 'TypedBytes' });
 
+export const ValueSha256 = text().regex(SHA256_HEX, 'must be 64 lowercase hex digits').meta({
+  id: 'ValueSha256',
+  pattern: SHA256_HEX.source,
+  description: 'The SHA-256 of the whole value, in lowercase hex.',
+});
+
+const keepField = z
+  .number({ error: 'must be a number' })
+  .int('must be a whole number')
+  .min(0, 'must be a whole number of at least 0');
+
+/**
+ * A value given as a change to a value the other side holds (docs/threads.md, Deltas): the first
+ * `keep` bytes of that value, then `append`; `sha256` is the digest of the whole result, which a
+ * reconstruction that does not match refuses.
+ */
+export const ValueDelta = z
+  .strictObject({
+    type: TypeTag,
+    keep: keepField.describe('How many bytes of the base value the value starts with.'),
+    append: Base64.describe('The bytes after them.'),
+    sha256: ValueSha256,
+  })
+  .meta({ id: 'ValueDelta' });
+
+/** A channel value of a put given as a change to a value the thread holds. */
+export const ValueDeltaPut = z
+  .strictObject({
+    type: TypeTag,
+    base: z
+      .strictObject({
+        checkpointId: ThreadCheckpointId.describe('A checkpoint of the same thread and namespace.'),
+        channel: Channel.optional().describe('The channel whose value there is the base; default: this one.'),
+      })
+      .describe('The stored value the delta starts from.'),
+    keep: keepField.describe('How many bytes of the base value the value starts with.'),
+    append: Base64.describe('The bytes after them.'),
+    sha256: ValueSha256,
+  })
+  .meta({ id: 'ValueDeltaPut' });
+
 export const TaskId = text().meta({
   id: 'TaskId',
   minLength: 1,
@@ -209,10 +250,10 @@ export const putCheckpointBody = z.strictObject({
   channelVersions: channelMap(ChannelVersion)
     .meta({ maxProperties: MAX_CHANNELS })
     .describe('Every channel of the checkpoint and its version.'),
-  values: channelMap(TypedBytes.nullable())
+  values: channelMap(z.union([TypedBytes, ValueDeltaPut]).nullable())
     .default({})
     .describe(
-      `The channels whose version is new here (each must be in \`channelVersions\`): the value, or null when the channel has none. A value's decoded bytes and its type tag fit in CAIRN_MAX_VALUE_BYTES less one byte, and less ${SEAL_OVERHEAD} bytes more (the seal's overhead) when encryption at rest is on.`,
+      `The channels whose version is new here (each must be in \`channelVersions\`): the value (whole, or as a delta against a value the thread holds: 409 \`base_mismatch\` naming \`values.<channel>\` when that base is not stored or the result's digest differs), or null when the channel has none. A value's decoded bytes and its type tag fit in CAIRN_MAX_VALUE_BYTES less one byte, and less ${SEAL_OVERHEAD} bytes more (the seal's overhead) when encryption at rest is on.`,
     ),
 });
 
@@ -295,6 +336,9 @@ export const threadListQuery = z.object({
 /** The query of the routes that read one checkpoint. */
 export const checkpointQuery = z.object({
   ns: Namespace.default('').describe('The namespace; default "" (the root).'),
+  since: ThreadCheckpointId.optional().describe(
+    'A checkpoint of the namespace whose values the client holds: the answer may then give a value as a delta against the value of the same channel there (`keep` its length and `append` empty when unchanged). Ignored (values whole, no `since` in the answer) when that checkpoint is not stored.',
+  ),
 });
 
 const FILTER_RULE = `must be a JSON object of at most ${MAX_FILTER_KEYS} metadata keys`;
@@ -448,10 +492,13 @@ export const ThreadCheckpoint = z
     metadata: jsonObject.describe('The JSON object sent with the checkpoint.'),
     channelVersions: z.record(Channel, ChannelVersion),
     values: z
-      .record(Channel, TypedBytes)
+      .record(Channel, z.union([TypedBytes, ValueDelta]))
       .describe(
-        'Every channel that has a value at this checkpoint (stored with it or before it), with that value.',
+        'Every channel that has a value at this checkpoint (stored with it or before it), with that value: whole, or, only when the answer has `since`, as a delta against the value of the same channel at `since`.',
       ),
+    since: ThreadCheckpointId.optional().describe(
+      'The `since` of the query, when it was applied: deltas in `values` are against its values.',
+    ),
     pendingWrites: z
       .array(PendingWrite)
       .describe('Merged, in (task path, task id, index) order, strings by Unicode code point.'),
@@ -807,6 +854,8 @@ export type ThreadCheckpointPageJson = z.output<typeof ThreadCheckpointPage>;
 export type ThreadCheckpointStoredJson = z.output<typeof ThreadCheckpointStored>;
 export type ThreadWritesStoredJson = z.output<typeof ThreadWritesStored>;
 export type TypedBytesJson = z.output<typeof TypedBytes>;
+export type ValueDeltaJson = z.output<typeof ValueDelta>;
+export type ValueDeltaPutJson = z.output<typeof ValueDeltaPut>;
 export type PendingWriteJson = z.output<typeof PendingWrite>;
 export type PutCheckpointBody = z.input<typeof putCheckpointBody>;
 export type PutWritesBody = z.input<typeof putWritesBody>;

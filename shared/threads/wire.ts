@@ -4,6 +4,7 @@ import type { putCheckpointBody, putWritesBody, startRunBody } from '../protocol
 import type { PendingWrite } from './pendingWrites';
 import type { TypedBytes } from './records';
 import type { CheckpointPut, CheckpointTuple, RunStart, WritesPut } from './threadStore';
+import { deltaAgainst } from './wireDelta';
 
 /**
  * The thread routes' JSON as the thread store takes and gives it: the request schemas are the
@@ -12,7 +13,12 @@ import type { CheckpointPut, CheckpointTuple, RunStart, WritesPut } from './thre
  * `{"type": "<serializer tag>", "data": "<base64>"}`.
  */
 
-export function checkpointPutOf(body: z.infer<typeof putCheckpointBody>): CheckpointPut {
+/** A put's body once its deltas are resolved (wireDelta.ts): every value whole or null. */
+export type ResolvedPutBody = Omit<z.infer<typeof putCheckpointBody>, 'values'> & {
+  values: Record<string, { type: string; data: string } | null>;
+};
+
+export function checkpointPutOf(body: ResolvedPutBody): CheckpointPut {
   const values: Record<string, TypedBytes | null> = {};
   for (const [channel, value] of Object.entries(body.values)) {
     Object.defineProperty(values, channel, {
@@ -74,10 +80,26 @@ function writeJson(write: PendingWrite) {
   };
 }
 
-export function tupleJson(tuple: CheckpointTuple) {
-  const values: Record<string, { type: string; data: string }> = {};
+/**
+ * A checkpoint as the routes answer it; with `since` (a checkpoint of the same thread and namespace
+ * the client holds), a value may be a delta against the value of the same channel there.
+ */
+export function tupleJson(tuple: CheckpointTuple, since?: CheckpointTuple) {
+  const values: Record<
+    string,
+    { type: string; data: string } | { type: string; keep: number; append: string; sha256: string }
+  > = {};
   for (const [channel, value] of Object.entries(tuple.values)) {
-    Object.defineProperty(values, channel, { value: bytesJson(value), enumerable: true });
+    const known =
+      since !== undefined && Object.hasOwn(since.values, channel) ? since.values[channel] : undefined;
+    const sent = since === undefined ? value : deltaAgainst(value, known);
+    Object.defineProperty(values, channel, {
+      value:
+        'append' in sent
+          ? { type: sent.type, keep: sent.keep, append: sent.append.toString('base64'), sha256: sent.sha256 }
+          : bytesJson(sent),
+      enumerable: true,
+    });
   }
   return {
     threadId: tuple.threadId,
@@ -93,5 +115,6 @@ export function tupleJson(tuple: CheckpointTuple) {
     pendingWrites: tuple.pendingWrites.map(writeJson),
     ...(tuple.pendingSends === undefined ? {} : { pendingSends: tuple.pendingSends.map(bytesJson) }),
     ...(tuple.runId === undefined ? {} : { runId: tuple.runId }),
+    ...(since === undefined ? {} : { since: since.checkpointId }),
   };
 }

@@ -130,6 +130,7 @@ export type {
   CheckpointPage,
   CheckpointPut,
   HistoryOptions,
+  KnownCheckpoint,
   PutCheckpointResult,
   RunInfo,
   RunStartOptions,

@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+
 import type {
   FinishRunStatus,
   LiveRunJson,
@@ -16,8 +18,10 @@ import type {
   ThreadPageJson,
   ThreadWritesStoredJson,
   TypedBytesJson,
+  ValueDeltaJson,
 } from '@cairn-state/protocol/threads';
 
+import { CairnHttpError } from './errors.js';
 import { failure, readJson, segment, type Transport } from './transport.js';
 import type { Wire } from './wire.js';
 
@@ -158,6 +162,20 @@ export interface RunStartOptions {
   readonly leaseSeconds?: number;
 }
 
+/**
+ * The values of a checkpoint the caller holds (as read or as stored): a put sends a value that
+ * extends the value of the same channel there as a delta, and a read given them as `since` is
+ * answered with deltas against them (docs/threads.md, Deltas).
+ */
+export interface KnownCheckpoint {
+  readonly checkpointId: string;
+  /** The channels' values at that checkpoint; a channel left out is sent and read whole. */
+  readonly values: Readonly<Record<string, TypedValue>>;
+}
+
+/** Values below this many bytes always travel whole: a delta's head costs about 100 bytes. */
+const DELTA_MIN_BYTES = 256;
+
 type WireValue = TypedBytesJson;
 type WireCheckpoint = ThreadCheckpointJson;
 
@@ -171,26 +189,67 @@ const fromWire = (value: WireValue): TypedValue => ({
   data: Buffer.from(value.data, 'base64'),
 });
 
-/** A map keyed by channel names, built with own properties (a channel may be named `__proto__`). */
-function mapValues<A, B>(source: Readonly<Record<string, A>>, map: (value: A) => B): Record<string, B> {
-  const out: Record<string, B> = {};
-  for (const [key, value] of Object.entries(source)) {
-    Object.defineProperty(out, key, {
-      value: map(value),
+const sha256Hex = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
+
+function commonPrefix(a: Uint8Array, b: Uint8Array): number {
+  const length = Math.min(a.length, b.length);
+  let index = 0;
+  while (index < length && a[index] === b[index]) index += 1;
+  return index;
+}
+
+/** The put's wire value: a delta against `known`'s value of the channel when that is smaller. */
+function putValueWire(channel: string, value: TypedValue, known: KnownCheckpoint | undefined) {
+  const base =
+    known !== undefined && Object.hasOwn(known.values, channel) ? known.values[channel] : undefined;
+  if (base === undefined || base.type !== value.type || value.data.length < DELTA_MIN_BYTES)
+    return toWire(value);
+  const keep = commonPrefix(base.data, value.data);
+  if (keep < DELTA_MIN_BYTES / 2) return toWire(value);
+  const append = value.data.subarray(keep);
+  return {
+    type: value.type,
+    base: { checkpointId: known!.checkpointId },
+    keep,
+    append: Buffer.from(append.buffer, append.byteOffset, append.byteLength).toString('base64'),
+    sha256: sha256Hex(value.data),
+  };
+}
+
+/** Thrown inside a read when a delta does not resolve against the caller's values: read whole. */
+class StaleKnownValues extends Error {}
+
+function valueOf(
+  channel: string,
+  value: WireValue | ValueDeltaJson,
+  since: KnownCheckpoint | undefined,
+): TypedValue {
+  if (!('keep' in value)) return fromWire(value);
+  const base =
+    since !== undefined && Object.hasOwn(since.values, channel) ? since.values[channel] : undefined;
+  if (base === undefined || base.type !== value.type || base.data.length < value.keep)
+    throw new StaleKnownValues();
+  const data = Buffer.concat([base.data.subarray(0, value.keep), Buffer.from(value.append, 'base64')]);
+  if (sha256Hex(data) !== value.sha256) throw new StaleKnownValues();
+  return { type: value.type, data };
+}
+
+function checkpointOf(wire: WireCheckpoint, since?: KnownCheckpoint): StoredCheckpoint {
+  const { checkpoint, values, pendingWrites, pendingSends, since: answeredSince, ...rest } = wire;
+  const known = answeredSince !== undefined && answeredSince === since?.checkpointId ? since : undefined;
+  const decoded: Record<string, TypedValue> = {};
+  for (const [channel, value] of Object.entries(values)) {
+    Object.defineProperty(decoded, channel, {
+      value: valueOf(channel, value, known),
       enumerable: true,
       writable: true,
       configurable: true,
     });
   }
-  return out;
-}
-
-function checkpointOf(wire: WireCheckpoint): StoredCheckpoint {
-  const { checkpoint, values, pendingWrites, pendingSends, ...rest } = wire;
   return {
     ...rest,
     checkpoint: fromWire(checkpoint),
-    values: mapValues(values, fromWire),
+    values: decoded,
     pendingWrites: pendingWrites.map((write) => ({ ...write, data: Buffer.from(write.data, 'base64') })),
     ...(pendingSends === undefined ? {} : { pendingSends: pendingSends.map(fromWire) }),
   };
@@ -246,17 +305,36 @@ export class ThreadsClient {
   }
 
   /** Stores a checkpoint and makes it the head of its namespace (creating the thread if needed). */
-  async putCheckpoint(threadId: string, put: CheckpointPut): Promise<PutCheckpointResult> {
-    const reply = await this.transport.call('POST', `${threadPath(threadId)}/checkpoints`, {
-      json: {
-        ...put,
-        checkpoint: toWire(put.checkpoint),
-        values: mapValues(put.values ?? {}, (value) => (value === null ? null : toWire(value))),
-      } satisfies PutCheckpointBody,
-      idempotent: true,
-    });
-    const body = await readJson<ThreadCheckpointStoredJson>(reply, 200, 201);
-    return { ...body, created: reply.status === 201 };
+  async putCheckpoint(
+    threadId: string,
+    put: CheckpointPut,
+    options: { readonly known?: KnownCheckpoint } = {},
+  ): Promise<PutCheckpointResult> {
+    const send = async (known: KnownCheckpoint | undefined) => {
+      const values: Record<string, PutCheckpointBody['values'] extends infer V ? V[keyof V] : never> = {};
+      for (const [channel, value] of Object.entries(put.values ?? {})) {
+        Object.defineProperty(values, channel, {
+          value: value === null ? null : putValueWire(channel, value, known),
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      }
+      const reply = await this.transport.call('POST', `${threadPath(threadId)}/checkpoints`, {
+        json: { ...put, checkpoint: toWire(put.checkpoint), values } satisfies PutCheckpointBody,
+        idempotent: true,
+      });
+      const body = await readJson<ThreadCheckpointStoredJson>(reply, 200, 201);
+      return { ...body, created: reply.status === 201 };
+    };
+    if (options.known === undefined) return send(undefined);
+    try {
+      return await send(options.known);
+    } catch (error) {
+      // The base is not (or no longer) what the thread holds: send every value whole.
+      if (error instanceof CairnHttpError && error.code === 'base_mismatch') return send(undefined);
+      throw error;
+    }
   }
 
   /**
@@ -265,16 +343,26 @@ export class ThreadsClient {
    */
   async getCheckpoint(
     threadId: string,
-    options: { readonly ns?: string; readonly checkpointId?: string } = {},
+    options: { readonly ns?: string; readonly checkpointId?: string; readonly since?: KnownCheckpoint } = {},
   ): Promise<StoredCheckpoint | null> {
     // `latest` names the head in the path; no stored checkpoint can have that id.
     if (options.checkpointId === 'latest') throw new TypeError('a checkpoint id cannot be "latest"');
     const which = options.checkpointId === undefined ? 'latest' : segment(options.checkpointId);
-    const reply = await this.transport.call('GET', `${threadPath(threadId)}/checkpoints/${which}`, {
-      query: { ns: options.ns ?? '' },
-    });
-    if (reply.status === 404) return null;
-    return checkpointOf(await readJson<WireCheckpoint>(reply, 200));
+    const read = async (since: KnownCheckpoint | undefined) => {
+      const reply = await this.transport.call('GET', `${threadPath(threadId)}/checkpoints/${which}`, {
+        query: { ns: options.ns ?? '', since: since?.checkpointId },
+      });
+      if (reply.status === 404) return null;
+      return checkpointOf(await readJson<WireCheckpoint>(reply, 200), since);
+    };
+    if (options.since === undefined) return read(undefined);
+    try {
+      return await read(options.since);
+    } catch (error) {
+      // The values the caller holds are not the ones the service has at `since`: read whole.
+      if (error instanceof StaleKnownValues) return read(undefined);
+      throw error;
+    }
   }
 
   /** One page of the history, newest first; null when the thread does not exist. */
@@ -295,7 +383,7 @@ export class ThreadsClient {
     });
     if (reply.status === 404) return null;
     const page = await readJson<ThreadCheckpointPageJson>(reply, 200);
-    return { checkpoints: page.checkpoints.map(checkpointOf), next: page.next };
+    return { checkpoints: page.checkpoints.map((wire) => checkpointOf(wire)), next: page.next };
   }
 
   /** The whole history (as filtered), newest first, a page at a time; nothing for a missing thread. */

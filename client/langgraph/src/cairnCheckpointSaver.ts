@@ -1,4 +1,4 @@
-import type { StoredCheckpoint, ThreadsClient, TypedValue } from '@cairn-state/client';
+import type { KnownCheckpoint, StoredCheckpoint, ThreadsClient, TypedValue } from '@cairn-state/client';
 import { CairnClient, type CairnClientOptions } from '@cairn-state/client';
 import { isCheckpointId } from '@cairn-state/protocol/threads';
 import type { RunnableConfig } from '@langchain/core/runnables';
@@ -45,6 +45,15 @@ import { ThreadNames } from './threadNames.js';
  * before their checkpoint (LangGraph sends them so with a DeltaChannel); `getDeltaChannelHistory`
  * reads the ancestors by history pages instead of one `getTuple` each.
  *
+ * What travels: the saver keeps, per thread and namespace (the last `knownCheckpoints` of them,
+ * least recently used dropped), the values of the checkpoint it last read or stored there. A `put`
+ * sends a value that extends the value of the same channel there as a delta (the bytes kept and the
+ * bytes added, with the SHA-256 of the whole; sent whole again when the service answers 409
+ * `base_mismatch`), and a `getTuple` asks for the values as changes since that checkpoint (read
+ * whole again when a change does not resolve to its digest). Another saver writing the thread, a
+ * fork or a deleted thread only costs a whole value: every delta is checked against what the
+ * service holds.
+ *
  * `scope` keeps one saver's threads apart from another's in the same tenant (see threadNames.ts
  * for how thread ids become Cairn names); `list` without a thread id covers the scope's threads
  * only. `runId` binds the saver to a run that holds the thread (started with
@@ -61,7 +70,14 @@ export type CairnCheckpointSaverOptions = (CairnClientOptions | { readonly clien
   readonly runId?: string;
   /** Default: LangGraph's own (`JsonPlusSerializer`). */
   readonly serde?: SerializerProtocol;
+  /** How many threads' (and namespaces') last checkpoint values to keep for deltas; default 32, 0: none. */
+  readonly knownCheckpoints?: number;
 };
+
+/** The values of a checkpoint the saver read or stored; `complete` when they are all its channels'. */
+interface Known extends KnownCheckpoint {
+  readonly complete: boolean;
+}
 
 /** History pages asked for: the service's largest. */
 const PAGE_SIZE = 100;
@@ -92,12 +108,16 @@ export class CairnCheckpointSaver extends BaseCheckpointSaver {
    * whose put is on its way follow that put (see putWrites).
    */
   private readonly unsettledPuts = new Map<string, Map<string, Promise<unknown>>>();
+  /** Per `name\nns`, least recently used first. */
+  private readonly known = new Map<string, Known>();
+  private readonly knownLimit: number;
 
   constructor(options: CairnCheckpointSaverOptions) {
     super(options.serde);
     this.threads = ('client' in options ? options.client : new CairnClient(options)).threads;
     this.names = new ThreadNames(options.scope);
     this.runId = options.runId;
+    this.knownLimit = Math.max(0, Math.floor(options.knownCheckpoints ?? 32));
   }
 
   /** The Cairn thread name of a LangGraph thread id in this saver's scope (for runs, curl, ...). */
@@ -114,11 +134,14 @@ export class CairnCheckpointSaver extends BaseCheckpointSaver {
     const checkpointId = getCheckpointId(config);
     // An id Cairn cannot store was never stored.
     if (checkpointId !== '' && !isCheckpointId(checkpointId)) return undefined;
+    const since = this.knownOf(name, ns);
     const stored = await this.threads.getCheckpoint(name, {
       ns,
       ...(checkpointId === '' ? {} : { checkpointId }),
+      ...(since?.complete === true ? { since } : {}),
     });
     if (stored === null) return undefined;
+    this.remember(name, ns, { checkpointId: stored.checkpointId, values: stored.values, complete: true });
     return this.tupleOf(threadId as string, stored, checkpointId === '' ? undefined : config);
   }
 
@@ -226,7 +249,9 @@ export class CairnCheckpointSaver extends BaseCheckpointSaver {
 
   /** Deletes the thread with all its checkpoints and writes; a thread that is not there is no error. */
   async deleteThread(threadId: string): Promise<void> {
-    await this.threads.delete(this.names.nameOf(threadId));
+    const name = this.names.nameOf(threadId);
+    for (const key of [...this.known.keys()]) if (key.startsWith(`${name}\n`)) this.known.delete(key);
+    await this.threads.delete(name);
   }
 
   /**
@@ -337,17 +362,59 @@ export class CairnCheckpointSaver extends BaseCheckpointSaver {
         Object.defineProperty(values, channel, { value, enumerable: true });
       }),
     );
-    await this.threads.putCheckpoint(name, {
-      checkpointId: checkpoint.id,
-      ns,
-      parent,
-      v: checkpoint.v,
-      checkpoint: await this.typed(body),
-      metadata: await this.jsonOf(metadata, 'metadata'),
-      channelVersions,
-      values,
-      ...(this.runId === undefined ? {} : { runId: this.runId }),
-    });
+    const known = this.knownOf(name, ns);
+    await this.threads.putCheckpoint(
+      name,
+      {
+        checkpointId: checkpoint.id,
+        ns,
+        parent,
+        v: checkpoint.v,
+        checkpoint: await this.typed(body),
+        metadata: await this.jsonOf(metadata, 'metadata'),
+        channelVersions,
+        values,
+        ...(this.runId === undefined ? {} : { runId: this.runId }),
+      },
+      known === undefined ? {} : { known },
+    );
+    // The values at the stored checkpoint: those sent, and the parent's for the others when the
+    // saver knows them all (else only those sent, good as bases for the next put).
+    const complete = parent === null || (known?.complete === true && known.checkpointId === parent);
+    const after: Record<string, TypedValue> = {};
+    for (const channel of Object.keys(channelVersions)) {
+      const value = Object.hasOwn(values, channel)
+        ? values[channel]
+        : complete && known !== undefined && Object.hasOwn(known.values, channel)
+          ? known.values[channel]
+          : undefined;
+      if (value !== undefined && value !== null) {
+        Object.defineProperty(after, channel, { value, enumerable: true });
+      }
+    }
+    this.remember(name, ns, { checkpointId: checkpoint.id, values: after, complete });
+  }
+
+  private knownOf(name: string, ns: string): Known | undefined {
+    const key = `${name}\n${ns}`;
+    const known = this.known.get(key);
+    if (known !== undefined) {
+      this.known.delete(key);
+      this.known.set(key, known);
+    }
+    return known;
+  }
+
+  private remember(name: string, ns: string, known: Known): void {
+    if (this.knownLimit === 0) return;
+    const key = `${name}\n${ns}`;
+    this.known.delete(key);
+    this.known.set(key, known);
+    while (this.known.size > this.knownLimit) {
+      const oldest = this.known.keys().next();
+      if (oldest.done === true) break;
+      this.known.delete(oldest.value);
+    }
   }
 
   private track(name: string, ns: string, checkpointId: string, sent: Promise<unknown>): void {
