@@ -143,11 +143,17 @@ export const MemoryKey = factKeyText.meta(keyMeta);
 
 export const MemoryVector = z.unknown().meta({
   id: 'MemoryVector',
-  description: 'An embedding: float32 numbers (stored as float32).',
-  type: 'array',
-  minItems: 1,
-  maxItems: MAX_VECTOR_DIMS,
-  items: { type: 'number' },
+  description:
+    'An embedding: float32 numbers (stored as float32), as a JSON array of numbers or as a string of base64 (standard alphabet, padded) of the float32 numbers little-endian, 4 bytes each (a quarter of the size on the wire).',
+  anyOf: [
+    { type: 'array', minItems: 1, maxItems: MAX_VECTOR_DIMS, items: { type: 'number' } },
+    {
+      type: 'string',
+      contentEncoding: 'base64',
+      minLength: 8,
+      maxLength: 4 * Math.ceil((MAX_VECTOR_DIMS * 4) / 3),
+    },
+  ],
 });
 
 const vectorsField = z

@@ -300,7 +300,7 @@ function clustered(next: () => number): { centre: () => number[]; around: (centr
   };
 }
 
-async function runSemanticBench(progress: (line: string) => void): Promise<string> {
+export async function runSemanticBench(progress: (line: string) => void): Promise<string> {
   const azurite = await startAzurite();
   const tenant = newTenant('vectors');
   const tableSettings = memoryTableSettings(azurite.tableEndpoint);

@@ -112,6 +112,38 @@ export function describeMemoryVectorContract(fixture: MemoryStoreFixture): void 
       ).toEqual(['new', 'lang']);
     });
 
+    it('takes a vector as base64 of float32 little-endian, stored as the same numbers; refuses bad base64 with 400 naming the field', async () => {
+      const base64 = (numbers: number[]) => Buffer.from(new Float32Array(numbers).buffer).toString('base64');
+      await memory.remember(A, 'b64', 'array', 'array', { vectors: { $: [1, 0.25, -0.5] } });
+      await memory.remember(A, 'b64', 'packed', 'packed', { vectors: { $: base64([1, 0.25, -0.5]) } });
+      await memory.remember(A, 'b64', 'away', 'away', { vectors: { $: base64([-1, 0, 0]) } });
+      const found = await memory.search(A, { namespace: 'b64', vector: base64([1, 0.25, -0.5]), limit: 3 });
+      expect(
+        found.items
+          .slice(0, 2)
+          .map((item) => item.key)
+          .sort(),
+      ).toEqual(['array', 'packed']);
+      expect(found.items[0]?.score).toBeCloseTo(1, 5);
+      expect(found.items[1]?.score).toBeCloseTo(1, 5);
+      expect(found.items[2]?.key).toBe('away');
+      // Not base64, not a whole number of float32s, a NaN: 400 naming the field, nothing written.
+      const infinity = Buffer.alloc(12);
+      infinity.writeFloatLE(Infinity, 4);
+      for (const bad of [
+        'not base64!',
+        Buffer.from([1, 2, 3, 4, 5, 6]).toString('base64'),
+        infinity.toString('base64'),
+        '',
+      ]) {
+        expect(await invalid(memory.remember(A, 'b64', 'bad', 'bad', { vectors: { $: bad } }))).toBe(
+          'vectors.$',
+        );
+      }
+      expect(await memory.recall(A, 'b64', 'bad')).toBeNull();
+      expect(await invalid(memory.search(A, { namespace: 'b64', vector: 'AAAA=' }))).toBe('vector');
+    });
+
     it('offers dot product and L2 distance, with their scores in [0, 1]', async () => {
       await memory.remember(A, 'd', 'long', 'long', { vectors: { $: [3, 0] } });
       await memory.remember(A, 'd', 'near', 'near', { vectors: { $: [1, 0.1] } });

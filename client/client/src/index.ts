@@ -83,7 +83,7 @@ export type {
   NamespaceListOptions,
   RememberOptions,
 } from './memoryClient.js';
-export { MemoryClient, namespacePath } from './memoryClient.js';
+export { MemoryClient, namespacePath, vectorBase64 } from './memoryClient.js';
 export type {
   MigrationReport,
   MigrationRequest,

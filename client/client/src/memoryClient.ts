@@ -43,9 +43,10 @@ export interface RememberOptions {
   readonly ifNoneMatch?: '*';
   /**
    * Field path (`$`, `text`, `a.b[*]`) → its embedding (at most 8, 1-4096 numbers each, all of the
-   * tenant's dimension count). A write without vectors leaves the fact without any.
+   * tenant's dimension count), as numbers or as {@link vectorBase64} of them (a quarter of the
+   * request's size). A write without vectors leaves the fact without any.
    */
-  readonly vectors?: Readonly<Record<string, readonly number[]>>;
+  readonly vectors?: Readonly<Record<string, readonly number[] | string>>;
 }
 
 export interface MemorySearchOptions {
@@ -86,7 +87,7 @@ export type MemoryBatchOperation =
       readonly key: string;
       readonly value: unknown;
       readonly ttl?: number;
-      readonly vectors?: Readonly<Record<string, readonly number[]>>;
+      readonly vectors?: Readonly<Record<string, readonly number[] | string>>;
       readonly ifMatch?: string;
       readonly ifNoneMatch?: '*';
     }
@@ -222,4 +223,15 @@ export function namespacePath(namespace: Namespace): string {
 
 function factQuery(namespace: Namespace, key: string) {
   return { namespace: namespacePath(namespace), key };
+}
+
+/**
+ * A vector as the service also takes it: base64 of its float32 numbers little-endian (4 bytes
+ * each), a quarter of the size of the numbers written out in JSON and no number to parse. The
+ * service stores float32 either way, so the stored vector is the same.
+ */
+export function vectorBase64(vector: readonly number[]): string {
+  const bytes = Buffer.alloc(vector.length * 4);
+  for (let i = 0; i < vector.length; i++) bytes.writeFloatLE(vector[i] as number, i * 4);
+  return bytes.toString('base64');
 }

@@ -5,7 +5,7 @@ import type {
   MemoryFact,
   MemorySearchHit,
 } from '@cairn-state/client';
-import { CairnClient, type CairnClientOptions } from '@cairn-state/client';
+import { CairnClient, type CairnClientOptions, vectorBase64 } from '@cairn-state/client';
 import { CairnHttpError } from '@cairn-state/client';
 import {
   BaseStore,
@@ -228,8 +228,11 @@ export class CairnStore extends BaseStore {
     };
   }
 
-  /** The item's vectors by field, as LangGraph's stores name them; null without any. */
-  private async vectorsOf(operation: PutOperation): Promise<Record<string, number[]> | null> {
+  /**
+   * The item's vectors by field, as LangGraph's stores name them, in base64 of float32 (a quarter
+   * of the JSON numbers' size, and nothing for the service to parse); null without any.
+   */
+  private async vectorsOf(operation: PutOperation): Promise<Record<string, string> | null> {
     if (this.index === undefined || operation.index === false || operation.value === null) return null;
     const paths = operation.index ?? this.index.fields ?? ['$'];
     const named: [string, string][] = [];
@@ -242,7 +245,7 @@ export class CairnStore extends BaseStore {
     try {
       const embedded = await this.index.embeddings.embedDocuments(named.map(([, text]) => text));
       this.checkDims(embedded);
-      return Object.fromEntries(named.map(([path], i) => [path, embedded[i] as number[]]));
+      return Object.fromEntries(named.map(([path], i) => [path, vectorBase64(embedded[i] as number[])]));
     } catch (error) {
       this.onWarning('the embedder failed; the item is stored without vectors (found by keywords)', error);
       return null;
