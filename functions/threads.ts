@@ -16,7 +16,7 @@ import {
 import type { ThreadStore } from '#shared/threads/threadStore';
 import type { CheckpointTuple } from '#shared/threads/threadTypes';
 import { checkpointPutOf, runStartOf, tupleJson, writesPutOf } from '#shared/threads/wire';
-import { resolvePutDeltas } from '#shared/threads/wireDelta';
+import { knownValuesFor, resolvePutDeltas } from '#shared/threads/wireDelta';
 
 import type { AuthenticatedCall } from './http/pipeline';
 import { json } from './http/request';
@@ -54,6 +54,7 @@ export const thread = specHandler(threadRoute, {
     json(200, await threadsOf(call).getThread(call.principal.tenant, threadId)),
   DELETE: async ({ params: { threadId } }, _request, call) => {
     await threadsOf(call).deleteThread(call.principal.tenant, threadId, actorOf(call.principal));
+    knownValuesFor(threadsOf(call)).forgetThread(call.principal.tenant, threadId);
     return { status: 204 };
   },
 });
@@ -62,10 +63,15 @@ export const threadCheckpoints = specHandler(threadCheckpointsRoute, {
   POST: async ({ params: { threadId }, body }, _request, call) => {
     const store = threadsOf(call);
     const tenant = call.principal.tenant;
-    const resolved = await resolvePutDeltas(body, (checkpointId) =>
-      store.getCheckpoint(tenant, threadId, body.ns, checkpointId),
+    const known = knownValuesFor(store);
+    const resolved = await resolvePutDeltas(
+      body,
+      (checkpointId) => store.getCheckpoint(tenant, threadId, body.ns, checkpointId),
+      (checkpointId) => known.get(tenant, threadId, body.ns, checkpointId),
     );
-    const result = await store.putCheckpoint(tenant, threadId, checkpointPutOf(resolved));
+    const put = checkpointPutOf(resolved);
+    const result = await store.putCheckpoint(tenant, threadId, put);
+    known.remember(tenant, threadId, put.ns, put.checkpointId, put.values);
     return json(result.created ? 201 : 200, {
       threadId: result.threadId,
       ns: result.ns,
@@ -92,13 +98,19 @@ async function checkpointAnswer(
 ) {
   const store = threadsOf(call);
   const tenant = call.principal.tenant;
+  const known = knownValuesFor(store);
   const tuple = await store.getCheckpoint(tenant, threadId, query.ns, checkpointId);
-  let since: CheckpointTuple | undefined;
+  known.remember(tenant, threadId, tuple.ns, tuple.checkpointId, tuple.values);
+  let since: Pick<CheckpointTuple, 'checkpointId' | 'values'> | undefined;
   if (query.since !== undefined) {
-    since = await store.getCheckpoint(tenant, threadId, query.ns, query.since).catch((error: unknown) => {
-      if (error instanceof NotFoundError) return undefined;
-      throw error;
-    });
+    const values = known.get(tenant, threadId, query.ns, query.since);
+    since =
+      values !== undefined
+        ? { checkpointId: query.since, values }
+        : await store.getCheckpoint(tenant, threadId, query.ns, query.since).catch((error: unknown) => {
+            if (error instanceof NotFoundError) return undefined;
+            throw error;
+          });
   }
   return json(200, tupleJson(tuple, since));
 }

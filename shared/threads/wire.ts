@@ -84,7 +84,7 @@ function writeJson(write: PendingWrite) {
  * A checkpoint as the routes answer it; with `since` (a checkpoint of the same thread and namespace
  * the client holds), a value may be a delta against the value of the same channel there.
  */
-export function tupleJson(tuple: CheckpointTuple, since?: CheckpointTuple) {
+export function tupleJson(tuple: CheckpointTuple, since?: Pick<CheckpointTuple, 'checkpointId' | 'values'>) {
   const values: Record<
     string,
     { type: string; data: string } | { type: string; keep: number; append: string; sha256: string }
