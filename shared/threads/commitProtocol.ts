@@ -459,11 +459,15 @@ export class CheckpointCommits {
         setOwn(pieces, channel, inherited);
       }
     }
+    // Never before its parent, whatever this instance's clock: a reader takes a record created
+    // after the record that names its pack for another record of its id (see ValueReader.pack),
+    // and every pack a record names is its parent's or one its parent names.
+    const at = iso(now);
     return {
       id: put.checkpointId,
       ns: put.ns,
       parent: put.parent,
-      createdAt: iso(now),
+      createdAt: parent !== null && parent.createdAt > at ? parent.createdAt : at,
       v: put.v,
       type: put.checkpoint.type,
       checkpoint: put.checkpoint.data.toString('base64'),

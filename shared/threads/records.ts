@@ -1,6 +1,7 @@
 import type { PendingEvent } from '../audit/pending';
 import { IntegrityError } from '../protocol/errors';
 import { type ChunkRef, isSegments, type Segment } from './chunks';
+import { deflate, inflate } from './compression';
 
 /**
  * What the thread store keeps, as JSON, and how it is shown to callers.
@@ -204,13 +205,55 @@ export function decodeThreadRecord(bytes: Buffer, threadId: string): ThreadRecor
   return { ...stored, heads: new Map(stored.heads.map(({ ns, head }) => [ns, head])) };
 }
 
+/** The first byte of a checkpoint record stored compressed (a record of JSON starts with `{`). */
+const COMPRESSED_RECORD = 0x01;
+
+const encodings = new WeakMap<CheckpointRecord, Buffer>();
+
 /**
- * A checkpoint record as stored: its JSON; with values inline, the JSON (naming each inline
- * channel and its length, in order, as `inlined`) then a line break and the values' bytes one after
- * another. JSON never holds a raw line break, so the first one ends it; a record without one is
- * JSON alone (as every record was before values went inline).
+ * A checkpoint record as stored. Compressed (the current format, see compression.ts): the byte
+ * {@link COMPRESSED_RECORD}, then, deflated, its JSON without the serialised checkpoint (naming the
+ * checkpoint's length as `body`, each inline channel and its length, in order, as `inlined`, and
+ * the pack's length as `packed`), a line break, the checkpoint's bytes, the inline values' bytes
+ * one after another and the pack. Stored plain, as every record was before records were
+ * compressed, and still when compression would not make it smaller: its JSON (with the checkpoint
+ * in base64), then, with values inline or a pack, a line break and the same bytes after it. JSON
+ * never holds a raw line break, so the first one ends it; a record without one is JSON alone (as
+ * every record was before values went inline). Readers take all three.
  */
 export function encodeCheckpointRecord(record: CheckpointRecord): Buffer {
+  const known = encodings.get(record);
+  if (known !== undefined) return known;
+  const plain = plainRecord(record);
+  const inline = Object.entries(record.inline ?? {});
+  const pack = record.pack ?? Buffer.alloc(0);
+  const body = Buffer.from(record.checkpoint, 'base64');
+  const rest: { -readonly [K in keyof CheckpointRecord]?: CheckpointRecord[K] } = {
+    ...withoutInline(record),
+  };
+  delete rest.checkpoint;
+  const header = {
+    ...rest,
+    body: body.length,
+    inlined: inline.map(([channel, bytes]) => [channel, bytes.length]),
+    ...(pack.length === 0 ? {} : { packed: pack.length }),
+  };
+  const deflated = deflate(
+    Buffer.concat([
+      Buffer.from(`${JSON.stringify(header)}\n`),
+      body,
+      ...inline.map(([, bytes]) => bytes),
+      pack,
+    ]),
+  );
+  const encoded =
+    deflated.length + 1 < plain.length ? Buffer.concat([Buffer.of(COMPRESSED_RECORD), deflated]) : plain;
+  encodings.set(record, encoded);
+  return encoded;
+}
+
+/** The record stored plain (see encodeCheckpointRecord). */
+function plainRecord(record: CheckpointRecord): Buffer {
   const inline = Object.entries(record.inline ?? {});
   const pack = record.pack ?? Buffer.alloc(0);
   if (inline.length === 0 && pack.length === 0) return Buffer.from(JSON.stringify(withoutInline(record)));
@@ -226,9 +269,11 @@ export function encodeCheckpointRecord(record: CheckpointRecord): Buffer {
   ]);
 }
 
-export function decodeCheckpointRecord(bytes: Buffer, checkpointId: string): CheckpointRecord {
+export function decodeCheckpointRecord(stored: Buffer, checkpointId: string): CheckpointRecord {
+  const compressed = stored[0] === COMPRESSED_RECORD;
+  const bytes = compressed ? inflate(stored.subarray(1), `the record of checkpoint ${checkpointId}`) : stored;
   const end = bytes.indexOf(0x0a);
-  let parsed: CheckpointRecord & { inlined?: unknown; packed?: unknown };
+  let parsed: CheckpointRecord & { inlined?: unknown; packed?: unknown; body?: unknown };
   try {
     parsed = JSON.parse(bytes.subarray(0, end < 0 ? bytes.length : end).toString('utf8')) as typeof parsed;
   } catch {
@@ -238,13 +283,27 @@ export function decodeCheckpointRecord(bytes: Buffer, checkpointId: string): Che
   if (parsed.pieces !== undefined && !Object.values(parsed.pieces).every(isSegments)) {
     throw new IntegrityError(`the record of checkpoint ${checkpointId} has damaged pieces`);
   }
-  if (end < 0) return parsed;
-  const { inlined, packed, ...record } = parsed;
-  const inline: Record<string, Buffer> = {};
+  if (end < 0 && !compressed) return parsed;
+  const { inlined, packed, body, ...rest } = parsed;
+  const record: { -readonly [K in keyof CheckpointRecord]: CheckpointRecord[K] } = rest;
   let offset = end + 1;
+  if (compressed) {
+    if (end < 0 || typeof body !== 'number' || !Number.isSafeInteger(body) || offset + body > bytes.length) {
+      throw new IntegrityError(`the record of checkpoint ${checkpointId} has a damaged checkpoint`);
+    }
+    record.checkpoint = bytes.subarray(offset, offset + body).toString('base64');
+    offset += body;
+  }
+  const inline: Record<string, Buffer> = {};
   for (const entry of Array.isArray(inlined) ? (inlined as unknown[]) : []) {
     const [channel, length] = Array.isArray(entry) ? (entry as unknown[]) : [];
-    if (typeof channel !== 'string' || typeof length !== 'number' || offset + length > bytes.length) {
+    if (
+      typeof channel !== 'string' ||
+      typeof length !== 'number' ||
+      !Number.isSafeInteger(length) ||
+      length < 0 ||
+      offset + length > bytes.length
+    ) {
       throw new IntegrityError(`the record of checkpoint ${checkpointId} has damaged inline values`);
     }
     setOwn(inline, channel, bytes.subarray(offset, offset + length));
@@ -254,9 +313,10 @@ export function decodeCheckpointRecord(bytes: Buffer, checkpointId: string): Che
   if (typeof packLength !== 'number' || offset + packLength !== bytes.length || !Array.isArray(inlined)) {
     throw new IntegrityError(`the record of checkpoint ${checkpointId} has damaged inline values`);
   }
-  return packLength === 0
-    ? { ...record, inline }
-    : { ...record, inline, pack: bytes.subarray(offset, offset + packLength) };
+  // As read from a record stored plain: `inline` (maybe empty) whenever it has bytes after its JSON.
+  const plainJson = compressed && (inlined as unknown[]).length === 0 && packLength === 0;
+  const withValues = plainJson ? record : { ...record, inline };
+  return packLength === 0 ? withValues : { ...withValues, pack: bytes.subarray(offset, offset + packLength) };
 }
 
 /**

@@ -26,7 +26,7 @@ type ThreadKeys = ReturnType<typeof keysOf>;
 export class ValueReader {
   private readonly pending = new Map<string, Promise<TypedBytes>>();
   private readonly records = new Map<string, Promise<CheckpointRecord | null>>();
-  private readonly packs = new Map<string, Promise<Buffer>>();
+  private readonly packs = new Map<string, Promise<Buffer | null>>();
   bytes = 0;
 
   constructor(
@@ -105,7 +105,7 @@ export class ValueReader {
           producer,
           producer === record.id && record.pack !== undefined
             ? record.pack
-            : await this.pack(record.ns, producer, what),
+            : await this.pack(record.ns, producer, record.createdAt, what),
         );
       }),
     );
@@ -121,19 +121,31 @@ export class ValueReader {
   }
 
   /**
-   * The pack of checkpoint `producer`: in its record, or at its pack key once that record is gone
-   * or was stored again without it (a head retention restored from the thread record's copy).
+   * The pack of checkpoint `producer` that a record created at `namedAt` names: in its record, or
+   * at its pack key once that record is gone or was stored again without it (a head retention
+   * restored from the thread record's copy). A record created after `namedAt` is not the one whose
+   * pack was named (a record is never created before the records its segments name, see
+   * CheckpointCommits.recordOf): it is another record of the same checkpoint id, stored after
+   * retention removed the first and kept its pack apart, so the pack apart is read; only when there
+   * is none (a record of a clock that ran ahead, stored before that rule) is the record's own taken.
    */
-  private pack(ns: string, producer: string, what: string): Promise<Buffer> {
+  private pack(ns: string, producer: string, namedAt: string, what: string): Promise<Buffer> {
     const packKey = this.keys.pack(ns, producer);
+    return this.record(this.keys.record(producer, ns)).then(async (record) => {
+      if (record?.pack !== undefined && record.createdAt <= namedAt) return record.pack;
+      const apart = await this.apart(packKey);
+      if (apart !== null) return apart;
+      if (record?.pack !== undefined) return record.pack;
+      throw new MissingValueError(`the pack of checkpoint ${producer} that ${what} needs is missing`);
+    });
+  }
+
+  /** The pack stored apart at `packKey`, or null (read once). */
+  private apart(packKey: string): Promise<Buffer | null> {
     let pack = this.packs.get(packKey);
     if (pack === undefined) {
-      pack = this.record(this.keys.record(producer, ns)).then(async (record) => {
-        if (record?.pack !== undefined) return record.pack;
-        const stored = await this.store.read(packKey);
-        if (stored === null) {
-          throw new MissingValueError(`the pack of checkpoint ${producer} that ${what} needs is missing`);
-        }
+      pack = this.store.read(packKey).then((stored) => {
+        if (stored === null) return null;
         this.bytes += stored.value.length;
         return stored.value;
       });

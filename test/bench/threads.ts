@@ -480,7 +480,12 @@ async function latestReads(dataDir: string, tenant: string, threadId: string): P
   return 2 + records.size + apart;
 }
 
-/** What the bytes of a tenant's thread space (local backend, not sealed) are made of. */
+/**
+ * What the bytes of a tenant's thread space (local backend, not sealed) are made of: the bytes
+ * stored. A checkpoint record is stored compressed (one DEFLATE stream of its JSON, its inline
+ * values and its pack), so its stored bytes are shared among those parts in proportion to their
+ * sizes before compression (a record stored plain gets exactly its parts' sizes).
+ */
 async function storedParts(dataDir: string, tenant: string) {
   const store = new LocalKeyValueStoreFactory(dataDir, 64 * 1024 * 1024).forSpace('threads', tenant);
   const parts = { json: 0, pieces: 0, inline: 0, packs: 0, writes: 0, other: 0 };
@@ -491,13 +496,20 @@ async function storedParts(dataDir: string, tenant: string) {
       if (kind === 'writes') parts.writes += item.size;
       else if (kind !== 'record') parts.other += item.size;
       else {
-        const record = decodeCheckpointRecord((await store.read(item.key))!.value, item.key);
-        const packs = record.pack?.length ?? 0;
-        const inline = Object.values(record.inline ?? {}).reduce((sum, bytes) => sum + bytes.length, 0);
-        parts.packs += packs;
-        parts.inline += inline;
-        parts.json += item.size - packs - inline;
-        parts.pieces += record.pieces === undefined ? 0 : JSON.stringify(record.pieces).length;
+        const {
+          inline: inlined,
+          pack,
+          ...rest
+        } = decodeCheckpointRecord((await store.read(item.key))!.value, item.key);
+        const packs = pack?.length ?? 0;
+        const inline = Object.values(inlined ?? {}).reduce((sum, bytes) => sum + bytes.length, 0);
+        const json = Buffer.byteLength(JSON.stringify(rest));
+        const pieces = rest.pieces === undefined ? 0 : Buffer.byteLength(JSON.stringify(rest.pieces));
+        const share = item.size / (json + inline + packs);
+        parts.packs += packs * share;
+        parts.inline += inline * share;
+        parts.json += json * share;
+        parts.pieces += pieces * share;
       }
     }
     cursor = page.cursor;

@@ -27,7 +27,7 @@ import type {
   WriteResult,
 } from '../../shared/storage/keyValueStore';
 import { FANOUT, MAX_CHUNK } from '../../shared/threads/chunks';
-import { parseDataKey, THREAD_RECORD_PREFIX, threadKey } from '../../shared/threads/layout';
+import { keysOf, parseDataKey, THREAD_RECORD_PREFIX, threadKey } from '../../shared/threads/layout';
 import {
   decodeCheckpointRecord,
   decodeThreadRecord,
@@ -93,6 +93,15 @@ class CountingStore implements KeyValueStore {
 }
 
 const bytes = (text: string): TypedBytes => ({ type: 'json', data: Buffer.from(JSON.stringify(text)) });
+/** Text of `length` characters that compression cannot shrink much (base64url of hash output). */
+const noise = (seed: string, length: number) =>
+  Buffer.concat(
+    Array.from({ length: Math.ceil(length / 24) + 1 }, (_, i) =>
+      createHash('sha256').update(`${seed}/${i}`).digest(),
+    ),
+  )
+    .toString('base64url')
+    .slice(0, length);
 const text = (value: TypedBytes | undefined) =>
   value === undefined ? undefined : (JSON.parse(value.data.toString()) as string);
 
@@ -326,11 +335,11 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
       });
 
       it('refuses an oversize checkpoint record before writing a value, and a reused id then keeps its own values', async () => {
-        // A store whose values may be 4 KiB: metadata of 8 KiB (within its own limit) makes the
-        // checkpoint record too large.
+        // A store whose values may be 4 KiB: metadata of 8 KiB (within its own limit, and not
+        // compressible to 4 KiB) makes the checkpoint record too large.
         const small = instance(undefined, 4096);
         await small.putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: 'first' } }));
-        const huge = { note: 'x'.repeat(8192) };
+        const huge = { note: noise('huge', 8192) };
         const refused = await rejection(
           small.putCheckpoint(
             A,
@@ -976,10 +985,12 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
 
     describe('what retention relies on', () => {
       it('a put that finds its value stored already writes it again (a new version), so a collector that listed the old one cannot delete it', async () => {
-        // A value stored apart: too big to go inline in a store whose values are at most 4 KiB.
-        const x = 'x'.repeat(3900);
+        // A value stored apart: too big to go inline (beside metadata of 3,000 bytes, neither of
+        // them compressible to half) in a store whose values are at most 4 KiB.
+        const x = noise('x', 3000);
+        const metadata = { pad: noise('pad', 3000) };
         const small = () => instance(undefined, 4096);
-        await small().putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: x } }));
+        await small().putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: x }, metadata }));
         const listed = async () =>
           (await space().listItems({ prefix: 'd/', limit: 100 })).items.filter((item) =>
             item.key.includes('/v/'),
@@ -988,7 +999,8 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         expect(before).toBeDefined();
         // A retry of the same put (another instance, as after a lost answer).
         expect(
-          (await small().putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: x } }))).created,
+          (await small().putCheckpoint(A, 't', put('c1', { versions: { a: 1 }, values: { a: x }, metadata })))
+            .created,
         ).toBe(false);
         const afterRetry = await listed();
         if (codec !== undefined) {
@@ -1178,9 +1190,10 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
 
     describe('values inline', () => {
       it('reads and extends checkpoints whose values are stored apart (the earlier layout, and values too big to go inline)', async () => {
-        // A store whose values are at most 8 KiB: two values of 4,000 bytes do not fit one record.
+        // A store whose values are at most 8 KiB: two values of 6,000 bytes (which compression
+        // does not shrink to half) do not fit one record.
         const small = instance(undefined, 8 * 1024);
-        const big = (fill: string) => fill.repeat(4000);
+        const big = (fill: string) => noise(fill, 6000);
         await small.putCheckpoint(
           A,
           't',
@@ -1304,11 +1317,18 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         values.forEach((value, i) =>
           expect(restored.get(`c${String(i).padStart(3, '0')}`)?.equals(value), `c${i}`).toBe(true),
         );
-        // Sealed, no stored object shows a message; unsealed, the packs hold them as sent.
+        // No stored object shows a message (records are compressed, and sealed when values are);
+        // opened and decompressed, the packs hold them as sent.
+        const recordKeysNow = (await allKeys(space(), 'd/')).filter((key) => key.includes('/c/'));
         const raw = await Promise.all(
           (await allKeys(space(), 'd/')).map(async (key) => (await space().read(key))!.value),
         );
-        expect(raw.some((bytes) => bytes.includes(message('m50')))).toBe(codec === undefined);
+        expect(raw.some((bytes) => bytes.includes(message('m50')))).toBe(false);
+        const opened = codec === undefined ? space() : new SealedThreadSpace(space(), A, codec);
+        const packs = await Promise.all(
+          recordKeysNow.map(async (key) => decodeCheckpointRecord((await opened.read(key))!.value, key).pack),
+        );
+        expect(packs.some((pack) => pack?.includes(message('m50')))).toBe(true);
       });
 
       it('an edit or a removal in the middle of a value costs about what it changes', async () => {
@@ -1402,36 +1422,99 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
       });
 
       it('a record that fits with its values whole but not with their segment lists stores them apart, not 413', async () => {
-        const limit = 16 * 1024;
+        // A limit that metadata (at most 16 KiB, compressed to about three quarters) can reach.
+        const limit = 11 * 1024;
         const effective = limit - (codec === undefined ? 0 : SEAL_OVERHEAD);
         const writer = instance(undefined, limit);
         const opened = codec === undefined ? space() : new SealedThreadSpace(space(), A, codec);
         // 20 channels of 1,100 bytes: together past the limit, so stored apart, whole.
+        const random = (seed: string) => Buffer.from(noise(seed, 1500), 'base64url').subarray(0, 1100);
         const wide = (threadId: string, padding: number) => ({
           ...put('c1', {
             versions: Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`ch${i}`, 1])),
-            metadata: { padding: 'x'.repeat(padding) },
+            metadata: { padding: noise('pad', padding) },
           }),
           values: Object.fromEntries(
-            Array.from({ length: 20 }, (_, i) => [`ch${i}`, binary(Buffer.alloc(1100, `${threadId}${i}`))]),
+            Array.from({ length: 20 }, (_, i) => [`ch${i}`, binary(random(`${threadId}${i}`))]),
           ),
         });
         const storedRecord = async (threadId: string) => {
           const [key] = (await allKeys(space(), `d/${threadId}/`)).filter((item) => item.includes('/c/'));
           return (await opened.read(key!))!.value;
         };
-        // The record's size with its values whole grows with the padding byte for byte: padded to
-        // 10 bytes under the limit, its segment lists (some 25 bytes a channel), or its sources
-        // marked as inline (1 byte a channel), would pass it.
-        await writer.putCheckpoint(A, 'probe', wide('probe', 100));
-        const padding = 100 + effective - (await storedRecord('probe')).length - 10;
-        const stored = await writer.putCheckpoint(A, 'padded', wide('probe', padding));
+        // Padded to about 40 bytes under the limit (the padding found by a search: the record is
+        // compressed), its segment lists (some 25 bytes a channel, compressed or not) would pass it.
+        let low = 0;
+        let high = 15 * 1024; // within the metadata limit
+        let found = 0;
+        for (let probe = 0; low <= high; probe++) {
+          const padding = Math.floor((low + high) / 2);
+          const threadId = `probe${probe}`;
+          const size = await writer.putCheckpoint(A, threadId, wide('probe', padding)).then(
+            async () => (await storedRecord(threadId)).length,
+            (error: unknown) => {
+              if (error instanceof PayloadTooLargeError) return Infinity;
+              throw error;
+            },
+          );
+          if (size <= effective - 40) {
+            found = padding;
+            low = padding + 1;
+          } else high = padding - 1;
+        }
+        const stored = await writer.putCheckpoint(A, 'padded', wide('probe', found));
         expect(stored.created).toBe(true);
         const bytes = await storedRecord('padded');
-        expect(bytes.length).toBe(effective - 10);
+        // (Sealed, its value digests are random: its compressed size differs by a few bytes.)
+        expect(bytes.length).toBeLessThanOrEqual(effective);
+        expect(bytes.length).toBeGreaterThan(effective - 100);
         expect(decodeCheckpointRecord(bytes, 'c1').pieces).toBeUndefined();
         const read = await instance(undefined, limit).getCheckpoint(A, 'padded', '');
-        expect(read.values['ch7']?.data.equals(Buffer.alloc(1100, 'probe7'))).toBe(true);
+        expect(read.values['ch7']?.data.equals(random('probe7'))).toBe(true);
+      });
+
+      it('a checkpoint id stored again after retention removed its record never reads the other pack', async () => {
+        const random = (seed: string, length: number) =>
+          Buffer.from(noise(seed, Math.ceil((length * 4) / 3) + 4), 'base64url').subarray(0, length);
+        const first = random('reuse/first', 3000);
+        const grown = Buffer.concat([first, random('reuse/more', 2000)]);
+        await threads.putCheckpoint(A, 't', putOf('c1', null, 1, first));
+        await threads.putCheckpoint(A, 't', putOf('c2', 'c1', 2, grown));
+        // Retention removes c1 as it does: its pack apart first, then the record.
+        const opened = codec === undefined ? space() : new SealedThreadSpace(space(), A, codec);
+        const recordKey = (await allKeys(space(), 'd/')).find(
+          (key) => key.includes('/c/') && idOf(key) === 'c1',
+        )!;
+        const parsed = parseDataKey(recordKey)!;
+        const removed = decodeCheckpointRecord((await opened.read(recordKey))!.value, recordKey);
+        expect(removed.pack).toBeDefined();
+        await opened.write(keysOf(parsed).pack('', 'c1'), removed.pack!, { ifAbsent: true });
+        await space().delete(recordKey);
+        // Later (retention removes only what is past its age), a new root under the same id, with a
+        // pack of other bytes.
+        clock.stop();
+        clock.advance(60_000);
+        await threads.putCheckpoint(A, 't', putOf('c1', null, 1, random('reuse/other', 3000)));
+        const read = await instance().getCheckpoint(A, 't', '', 'c2');
+        expect(read.values['m']?.data.equals(grown)).toBe(true);
+        const again = await instance().getCheckpoint(A, 't', '', 'c1');
+        expect(again.values['m']?.data.equals(random('reuse/other', 3000))).toBe(true);
+      });
+
+      it('a checkpoint stored by an instance whose clock is behind is created no earlier than its parent, and reads', async () => {
+        const random = (seed: string, length: number) =>
+          Buffer.from(noise(seed, Math.ceil((length * 4) / 3) + 4), 'base64url').subarray(0, length);
+        const first = random('behind/first', 3000);
+        const grown = Buffer.concat([first, random('behind/more', 2000)]);
+        clock.stop();
+        await threads.putCheckpoint(A, 't', putOf('c1', null, 1, first));
+        clock.advance(-5_000);
+        await instance().putCheckpoint(A, 't', putOf('c2', 'c1', 2, grown));
+        const [c1, c2] = await Promise.all(
+          ['c1', 'c2'].map((id) => instance().getCheckpoint(A, 't', '', id)),
+        );
+        expect(c2!.createdAt).toBe(c1!.createdAt);
+        expect(c2!.values['m']?.data.equals(grown)).toBe(true);
       });
 
       it('reads and extends a thread stored before values were stored by what they add', async () => {

@@ -3,7 +3,11 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SESSION_TOMBSTONE } from '../../shared/archive/sessionRetention';
 import { objectKey } from '../../shared/protocol/snapshots/identifiers';
 import { keysOf } from '../../shared/threads/layout';
-import { decodeThreadRecord } from '../../shared/threads/records';
+import {
+  decodeCheckpointRecord,
+  decodeThreadRecord,
+  encodeCheckpointRecord,
+} from '../../shared/threads/records';
 import { azurite } from '../support/azurite';
 import { allItems, fileBytes, publishFile, put, putLine } from '../support/retentionSeed';
 import { type Backend, createRetentionWorld, type RetentionWorld } from '../support/retentionWorld';
@@ -122,10 +126,18 @@ describe.each<Backend>(['local', 'blob'])('verify on the %s backend', (backend) 
     // stored. Without c005's record, its value is gone too.
     const messages = keys.value('', record.valueSources['messages']!, 'messages');
     await space.delete(keys.record('c005', ''));
-    // Same size, other bytes: only a hash finds it.
+    // A value of the same size, other bytes (the record stored again around it): only a hash
+    // finds it.
     const holder = keys.record('c001', '');
-    const stored = (await space.read(holder))!.value;
-    await space.write(holder, Buffer.from(stored.toString('utf8').replace('true', 'eurt')));
+    const stored = decodeCheckpointRecord((await space.read(holder))!.value, 'c001');
+    const inline = Object.fromEntries(
+      Object.entries(stored.inline ?? {}).map(([channel, bytes]) => [
+        channel,
+        Buffer.from(bytes.toString('utf8').replace('true', 'eurt')),
+      ]),
+    );
+    expect(inline).not.toEqual(stored.inline);
+    await space.write(holder, encodeCheckpointRecord({ ...stored, inline }));
 
     const report = await world.verifier().verifyTenant(T, { readData: true });
     const found = report.findings.map(({ domain, kind, key }) => [domain, kind, key]);
