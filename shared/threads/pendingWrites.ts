@@ -79,27 +79,6 @@ export function encodeWritesLine(
   return Buffer.concat([head, deflated, NEWLINE]);
 }
 
-/** A line as lines were stored before they were compressed (readers still take it). */
-export function encodePlainWritesLine(
-  taskId: string,
-  taskPath: string,
-  writes: readonly { channel: string; idx: number; value: TypedBytes }[],
-  runId?: string,
-): Buffer {
-  const line: StoredLine = {
-    taskId,
-    taskPath,
-    ...(runId === undefined ? {} : { runId }),
-    writes: writes.map((write) => ({
-      channel: write.channel,
-      idx: write.idx,
-      type: write.value.type,
-      data: write.value.data.toString('base64'),
-    })),
-  };
-  return Buffer.from(JSON.stringify(line) + '\n');
-}
-
 const NEWLINE = Buffer.from('\n');
 
 interface ReadLine {
