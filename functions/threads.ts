@@ -1,5 +1,4 @@
 import { actorOf } from '#shared/auth';
-import { NotFoundError } from '#shared/protocol/errors';
 import {
   threadCheckpointLatestRoute,
   threadCheckpointRoute,
@@ -14,9 +13,8 @@ import {
   threadRunsRoute,
 } from '#shared/protocol/threads';
 import type { ThreadStore } from '#shared/threads/threadStore';
-import type { CheckpointTuple } from '#shared/threads/threadTypes';
 import { checkpointPutOf, runStartOf, tupleJson, writesPutOf } from '#shared/threads/wire';
-import { knownValuesFor, resolvePutDeltas } from '#shared/threads/wireDelta';
+import { resolvePutDeltas } from '#shared/threads/wireDelta';
 
 import type { AuthenticatedCall } from './http/pipeline';
 import { json } from './http/request';
@@ -54,7 +52,6 @@ export const thread = specHandler(threadRoute, {
     json(200, await threadsOf(call).getThread(call.principal.tenant, threadId)),
   DELETE: async ({ params: { threadId } }, _request, call) => {
     await threadsOf(call).deleteThread(call.principal.tenant, threadId, actorOf(call.principal));
-    knownValuesFor(threadsOf(call)).forgetThread(call.principal.tenant, threadId);
     return { status: 204 };
   },
 });
@@ -63,15 +60,10 @@ export const threadCheckpoints = specHandler(threadCheckpointsRoute, {
   POST: async ({ params: { threadId }, body }, _request, call) => {
     const store = threadsOf(call);
     const tenant = call.principal.tenant;
-    const known = knownValuesFor(store);
-    const resolved = await resolvePutDeltas(
-      body,
-      (checkpointId) => store.getCheckpoint(tenant, threadId, body.ns, checkpointId),
-      (checkpointId) => known.get(tenant, threadId, body.ns, checkpointId),
+    const resolved = await resolvePutDeltas(body, (checkpointId) =>
+      store.checkpointValues(tenant, threadId, body.ns, checkpointId),
     );
-    const put = checkpointPutOf(resolved);
-    const result = await store.putCheckpoint(tenant, threadId, put);
-    known.remember(tenant, threadId, put.ns, put.checkpointId, put.values);
+    const result = await store.putCheckpoint(tenant, threadId, checkpointPutOf(resolved));
     return json(result.created ? 201 : 200, {
       threadId: result.threadId,
       ns: result.ns,
@@ -98,21 +90,13 @@ async function checkpointAnswer(
 ) {
   const store = threadsOf(call);
   const tenant = call.principal.tenant;
-  const known = knownValuesFor(store);
   const tuple = await store.getCheckpoint(tenant, threadId, query.ns, checkpointId);
-  known.remember(tenant, threadId, tuple.ns, tuple.checkpointId, tuple.values);
-  let since: Pick<CheckpointTuple, 'checkpointId' | 'values'> | undefined;
-  if (query.since !== undefined) {
-    const values = known.get(tenant, threadId, query.ns, query.since);
-    since =
-      values !== undefined
-        ? { checkpointId: query.since, values }
-        : await store.getCheckpoint(tenant, threadId, query.ns, query.since).catch((error: unknown) => {
-            if (error instanceof NotFoundError) return undefined;
-            throw error;
-          });
-  }
-  return json(200, tupleJson(tuple, since));
+  const values =
+    query.since === undefined ? null : await store.checkpointValues(tenant, threadId, query.ns, query.since);
+  return json(
+    200,
+    tupleJson(tuple, values === null ? undefined : { checkpointId: query.since as string, values }),
+  );
 }
 
 export const threadCheckpointLatest = specHandler(threadCheckpointLatestRoute, {

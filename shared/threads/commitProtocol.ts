@@ -53,6 +53,7 @@ import {
 } from './threadRecords';
 import type { CheckpointPut, PutResult, ThreadStoreOptions, WritesPut } from './threadTypes';
 import { checkPut, checkWrites } from './validation';
+import { ValueCache } from './valueCache';
 import { ValueReader } from './valueReader';
 
 /**
@@ -223,7 +224,7 @@ export class CheckpointCommits {
         }
       }
       try {
-        return await this.commitPut(
+        const result = await this.commitPut(
           store,
           tenant,
           snapshot,
@@ -233,6 +234,8 @@ export class CheckpointCommits {
           put.runId,
           stored.created ? headChunks(stored.record, chunked.values, parentHead) : undefined,
         );
+        this.keepValues(tenant, thread, stored.record, put);
+        return result;
       } catch (error) {
         if (error instanceof LostCreation && restart === 0) continue;
         // A put that certainly did not commit (refused, or every compare-and-swap lost) leaves no
@@ -245,6 +248,27 @@ export class CheckpointCommits {
         throw error;
       }
     }
+  }
+
+  /**
+   * Keeps the values a put stored (the stored record's: a retry's are the same values) and which
+   * value each channel of the checkpoint has, so that reading it back, or a delta on it, reads no
+   * value (see ValueCache). Only after the commit: a put that did not commit keeps nothing.
+   */
+  private keepValues(
+    tenant: string,
+    thread: ThreadRecord,
+    record: CheckpointRecord,
+    put: CheckpointPut,
+  ): void {
+    const scope = ValueCache.scopeOf(tenant, thread.threadId, thread.incarnation);
+    for (const [channel, value] of Object.entries(put.values)) {
+      const source = ownValue(record.valueSources, channel);
+      if (value !== null && source !== undefined) {
+        this.records.values.keep(scope, record.ns, channel, source, value);
+      }
+    }
+    this.records.values.rememberCheckpoint(scope, record.ns, record.id, record.valueSources);
   }
 
   /**

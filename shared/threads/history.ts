@@ -10,15 +10,10 @@ import {
 import { KeyScan, type ScanStart } from './keyScan';
 import { keysOf, namespaceOfRecordKey } from './layout';
 import { canonicalOrder, mergeWrites } from './pendingWrites';
-import {
-  type CheckpointRecord,
-  decodeCheckpointRecord,
-  setOwn,
-  type ThreadRecord,
-  type TypedBytes,
-} from './records';
-import { noThread, type ThreadRecords } from './threadRecords';
+import { type CheckpointRecord, decodeCheckpointRecord, type ThreadRecord, type TypedBytes } from './records';
+import { cacheKey, noThread, type ThreadRecords } from './threadRecords';
 import { type CheckpointTuple, type HistoryPage, type HistoryQuery, SENDS_CHANNEL } from './threadTypes';
+import { ValueCache } from './valueCache';
 import { MissingValueError, ValueReader } from './valueReader';
 
 /**
@@ -97,8 +92,52 @@ export class ThreadHistory {
       );
     }
     return this.unlessDeleted(store, tenant, thread, () =>
-      this.tupleOf(store, thread, record, new ValueReader(store, keysOf(thread))),
+      this.tupleOf(store, thread, record, this.readerOf(store, tenant, thread)),
     );
+  }
+
+  /**
+   * The values of a checkpoint, for a delta put's base: those this instance keeps, else read
+   * (its record, then only the values not kept; no pending writes). Null when the namespace does not
+   * store the checkpoint. The thread record is the one this instance last saw, or read when it has
+   * none: the base is checked against the digest its sender computed, and the put's commit against
+   * the current thread record.
+   */
+  async checkpointValues(
+    tenant: string,
+    threadId: string,
+    ns: string,
+    checkpointId: string,
+  ): Promise<Readonly<Record<string, TypedBytes>> | null> {
+    checkThreadId(threadId);
+    checkNamespace(ns);
+    checkCheckpointId(checkpointId);
+    const store = this.records.storeOf(tenant);
+    const current =
+      this.records.known.get(cacheKey(tenant, threadId)) ??
+      (await this.records.readThread(store, tenant, threadId));
+    if (current === null) return null;
+    const thread = current.record;
+    const scope = ValueCache.scopeOf(tenant, threadId, thread.incarnation);
+    const kept = this.records.values.valuesOf(scope, ns, checkpointId);
+    if (kept !== undefined) return kept;
+    const head = thread.heads.get(ns)?.record;
+    const record = head?.id === checkpointId ? head : await this.recordIn(store, thread, checkpointId, ns);
+    if (record === null) return null;
+    return this.readerOf(store, tenant, thread)
+      .valuesOf(record)
+      .catch((error: unknown) => {
+        // A base whose value is missing is a base that does not resolve (the sender sends it whole).
+        if (error instanceof MissingValueError) return null;
+        throw error;
+      });
+  }
+
+  private readerOf(store: KeyValueStore, tenant: string, thread: ThreadRecord): ValueReader {
+    return new ValueReader(store, keysOf(thread), {
+      values: this.records.values,
+      scope: ValueCache.scopeOf(tenant, thread.threadId, thread.incarnation),
+    });
   }
 
   /**
@@ -129,7 +168,7 @@ export class ThreadHistory {
           : {};
     const scan = new KeyScan(store, keys.checkpoints, start);
     const wanted = query.ns === undefined ? undefined : namespaceSegment(query.ns);
-    const reader = new ValueReader(store, keys);
+    const reader = this.readerOf(store, tenant, thread);
     const found: CheckpointTuple[] = [];
     let examined = 0;
     while (
@@ -230,11 +269,9 @@ export class ThreadHistory {
     const keys = keysOf(thread);
     const readWrites = async (checkpointId: string) =>
       mergeWrites((await store.read(keys.writes(record.ns, checkpointId)))?.value ?? null, checkpointId);
-    reader.know(record);
-    const sources = Object.entries(record.valueSources);
     const [writes, values, sends] = await Promise.all([
       readWrites(record.id),
-      Promise.all(sources.map(([channel]) => reader.value(record, channel))),
+      reader.valuesOf(record),
       record.v < 4 && record.parent !== null
         ? readWrites(record.parent).then((parentWrites) =>
             parentWrites
@@ -243,8 +280,6 @@ export class ThreadHistory {
           )
         : Promise.resolve(undefined),
     ]);
-    const valueMap: Record<string, TypedBytes> = {};
-    sources.forEach(([channel], index) => setOwn(valueMap, channel, values[index] as TypedBytes));
     return {
       threadId: thread.threadId,
       ns: record.ns,
@@ -255,7 +290,7 @@ export class ThreadHistory {
       checkpoint: { type: record.type, data: Buffer.from(record.checkpoint, 'base64') },
       metadata: record.metadata,
       channelVersions: record.channelVersions,
-      values: valueMap,
+      values,
       pendingWrites: canonicalOrder(writes),
       ...(sends === undefined ? {} : { pendingSends: sends }),
       ...(record.runId === undefined ? {} : { runId: record.runId }),

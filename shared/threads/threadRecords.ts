@@ -23,6 +23,7 @@ import {
   type ThreadRecord,
 } from './records';
 import type { ThreadStoreOptions } from './threadTypes';
+import { ValueCache } from './valueCache';
 
 /**
  * The thread records of a tenant's thread space (`t/<threadId>`): read, kept as a hint of the
@@ -155,6 +156,9 @@ export class ThreadRecords {
     of: (snapshot) => snapshot.size,
   });
 
+  /** The channel values this instance stored or read lately (see ValueCache). */
+  readonly values = new ValueCache();
+
   constructor(options: ThreadStoreOptions) {
     this.storeOf = options.storeOf;
     this.audit = options.audit ?? noTransactionalAuditLog;
@@ -236,11 +240,16 @@ export class ThreadRecords {
       this.known.delete(key);
       return null;
     }
-    const snapshot = {
-      etag: stored.etag,
-      record: decodeThreadRecord(stored.value, threadId),
-      size: stored.value.length,
-    };
+    // The same version as the one kept is not decoded again (an ETag names one version).
+    const kept = this.known.get(key);
+    const snapshot =
+      kept !== undefined && kept.etag === stored.etag && stored.etag !== ''
+        ? kept
+        : {
+            etag: stored.etag,
+            record: decodeThreadRecord(stored.value, threadId),
+            size: stored.value.length,
+          };
     this.known.set(key, snapshot);
     return snapshot;
   }

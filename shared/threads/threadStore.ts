@@ -9,7 +9,14 @@ import { ThreadHistory } from './history';
 import { checkCheckpointId, checkNamespace, checkRunId, checkThreadId } from './identifiers';
 import { KeyScan, type ScanStart } from './keyScan';
 import { keysOf, threadKey } from './layout';
-import { type RunView, type ThreadRecord, type ThreadView, threadView, withoutInline } from './records';
+import {
+  type RunView,
+  type ThreadRecord,
+  type ThreadView,
+  threadView,
+  type TypedBytes,
+  withoutInline,
+} from './records';
 import { ThreadRuns } from './runs';
 import { threadDeletedEventId } from './threadAudit';
 import {
@@ -239,6 +246,19 @@ export class ThreadStore {
     checkpointId?: string,
   ): Promise<CheckpointTuple> {
     return this.history.getCheckpoint(tenant, threadId, ns, checkpointId);
+  }
+
+  /**
+   * The values of a checkpoint (for a delta's base or a read's `since`), from what this instance
+   * keeps when it can; null when the namespace does not store the checkpoint (see ThreadHistory).
+   */
+  checkpointValues(
+    tenant: string,
+    threadId: string,
+    ns: string,
+    checkpointId: string,
+  ): Promise<Readonly<Record<string, TypedBytes>> | null> {
+    return this.history.checkpointValues(tenant, threadId, ns, checkpointId);
   }
 
   listCheckpoints(tenant: string, threadId: string, query: HistoryQuery): Promise<HistoryPage> {

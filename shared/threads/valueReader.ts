@@ -10,8 +10,10 @@ import {
   isInlineSource,
   ownValue,
   producerOf,
+  setOwn,
   type TypedBytes,
 } from './records';
+import type { ValueCache } from './valueCache';
 
 /** A value a record names is not stored: damage, unless the thread was deleted meanwhile. */
 export class MissingValueError extends IntegrityError {}
@@ -29,9 +31,11 @@ export class ValueReader {
   private readonly packs = new Map<string, Promise<Buffer | null>>();
   bytes = 0;
 
+  /** `cache`: the values kept by this instance, with the scope of the thread (see ValueCache). */
   constructor(
     private readonly store: KeyValueStore,
     private readonly keys: ThreadKeys,
+    private readonly cache?: { readonly values: ValueCache; readonly scope: string },
   ) {}
 
   /** A record already read (its inline values and its pack then cost nothing more). */
@@ -42,11 +46,44 @@ export class ValueReader {
     }
   }
 
+  /**
+   * Every value of `record` (channel → value); with a cache, the record's sources are then kept by
+   * its id (see ValueCache.rememberCheckpoint).
+   */
+  async valuesOf(record: CheckpointRecord): Promise<Record<string, TypedBytes>> {
+    this.know(record);
+    const channels = Object.keys(record.valueSources);
+    const values = await Promise.all(channels.map((channel) => this.value(record, channel)));
+    const valueMap: Record<string, TypedBytes> = {};
+    channels.forEach((channel, index) => setOwn(valueMap, channel, values[index] as TypedBytes));
+    this.cache?.values.rememberCheckpoint(this.cache.scope, record.ns, record.id, record.valueSources);
+    return valueMap;
+  }
+
   /** The value of `channel` at `record`, wherever it is stored. */
   value(record: CheckpointRecord, channel: string): Promise<TypedBytes> {
     const source = ownValue(record.valueSources, channel);
     const what = `channel ${channel} of checkpoint ${record.id}`;
     if (source === undefined) return Promise.reject(new MissingValueError(`${what} has no value`));
+    if (this.cache === undefined) return this.stored(record, channel, source, what);
+    const { values, scope } = this.cache;
+    const kept = values.value(scope, record.ns, channel, source);
+    if (kept !== undefined) {
+      this.bytes += kept.data.length;
+      return Promise.resolve(kept);
+    }
+    return this.stored(record, channel, source, what).then((value) => {
+      values.keep(scope, record.ns, channel, source, value);
+      return value;
+    });
+  }
+
+  private stored(
+    record: CheckpointRecord,
+    channel: string,
+    source: string,
+    what: string,
+  ): Promise<TypedBytes> {
     if (isChunkedSource(source)) return this.chunked(record, channel, what);
     const valueKey = this.keys.value(record.ns, source, channel);
     if (!isInlineSource(source)) return this.read(valueKey, what);

@@ -1,10 +1,10 @@
 import type { z } from 'zod';
 
-import type { putCheckpointBody, putWritesBody, startRunBody } from '../protocol/threads';
+import type { putWritesBody, startRunBody } from '../protocol/threads';
 import type { PendingWrite } from './pendingWrites';
 import type { TypedBytes } from './records';
 import type { CheckpointPut, CheckpointTuple, RunStart, WritesPut } from './threadStore';
-import { deltaAgainst } from './wireDelta';
+import { deltaAgainst, type ResolvedPutBody } from './wireDelta';
 
 /**
  * The thread routes' JSON as the thread store takes and gives it: the request schemas are the
@@ -13,16 +13,16 @@ import { deltaAgainst } from './wireDelta';
  * `{"type": "<serializer tag>", "data": "<base64>"}`.
  */
 
-/** A put's body once its deltas are resolved (wireDelta.ts): every value whole or null. */
-export type ResolvedPutBody = Omit<z.infer<typeof putCheckpointBody>, 'values'> & {
-  values: Record<string, { type: string; data: string } | null>;
-};
-
 export function checkpointPutOf(body: ResolvedPutBody): CheckpointPut {
   const values: Record<string, TypedBytes | null> = {};
   for (const [channel, value] of Object.entries(body.values)) {
     Object.defineProperty(values, channel, {
-      value: value === null ? null : bytesOf(value),
+      value:
+        value === null
+          ? null
+          : typeof value.data === 'string'
+            ? bytesOf(value as { type: string; data: string })
+            : (value as TypedBytes),
       enumerable: true,
     });
   }

@@ -214,6 +214,17 @@ describe('Azure Blob key/value store: values read again', () => {
       const first = await sent(() => fresh.read('state'));
       expect(first.result?.value.toString()).toBe('v3');
       expect(first.requests).toEqual(['GET 200']);
+
+      // An append to a key this instance knows nothing of is tried as a create-only upload: one
+      // request when the key is absent; an existing key refuses it, and is read and appended to.
+      const created = await sent(() => fresh.append('new-key', Buffer.from('n1')));
+      expect(created.requests).toEqual(['PUT if-none-match 201']);
+      expect((await store.read('new-key'))?.value.toString()).toBe('n1');
+      await container.getBlockBlobClient('other-key').upload('o1', 2);
+      const existing = await sent(() => fresh.append('other-key', Buffer.from('+o2')));
+      expect(existing.requests).toEqual([existing.requests[0], 'GET 200', 'PUT 201']);
+      expect(existing.requests[0]).toMatch(/^PUT if-none-match 4(09|12)$/);
+      expect((await fresh.read('other-key'))?.value.toString()).toBe('o1+o2');
     } finally {
       await container.deleteIfExists();
     }

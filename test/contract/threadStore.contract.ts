@@ -1501,6 +1501,34 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         expect(again.values['m']?.data.equals(random('reuse/other', 3000))).toBe(true);
       });
 
+      it('an instance that kept the values of a checkpoint id reads what the id holds once stored again after retention', async () => {
+        const random = (seed: string, length: number) =>
+          Buffer.from(noise(seed, Math.ceil((length * 4) / 3) + 4), 'base64url').subarray(0, length);
+        const first = random('kept/first', 3000);
+        const small = Buffer.from('kept/small');
+        const keeper = instance();
+        await keeper.putCheckpoint(A, 't', putOf('c1', null, 1, first));
+        await keeper.putCheckpoint(A, 't', putOf('c2', 'c1', 2, Buffer.concat([first, small])));
+        expect((await keeper.getCheckpoint(A, 't', '', 'c1')).values['m']?.data.equals(first)).toBe(true);
+        // Retention removes c1 (its pack apart first, then the record); another instance stores a
+        // new root under the same id, with other bytes.
+        const opened = codec === undefined ? space() : new SealedThreadSpace(space(), A, codec);
+        const recordKey = (await allKeys(space(), 'd/')).find(
+          (key) => key.includes('/c/') && idOf(key) === 'c1',
+        )!;
+        const removed = decodeCheckpointRecord((await opened.read(recordKey))!.value, recordKey);
+        await opened.write(keysOf(parseDataKey(recordKey)!).pack('', 'c1'), removed.pack!, {
+          ifAbsent: true,
+        });
+        await space().delete(recordKey);
+        clock.stop();
+        clock.advance(60_000);
+        const other = random('kept/other', 3000);
+        await instance().putCheckpoint(A, 't', putOf('c1', null, 1, other));
+        expect((await keeper.getCheckpoint(A, 't', '', 'c1')).values['m']?.data.equals(other)).toBe(true);
+        expect((await keeper.getCheckpoint(A, 't', '')).values['m']?.data.equals(other)).toBe(true);
+      });
+
       it('a checkpoint stored by an instance whose clock is behind is created no earlier than its parent, and reads', async () => {
         const random = (seed: string, length: number) =>
           Buffer.from(noise(seed, Math.ceil((length * 4) / 3) + 4), 'base64url').subarray(0, length);
@@ -1578,8 +1606,17 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         calls.length = 0;
         const latest = await counted.getCheckpoint(A, 't', '');
         expect(Object.keys(latest.values)).toHaveLength(3);
-        // The thread record, the pending writes, c2's record (a, b) and c1's (c).
-        expect(calls, calls.join('\n')).toHaveLength(2 + 2);
+        // The thread record and the pending writes: this instance stored every value (a, b in c2,
+        // c in c1), and keeps them.
+        expect(calls, calls.join('\n')).toHaveLength(2);
+        // An instance that keeps none reads c2's record (a, b) and c1's (c) too, then keeps them.
+        const freshCalls: string[] = [];
+        const fresh = instance(freshCalls);
+        expect((await fresh.getCheckpoint(A, 't', '')).values).toEqual(latest.values);
+        expect(freshCalls, freshCalls.join('\n')).toHaveLength(2 + 2);
+        freshCalls.length = 0;
+        expect((await fresh.getCheckpoint(A, 't', '')).values).toEqual(latest.values);
+        expect(freshCalls, freshCalls.join('\n')).toHaveLength(2);
 
         // Another instance renews the lease: this instance's thread record is stale.
         await instance().heartbeat(A, 't', run.runId);

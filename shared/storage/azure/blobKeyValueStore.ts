@@ -219,7 +219,10 @@ class BlobKeyValueStore implements KeyValueStore {
    * The usual append, in one request: this instance holds the bytes of the version it last wrote or
    * read, so it writes the concatenation on that version (If-Match its ETag). Only when that version
    * would satisfy `conditions` and the size limit; null when there is no such version or it is no
-   * longer current (412 or 404), and the caller reads the current one.
+   * longer current (412 or 404), and the caller reads the current one. A blob this instance knows
+   * nothing of is most often absent (a new key, such as a checkpoint's first pending writes): the
+   * append is then tried as a create-only upload, one request; a blob that exists costs that
+   * request, refused, before the read.
    */
   private async appendOnKept(
     blob: BlockBlobClient,
@@ -228,6 +231,14 @@ class BlobKeyValueStore implements KeyValueStore {
     abortSignal: AbortSignal,
   ): Promise<WriteResult | null> {
     const kept = this.known.get(blob.url);
+    if (kept === undefined && conditions.ifMatch === undefined && bytes.length <= this.maxValueBytes) {
+      try {
+        return await this.create(blob, bytes, abortSignal);
+      } catch (error) {
+        if (error instanceof PreconditionFailedError) return null;
+        throw error;
+      }
+    }
     if (kept?.value === undefined) return null;
     if (!conditionsHold(conditions, { etag: kept.etag, size: kept.value.length })) return null;
     if (kept.value.length + bytes.length > this.maxValueBytes) return null;
