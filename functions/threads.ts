@@ -90,7 +90,8 @@ async function checkpointAnswer(
 ) {
   const store = threadsOf(call);
   const tenant = call.principal.tenant;
-  const tuple = await store.getCheckpoint(tenant, threadId, query.ns, checkpointId);
+  // The checkpoint the client holds is most often still the head: its writes are read at once.
+  const tuple = await store.getCheckpoint(tenant, threadId, query.ns, checkpointId, query.since);
   const values =
     query.since === undefined ? null : await store.checkpointValues(tenant, threadId, query.ns, query.since);
   return json(

@@ -1,10 +1,11 @@
 import { InvalidArgumentError, NotFoundError } from '../protocol/errors';
-import type { KeyValueStore } from '../storage/keyValueStore';
+import type { KeyValueStore, StoredValue } from '../storage/keyValueStore';
 import {
   checkCheckpointId,
   checkNamespace,
   checkThreadId,
   invertedId,
+  isCheckpointId,
   namespaceSegment,
 } from './identifiers';
 import { KeyScan, type ScanStart } from './keyScan';
@@ -66,17 +67,38 @@ export function matchesFilter(
 export class ThreadHistory {
   constructor(private readonly records: ThreadRecords) {}
 
-  /** The latest checkpoint (the head) of a namespace, or the one with `checkpointId`. */
+  /**
+   * The latest checkpoint (the head) of a namespace, or the one with `checkpointId`. `likelyHead`
+   * (a read of the latest: the checkpoint the client holds, most often still the head) has the
+   * head's pending writes read beside the thread record instead of after it, in the thread
+   * incarnation this instance last saw; they are used only when the thread record then names that
+   * checkpoint as the head of that incarnation, else read as without it.
+   */
   async getCheckpoint(
     tenant: string,
     threadId: string,
     ns: string,
     checkpointId?: string,
+    likelyHead?: string,
   ): Promise<CheckpointTuple> {
     checkThreadId(threadId);
     checkNamespace(ns);
     if (checkpointId !== undefined) checkCheckpointId(checkpointId);
     const store = this.records.storeOf(tenant);
+    const seen =
+      checkpointId === undefined && likelyHead !== undefined && isCheckpointId(likelyHead)
+        ? this.records.known.get(cacheKey(tenant, threadId))?.record
+        : undefined;
+    const early =
+      seen === undefined || likelyHead === undefined
+        ? undefined
+        : {
+            incarnation: seen.incarnation,
+            id: likelyHead,
+            writes: store.read(keysOf(seen).writes(ns, likelyHead)),
+          };
+    // Used or dropped below: a read that is not used answers nothing, its failure included.
+    early?.writes.catch(() => undefined);
     const current = await this.records.readThread(store, tenant, threadId);
     if (current === null) throw noThread(threadId);
     const thread = current.record;
@@ -91,8 +113,12 @@ export class ThreadHistory {
           : `thread ${threadId} has no checkpoint ${checkpointId} in namespace "${ns}"`,
       );
     }
+    const headWrites =
+      early !== undefined && early.incarnation === thread.incarnation && early.id === record.id
+        ? early.writes
+        : undefined;
     return this.unlessDeleted(store, tenant, thread, () =>
-      this.tupleOf(store, thread, record, this.readerOf(store, tenant, thread)),
+      this.tupleOf(store, thread, record, this.readerOf(store, tenant, thread), headWrites),
     );
   }
 
@@ -265,12 +291,15 @@ export class ThreadHistory {
     thread: ThreadRecord,
     record: CheckpointRecord,
     reader: ValueReader,
+    ownWrites?: Promise<StoredValue | null>,
   ): Promise<CheckpointTuple> {
     const keys = keysOf(thread);
-    const readWrites = async (checkpointId: string) =>
-      mergeWrites((await store.read(keys.writes(record.ns, checkpointId)))?.value ?? null, checkpointId);
+    const readWrites = async (
+      checkpointId: string,
+      read = store.read(keys.writes(record.ns, checkpointId)),
+    ) => mergeWrites((await read)?.value ?? null, checkpointId);
     const [writes, values, sends] = await Promise.all([
-      readWrites(record.id),
+      readWrites(record.id, ownWrites),
       reader.valuesOf(record),
       record.v < 4 && record.parent !== null
         ? readWrites(record.parent).then((parentWrites) =>

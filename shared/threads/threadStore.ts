@@ -244,8 +244,9 @@ export class ThreadStore {
     threadId: string,
     ns: string,
     checkpointId?: string,
+    likelyHead?: string,
   ): Promise<CheckpointTuple> {
-    return this.history.getCheckpoint(tenant, threadId, ns, checkpointId);
+    return this.history.getCheckpoint(tenant, threadId, ns, checkpointId, likelyHead);
   }
 
   /**

@@ -1651,6 +1651,29 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
           });
           expect(calls, calls.join('\n')).toHaveLength(2);
         }
+
+        // A read of the latest told the checkpoint the client holds (the head, most often) reads
+        // the head's pending writes beside the thread record, not after it: still 2 requests.
+        await threads.putWrites(A, 't', {
+          ns: '',
+          checkpointId: 'c1',
+          taskId: 'other',
+          taskPath: '',
+          runId: run.runId,
+          writes: [{ channel: 'b', idx: 0, value: bytes('x') }],
+        });
+        calls.length = 0;
+        const held = await counted.getCheckpoint(A, 't', '', undefined, 'c3');
+        expect(held.checkpointId).toBe('c3');
+        expect(held.pendingWrites.map((write) => write.taskId)).toEqual(['task']);
+        expect(calls, calls.join('\n')).toHaveLength(2);
+        expect(calls[0], calls.join('\n')).toMatch(/^read d\/.*\/w\//);
+        // Told a checkpoint that is no longer the head: that read is dropped, the head's made.
+        calls.length = 0;
+        const moved = await counted.getCheckpoint(A, 't', '', undefined, 'c1');
+        expect(moved.checkpointId).toBe('c3');
+        expect(moved.pendingWrites.map((write) => write.taskId)).toEqual(['task']);
+        expect(calls, calls.join('\n')).toHaveLength(3);
       });
     });
   });
