@@ -57,14 +57,15 @@ export class ValueCache {
     this.checkpoints.set(`${scope}${ns}\n${checkpointId}`, valueSources);
   }
 
-  /** The values of a checkpoint's channels that are kept (some or all), or undefined. */
+  /** Every value of a checkpoint, when all of them are kept; else undefined. */
   valuesOf(scope: string, ns: string, checkpointId: string): Record<string, TypedBytes> | undefined {
     const sources = this.checkpoints.get(`${scope}${ns}\n${checkpointId}`);
     if (sources === undefined) return undefined;
     const values: Record<string, TypedBytes> = {};
     for (const channel of Object.keys(sources)) {
       const value = this.value(scope, ns, channel, ownValue(sources, channel) as string);
-      if (value !== undefined) setOwn(values, channel, value);
+      if (value === undefined) return undefined;
+      setOwn(values, channel, value);
     }
     return values;
   }

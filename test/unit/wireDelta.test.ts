@@ -118,11 +118,14 @@ describe('values kept per instance', () => {
     expect(cache.value(scope, '', 'm', '1f1ef46c-4339-64e0-8054-8368a4208a66')).toBeUndefined();
   });
 
-  it("gives a checkpoint's values by its id from the sources it remembered, those it keeps only", () => {
+  it("gives a checkpoint's values by its id from the sources it remembered, only when it keeps them all", () => {
     const cache = new ValueCache();
+    const other = 'c2/~CCCCCCCCCCCCCCCCCCCCCC';
     cache.keep(scope, '', 'a', source, typed('a'));
-    cache.rememberCheckpoint(scope, '', 'c2', { a: source, b: 'c2/~CCCCCCCCCCCCCCCCCCCCCC' });
-    expect(cache.valuesOf(scope, '', 'c2')).toEqual({ a: typed('a') });
+    cache.rememberCheckpoint(scope, '', 'c2', { a: source, b: other });
+    expect(cache.valuesOf(scope, '', 'c2')).toBeUndefined();
+    cache.keep(scope, '', 'b', other, typed('b'));
+    expect(cache.valuesOf(scope, '', 'c2')).toEqual({ a: typed('a'), b: typed('b') });
     expect(cache.valuesOf(scope, '', 'c3')).toBeUndefined();
   });
 });
