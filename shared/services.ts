@@ -28,6 +28,7 @@ import { MemoryFacts, memoryRepairCheck } from './memory/memory';
 import { memoryPrunePart } from './memory/memoryRetention';
 import { memoryRewrapTarget } from './memory/memoryRewrap';
 import type { MemoryStore } from './memory/memoryStore';
+import type { MemorySnapshotStore } from './memory/searchSnapshot';
 import { NotConfiguredError } from './protocol/errors';
 import { SEAL_OVERHEAD } from './protocol/fields';
 import { threadValueLimit } from './protocol/threads';
@@ -42,6 +43,7 @@ import { snapshotRepairCheck, type SnapshotStores, WorkspaceSnapshots } from './
 import { AzureEmailWindowQueue } from './storage/azure/azureEmailWindowQueue';
 import { BlobImmutableObjectStore } from './storage/azure/blobImmutableObjectStore';
 import { BlobKeyValueStoreFactory } from './storage/azure/blobKeyValueStore';
+import { BlobMemorySnapshots } from './storage/azure/blobMemorySnapshots';
 import {
   createBlobServiceClient,
   createQueueServiceClient,
@@ -60,6 +62,7 @@ import type { KeyValueStore, KeyValueStoreFactory } from './storage/keyValueStor
 import { LocalAuditStore } from './storage/local/localAuditStore';
 import { LocalImmutableObjectStore } from './storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from './storage/local/localKeyValueStore';
+import { LocalMemorySnapshots } from './storage/local/localMemorySnapshots';
 import { LocalMemoryStore } from './storage/local/localMemoryStore';
 import { LocalSessionIndex } from './storage/local/localSessionIndex';
 import type { SessionIndex } from './storage/sessionIndex';
@@ -218,7 +221,14 @@ export function createServices(config: Config): Services {
   const sessionArchive = sessionStorage === undefined ? undefined : new SessionArchive(sessionStorage, audit);
   const snapshots = new WorkspaceSnapshots(snapshotStores, trustedSnapshotKeys, { audit });
   const memory =
-    memoryStore === undefined ? undefined : new MemoryFacts({ store: memoryStore, codec, audit });
+    memoryStore === undefined
+      ? undefined
+      : new MemoryFacts({
+          store: memoryStore,
+          codec,
+          audit,
+          snapshots: createMemorySnapshots(config, blobService),
+        });
   const threads = new ThreadStore({
     storeOf: threadSpaceOf,
     maxValueBytes: threadValueLimit(rawKv.maxValueBytes, encryption.enabled),
@@ -228,7 +238,9 @@ export function createServices(config: Config): Services {
   const rewrapTargets = [
     threadRewrapTarget(rawKv, codec),
     keyValueRewrapTarget(roomyKv, codec, tenantPolicy),
-    ...(memoryStore === undefined ? [] : [memoryRewrapTarget(memoryStore, codec)]),
+    ...(memoryStore === undefined || memory === undefined
+      ? []
+      : [memoryRewrapTarget(memoryStore, codec, (tenant) => memory.dropAllSnapshots(tenant))]),
     ...(storedSessions === undefined
       ? []
       : [
@@ -389,6 +401,22 @@ function createSnapshotStores(config: Config, blobService?: BlobServiceClient): 
         path.join(config.dataDir, 'snapshots-long', tenant),
       ),
   };
+}
+
+/**
+ * Where memory searches store their snapshots (shared/memory/searchSnapshot.ts): blobs under
+ * `memory-snapshots/` in the container named exactly CAIRN_BLOB_CONTAINER on the Blob backend
+ * (beside `snapshots/` and `sessions/`, so names never collide), else files under
+ * `<dataDir>/memory-snapshots/`.
+ */
+function createMemorySnapshots(config: Config, blobService?: BlobServiceClient): MemorySnapshotStore {
+  if (config.backend.kind === 'blob' && blobService !== undefined) {
+    return new BlobMemorySnapshots(
+      blobService.getContainerClient(config.backend.container),
+      config.storageTimeoutMs,
+    );
+  }
+  return new LocalMemorySnapshots(config.dataDir);
 }
 
 /** The store of memory facts: the table service when there is one, else local files on the local backend. */

@@ -2,7 +2,7 @@ import { IntegrityError } from '../protocol/errors';
 import { compareNamespaces, type MemoryItem } from './facts';
 import { wordBag } from './keywordSearch';
 import type { StoredFact } from './memoryStore';
-import { copyFloats, packedLayout } from './vectors';
+import { copyFloats, LITTLE_ENDIAN, packedLayout } from './vectors';
 
 /**
  * The facts of one tenant as a search reads them, in columns rather than one object per fact
@@ -21,6 +21,22 @@ import { copyFloats, packedLayout } from './vectors';
  * Not safe to share across awaits: the search index changes a tenant's columns only within that
  * tenant's turn, and a search ranks within its turn too, with no await in between.
  */
+
+/** A fact as a snapshot holds it (searchSnapshot.ts): its JSON text and its vectors' floats in `source`. */
+export interface DecodedFact {
+  readonly id: string;
+  readonly namespace: string;
+  readonly key: string;
+  readonly etag: string;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  readonly expiresAt: number | null;
+  /** Bytes of the stored value (what a search's read bound counts). */
+  readonly bytes: number;
+  readonly json: string;
+  /** Each vector's path and dimension count (its floats are the next row of its block). */
+  readonly vectors: readonly { path: string; dims: number }[];
+}
 
 /** The squared-norm-and-rows store of the vectors of one dimension count. */
 export class VectorBlock {
@@ -43,10 +59,42 @@ export class VectorBlock {
     let row = this.free.pop();
     if (row === undefined) {
       row = this.rows++;
-      if (row >= this.owner.length) this.grow(this.owner.length * 2);
+      if (row >= this.owner.length) this.grow(Math.ceil(this.owner.length * 1.5));
     }
     const base = row * this.dims;
     copyFloats(plain, at, this.dims, this.data, base);
+    let norm = 0;
+    for (let i = 0; i < this.dims; i++) {
+      const v = this.data[base + i] as number;
+      norm += v * v;
+    }
+    this.norms[row] = norm;
+    this.owner[row] = slot;
+    return row;
+  }
+
+  /**
+   * A block holding `rows` rows copied from the float32s (little-endian) at `bytes`, none owned
+   * yet: each {@link claim} takes the next one.
+   */
+  static filled(dims: number, bytes: Buffer, rows: number): VectorBlock {
+    const block = new VectorBlock(dims);
+    block.grow(Math.max(16, rows));
+    if (LITTLE_ENDIAN && bytes.byteOffset % 4 === 0 && rows > 0) {
+      // Aligned (snapshots align their blocks): the floats are used where they lie, no copy.
+      block.data = new Float32Array(bytes.buffer, bytes.byteOffset, rows * dims);
+    } else if (LITTLE_ENDIAN) {
+      new Uint8Array(block.data.buffer, 0, rows * dims * 4).set(bytes.subarray(0, rows * dims * 4));
+    } else {
+      for (let i = 0; i < rows * dims; i++) block.data[i] = bytes.readFloatLE(i * 4);
+    }
+    return block;
+  }
+
+  /** The next row of a {@link filled} block, owned by `slot`. */
+  claim(slot: number): number {
+    const row = this.rows++;
+    const base = row * this.dims;
     let norm = 0;
     for (let i = 0; i < this.dims; i++) {
       const v = this.data[base + i] as number;
@@ -168,32 +216,75 @@ export class FactColumns {
   put(id: string, fact: StoredFact, plain: Buffer): void {
     const layout = packedLayout(plain);
     if (layout === null) throw new IntegrityError('a stored fact is not JSON; it was damaged');
+    this.place(id, fact, fact.value.length, layout.json.toString('utf8'), layout.vectors, (block, slot, at) =>
+      block.add(slot, plain, at),
+    );
+  }
+
+  /**
+   * Fills empty columns with the facts of a snapshot (searchSnapshot.ts): `blocks` holds, per
+   * dimension count, the float32s of every vector of that count in the facts' order (one copy per
+   * block, not one per vector), and the columns are allocated at their size at once.
+   */
+  restore(facts: readonly DecodedFact[], blocks: ReadonlyMap<number, { bytes: Buffer; rows: number }>): void {
+    if (this.size !== 0 || this.blocks.size !== 0) throw new Error('restore fills empty columns only');
+    let capacity = 16;
+    while (capacity < facts.length) capacity *= 2;
+    this.grow(capacity);
+    for (const [dims, { bytes, rows }] of blocks)
+      this.blocks.set(dims, VectorBlock.filled(dims, bytes, rows));
+    for (const fact of facts) {
+      this.place(fact.id, fact, fact.bytes, fact.json, fact.vectors, (block, slot) => block.claim(slot));
+    }
+  }
+
+  /**
+   * The vectors of a slot in the order they were put, each with its path (views of the block, not
+   * copies); null when two of its vectors share a path (a snapshot could not tell them apart).
+   */
+  vectorsOf(slot: number): { path: string; floats: Float32Array }[] | null {
+    const rows = this.vectorRows[slot] ?? [];
+    const fields = this.fields[slot] ?? [];
+    if (rows.length !== fields.length) return null;
+    return rows.map(({ dims, row }, i) => {
+      const block = this.blocks.get(dims) as VectorBlock;
+      return { path: fields[i] as string, floats: block.data.subarray(row * dims, (row + 1) * dims) };
+    });
+  }
+
+  private place<V extends { readonly path: string; readonly dims: number; readonly at?: number }>(
+    id: string,
+    fact: Pick<StoredFact, 'namespace' | 'key' | 'etag' | 'createdAt' | 'updatedAt' | 'expiresAt'>,
+    bytes: number,
+    json: string,
+    vectors: readonly V[],
+    add: (block: VectorBlock, slot: number, at: number) => number,
+  ): void {
     this.remove(id);
     this.version++;
     let slot = this.free.pop();
     if (slot === undefined) {
       slot = this.size++;
-      if (slot >= this.createdAt.length) this.grow(this.createdAt.length * 2);
+      if (slot >= this.createdAt.length) this.grow(Math.ceil(this.createdAt.length * 1.5));
     }
     this.slotOf.set(id, slot);
     this.ids[slot] = id;
     this.namespaces[slot] = fact.namespace;
     this.keys[slot] = fact.key;
     this.etags[slot] = fact.etag;
-    const json = layout.json.toString('utf8');
     this.json[slot] = json;
     this.createdAt[slot] = fact.createdAt;
     this.updatedAt[slot] = fact.updatedAt;
     this.expiresAt[slot] = fact.expiresAt ?? Infinity;
-    this.bytes[slot] = fact.value.length;
+    this.bytes[slot] = bytes;
     this.terms[slot] = undefined;
     let weight =
       SLOT_BYTES + json.length * 2 + (fact.namespace.length + fact.key.length + fact.etag.length) * 2;
-    if (layout.vectors.length === 0) {
+    if (vectors.length === 0) {
       this.fields[slot] = undefined;
       this.vectorRows[slot] = undefined;
     } else {
-      const paths = layout.vectors.map((vector) => vector.path);
+      const paths = vectors.map((vector) => vector.path);
       const name = JSON.stringify(paths);
       let fields = this.fieldLists.get(name);
       if (fields === undefined) {
@@ -203,14 +294,14 @@ export class FactColumns {
       }
       this.fields[slot] = fields;
       const rows: { dims: number; row: number }[] = [];
-      for (const { at, dims } of layout.vectors) {
+      for (const { at, dims } of vectors) {
         let block = this.blocks.get(dims);
         if (block === undefined) {
           block = new VectorBlock(dims);
           this.blocks.set(dims, block);
         }
         // The floats and the norm weigh with the block, as allocated.
-        rows.push({ dims, row: block.add(slot, plain, at) });
+        rows.push({ dims, row: add(block, slot, at ?? 0) });
       }
       this.vectorRows[slot] = rows;
     }

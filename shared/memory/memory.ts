@@ -44,6 +44,7 @@ import {
   serialiseValue,
 } from './facts';
 import { queryWords } from './keywordSearch';
+import { namespaceDigest, SEGMENT_DIGEST_CHARS } from './layout';
 import {
   type FactHeader,
   type FactWrite,
@@ -54,7 +55,8 @@ import {
   type StoredFact,
 } from './memoryStore';
 import { rank } from './ranking';
-import { SearchIndex } from './searchIndex';
+import { DEFAULT_MAX_AGE_MS, SearchIndex } from './searchIndex';
+import { MAX_SNAPSHOT_BYTES, type MemorySnapshotStore } from './searchSnapshot';
 import type { ValueFilter } from './valueFilter';
 import { checkVector, checkVectors, commonDims, type FactVectors, packedLayout, packFact } from './vectors';
 
@@ -127,6 +129,11 @@ export interface MemoryFactsOptions {
   readonly now?: () => number;
   /** The bound of this instance's search cache (estimated bytes held); default 64 MiB. */
   readonly searchCacheBytes?: number;
+  /**
+   * Where searches store snapshots of the subtrees they read (searchSnapshot.ts), so that a fresh
+   * instance reads one object instead of every row; default: none (every fresh instance reads rows).
+   */
+  readonly snapshots?: MemorySnapshotStore;
 }
 
 /** Who asks: the tenant, and the credential for the audit trail when known. */
@@ -187,19 +194,89 @@ export class MemoryFacts {
   private readonly index: SearchIndex;
   /** Tenants' vector indexes seen (an index never changes once made, so this never goes stale). */
   private readonly indexes = lru<string, number>(KNOWN_VERSIONS);
+  private readonly snapshots: MemorySnapshotStore | undefined;
 
   constructor(options: MemoryFactsOptions) {
     this.store = options.store;
     this.codec = options.codec ?? plainCodec;
     this.audit = options.audit ?? noTransactionalAuditLog;
     this.now = options.now ?? Date.now;
+    this.snapshots = options.snapshots;
+    const snapshots = options.snapshots;
     this.index = new SearchIndex({
       store: this.store,
       open: (tenant, fact) => this.codec.open(fact.value, placeOf(tenant, fact.namespace, fact.key)),
       maxRows: MAX_SEARCH_SCAN_ROWS,
       maxScanBytes: MAX_SEARCH_SCAN_BYTES,
+      wallClock: this.now,
       ...(options.searchCacheBytes === undefined ? {} : { maxBytes: options.searchCacheBytes }),
+      ...(snapshots === undefined
+        ? {}
+        : {
+            snapshots: {
+              // Unreadable, absent, or not opening at its place (sealed for another, or plain where
+              // sealed is expected): the search reads the rows instead.
+              load: async (tenant: string, digest: string) => {
+                try {
+                  const stored = await snapshots.read(tenant, digest, MAX_SNAPSHOT_BYTES);
+                  return stored === null ? null : this.codec.open(stored, snapshotPlace(tenant, digest));
+                } catch {
+                  return null;
+                }
+              },
+              save: async (tenant: string, digest: string, plain: Buffer) => {
+                await this.codec.prepare?.(tenant);
+                await snapshots.write(tenant, digest, this.codec.seal(plain, snapshotPlace(tenant, digest)));
+              },
+            },
+          }),
     });
+  }
+
+  /** Resolves once the search snapshots being written have been stored (or failed): tests. */
+  async snapshotsSaved(): Promise<void> {
+    await this.index.snapshotsSaved();
+  }
+
+  /**
+   * Deletes the stored snapshots that may hold a fact of `namespace`: those of the namespace and
+   * of each namespace above it, and with `below` those of the namespaces below it too.
+   */
+  private async dropSnapshots(tenant: string, namespace: string, below = false): Promise<void> {
+    const snapshots = this.snapshots;
+    if (snapshots === undefined) return;
+    const digest = namespaceDigest(namespace);
+    const digests = new Set<string>();
+    for (let length = 0; length <= digest.length; length += SEGMENT_DIGEST_CHARS) {
+      digests.add(digest.slice(0, length));
+    }
+    if (below) {
+      for (const stored of await snapshots.list(tenant)) {
+        if (stored.digest.startsWith(digest)) digests.add(stored.digest);
+      }
+    }
+    await forEachLimited([...digests], 16, (each) => snapshots.delete(tenant, each));
+  }
+
+  /**
+   * {@link dropSnapshots}, a failure only logged away: the fact is gone already, and a snapshot
+   * left behind is never used once older than the search cache's maximum age (the prune deletes it).
+   */
+  private async dropSnapshotsQuietly(tenant: string, namespace: string, below = false): Promise<void> {
+    try {
+      await this.dropSnapshots(tenant, namespace, below);
+    } catch {
+      // Bounded by the age above; the forget itself succeeded.
+    }
+  }
+
+  /** Deletes every stored snapshot of the tenant (rewrap), or those stored before `before` (prune). */
+  async dropAllSnapshots(tenant: string, before?: number): Promise<void> {
+    const snapshots = this.snapshots;
+    if (snapshots === undefined) return;
+    const stored = await snapshots.list(tenant);
+    const old = stored.filter((each) => before === undefined || each.storedAt.getTime() < before);
+    await forEachLimited(old, 16, (each) => snapshots.delete(tenant, each.digest));
   }
 
   /** Stores `value` under `namespace`/`key`; `created` is true when no live fact was there. */
@@ -225,21 +302,6 @@ export class MemoryFacts {
     writes: readonly { namespace: string; key: string; value: unknown; ttl?: number; vectors?: unknown }[],
   ): Promise<({ item: MemoryItem; created: boolean } | { error: unknown })[]> {
     const results: ({ item: MemoryItem; created: boolean } | { error: unknown } | undefined)[] = [];
-    const prepared: { at: number; write: PreparedWrite }[] = [];
-    for (const [at, write] of writes.entries()) {
-      try {
-        const options = {
-          ...(write.ttl === undefined ? {} : { ttl: write.ttl }),
-          ...(write.vectors === undefined ? {} : { vectors: write.vectors }),
-        };
-        prepared.push({
-          at,
-          write: await this.prepare(caller, write.namespace, write.key, write.value, options),
-        });
-      } catch (error) {
-        results[at] = { error };
-      }
-    }
     const one = async ({ at, write }: { at: number; write: PreparedWrite }) => {
       try {
         results[at] = await this.store1(caller, write);
@@ -247,9 +309,29 @@ export class MemoryFacts {
         results[at] = { error };
       }
     };
-    if (this.audit.enabled) {
-      for (const entry of prepared) await one(entry);
-    } else {
+    // A window of writes at a time, prepared (checked and sealed) just before it is stored: the
+    // sealed values of one window are held at once, not those of the whole call.
+    for (let start = 0; start < writes.length; start += MAX_WRITES_PER_CALL) {
+      const prepared: { at: number; write: PreparedWrite }[] = [];
+      for (let at = start; at < Math.min(writes.length, start + MAX_WRITES_PER_CALL); at++) {
+        const write = writes[at] as (typeof writes)[number];
+        try {
+          const options = {
+            ...(write.ttl === undefined ? {} : { ttl: write.ttl }),
+            ...(write.vectors === undefined ? {} : { vectors: write.vectors }),
+          };
+          prepared.push({
+            at,
+            write: await this.prepare(caller, write.namespace, write.key, write.value, options),
+          });
+        } catch (error) {
+          results[at] = { error };
+        }
+      }
+      if (this.audit.enabled) {
+        for (const entry of prepared) await one(entry);
+        continue;
+      }
       for (const chunk of chunksOf(prepared)) {
         const now = this.now();
         const plans = chunk.map(({ write }) => {
@@ -446,6 +528,7 @@ export class MemoryFacts {
       // forget of this incarnation may hold the same marker).
       if (!(await this.deleteRow(caller.tenant, current))) continue;
       this.versions.delete(versionKey);
+      await this.dropSnapshotsQuietly(caller.tenant, namespace);
       // With carried events the marker stays: the repair appends them once their own appenders'
       // window has passed.
       if (event !== null)
@@ -477,6 +560,7 @@ export class MemoryFacts {
       now: this.now(),
       budget: FORGET_ALL_BUDGET,
     });
+    await this.dropSnapshotsQuietly(caller.tenant, namespace, true);
     return result;
   }
 
@@ -531,6 +615,8 @@ export class MemoryFacts {
     }
     if (first === null) return { deleted: 0, more };
     const failures: unknown[] = [];
+    // Once the rows are gone (below), so that no snapshot stored before the call keeps their values.
+    const dropped = () => this.dropSnapshotsQuietly(tenant, namespace, true);
     await forEachLimited(rows.slice(next), DELETE_WIDTH, async (row) => {
       try {
         if ((await this.deleteRow(tenant, row)) && !isExpired(row, now)) deleted++;
@@ -539,6 +625,7 @@ export class MemoryFacts {
       }
     });
     for (const row of rows) this.versions.delete(versionKeyOf(tenant, row.namespace, row.key));
+    await dropped();
     const keepMarkers = carried.length > 0;
     if (failures.length > 0) {
       // Facts were deleted, how many is not known for sure: the record says `count: null`.
@@ -662,6 +749,8 @@ export class MemoryFacts {
    */
   async pruneExpired(tenant: string, budget: number): Promise<{ deleted: number; more: boolean }> {
     checkRange('budget', budget, 1, 100_000);
+    // Snapshots past the age at which a search would use them are only copies of old values.
+    await this.dropAllSnapshots(tenant, Date.now() - DEFAULT_MAX_AGE_MS);
     return this.store.pruneExpired(tenant, {
       now: this.now(),
       budget,
@@ -762,6 +851,11 @@ export class MemoryFacts {
       throw new IntegrityError('a stored fact is not JSON; it was damaged');
     }
   }
+}
+
+/** Where a search snapshot's sealed bytes belong: the tenant's subtree (its digest path). */
+export function snapshotPlace(tenant: string, digest: string): ValuePlace {
+  return { tenant, kind: 'memory.snapshot', key: digest };
 }
 
 /** Where a fact's sealed bytes belong: namespace and key as a JSON pair, which no two facts share. */

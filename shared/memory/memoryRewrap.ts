@@ -19,13 +19,21 @@ import type { MemoryStore, StoredFact } from './memoryStore';
 
 const WRITE_ATTEMPTS = 5;
 
-export function memoryRewrapTarget(store: MemoryStore, codec: SealingCodec): RewrapTarget {
+export function memoryRewrapTarget(
+  store: MemoryStore,
+  codec: SealingCodec,
+  /** Deletes the tenant's search snapshots (a cache, sealed as a whole: dropped, not re-sealed). */
+  dropSnapshots: (tenant: string) => Promise<void> = async () => {},
+): RewrapTarget {
   return {
     name: 'memory',
     async rewrapPage(tenant, cursor, limit) {
       const counts = emptyCounts();
+      // Before the first page and after the last: none sealed with an old key outlives the job.
+      if (cursor === null) await dropSnapshots(tenant);
       const page = await store.scan(tenant, '', { pageSize: limit, ...(cursor === null ? {} : { cursor }) });
       await forEachLimited(page.facts, 8, (fact) => resealFact(store, codec, tenant, fact, counts));
+      if (page.cursor === null) await dropSnapshots(tenant);
       return { ...counts, next: page.cursor };
     },
   };

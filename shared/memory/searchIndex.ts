@@ -5,6 +5,7 @@ import { FactColumns } from './factColumns';
 import { isWithin } from './facts';
 import { factId, namespaceDigest, SEGMENT_DIGEST_CHARS } from './layout';
 import { type MemoryStore, SCAN_PARTS, type StoredFact } from './memoryStore';
+import { decodeSnapshot, encodeSnapshot } from './searchSnapshot';
 
 /**
  * What a search needs of the facts, kept per instance so that a search does not read a tenant's
@@ -55,6 +56,17 @@ export interface SearchIndexOptions {
   readonly maxAgeMs?: number;
   /** A monotonic clock in milliseconds (for the age of covered subtrees). */
   readonly clock?: () => number;
+  /** The wall clock (Unix ms): when a snapshot's subtree was read, across instances. */
+  readonly wallClock?: () => number;
+  /**
+   * Stored snapshots of covered subtrees (searchSnapshot.ts), opened and sealed by the caller:
+   * `load` answers the plaintext or null (none, unreadable, not opening: never throws), `save`
+   * stores one (its failure only costs the next fresh instance a full read).
+   */
+  readonly snapshots?: {
+    load(tenant: string, digest: string): Promise<Buffer | null>;
+    save(tenant: string, digest: string, plain: Buffer): Promise<void>;
+  };
 }
 
 /** What a search ranks: the tenant's columns and the slots of the facts of its subtree. */
@@ -104,6 +116,9 @@ export class SearchIndex {
   private readonly turns = new KeyedMutex();
   private readonly maxAgeMs: number;
   private readonly clock: () => number;
+  private readonly wallClock: () => number;
+  /** Snapshot writes under way (tests wait for them). */
+  private readonly saving = new Set<Promise<void>>();
 
   constructor(private readonly options: SearchIndexOptions) {
     this.tenants = lru<string, TenantFacts>(10_000, {
@@ -112,6 +127,7 @@ export class SearchIndex {
     });
     this.maxAgeMs = options.maxAgeMs ?? DEFAULT_MAX_AGE_MS;
     this.clock = options.clock ?? (() => performance.now());
+    this.wallClock = options.wallClock ?? Date.now;
   }
 
   /**
@@ -149,7 +165,12 @@ export class SearchIndex {
       // Read afresh once old: the whole tenant's cache goes, and this subtree is read.
       if (cover !== undefined && now - (cached?.covered.get(cover) ?? now) > this.maxAgeMs)
         cached = undefined;
+      // Nothing cached of the tenant: a stored snapshot of the subtree, caught up through the feed.
+      if (cached === undefined && this.options.snapshots !== undefined) {
+        cached = await this.restore(tenant, digest, open);
+      }
       cached ??= new TenantFacts(feed.position);
+      let scanned = false;
       if (cached.coverOf(digest) === undefined) {
         // Each row decoded as its page comes (so that the pages read go early). Subtrees below it
         // cached already stay (the feed keeps them fresh): a row read there replaces its copy.
@@ -178,14 +199,98 @@ export class SearchIndex {
           }
         }
         target.cover(digest, now);
+        scanned = true;
       }
       try {
         return use(this.within(cached, digest, namespace));
       } finally {
         // After the search: what it counted (words) and what the catch-up changed weigh too.
         this.keep(tenant, cached);
+        if (scanned) this.snapshot(tenant, digest);
       }
     });
+  }
+
+  /** Resolves once every snapshot write started so far has ended (tests). */
+  async snapshotsSaved(): Promise<void> {
+    while (this.saving.size > 0) await Promise.all([...this.saving]);
+  }
+
+  /**
+   * The tenant's facts from the stored snapshot of the subtree, caught up to the feed's position
+   * now; undefined when there is none, it does not decode, is older than the maximum age, or the
+   * feed cannot tell what changed since its position (then the subtree is read). A storage fault
+   * of the feed or of a changed row fails the search, as a warm cache's catch-up does.
+   */
+  private async restore(
+    tenant: string,
+    digest: string,
+    open: (fact: StoredFact) => Buffer,
+  ): Promise<TenantFacts | undefined> {
+    const plain = await this.options.snapshots?.load(tenant, digest);
+    if (plain === null || plain === undefined) return undefined;
+    let decoded: ReturnType<typeof decodeSnapshot>;
+    try {
+      decoded = decodeSnapshot(plain, { tenant, digest });
+    } catch {
+      return undefined;
+    }
+    const age = this.wallClock() - decoded.scannedAt;
+    if (age > this.maxAgeMs || age < -this.maxAgeMs) return undefined;
+    const feed = await this.options.store.changes(tenant, decoded.position);
+    if (feed.ids === null) return undefined;
+    const relevant = feed.ids.filter((id) => id.startsWith(digest));
+    if (relevant.length > MAX_CATCH_UP) return undefined;
+    const restored = new TenantFacts(decoded.position);
+    try {
+      restored.columns.restore(decoded.facts, decoded.blocks);
+    } catch {
+      return undefined;
+    }
+    restored.cover(digest, this.clock() - Math.max(0, age));
+    if (relevant.length > 0) {
+      const fetched = await this.options.store.fetch(tenant, relevant);
+      restored.columns.removeAll(relevant);
+      for (const id of relevant) {
+        const fact = fetched.get(id);
+        if (fact !== undefined) restored.columns.put(id, fact, open(fact));
+      }
+    }
+    restored.position = feed.position;
+    return restored;
+  }
+
+  /**
+   * Stores a snapshot of the subtree `digest` as cached, in the tenant's next turn (after this
+   * search answered): its facts, stamped with the feed position the columns reflect and when the
+   * subtree was read. Not awaited by the search; a failure is only a snapshot missing.
+   */
+  private snapshot(tenant: string, digest: string): void {
+    const snapshots = this.options.snapshots;
+    if (snapshots === undefined) return;
+    const saving = this.turns
+      .run(tenant, async () => {
+        const cached = this.tenants.get(tenant);
+        const readAt = cached?.covered.get(digest);
+        if (cached === undefined || readAt === undefined) return null;
+        const { columns } = cached;
+        const slots: number[] = [];
+        for (let slot = 0; slot < columns.size; slot++) {
+          if (columns.ids[slot]?.startsWith(digest) === true) slots.push(slot);
+        }
+        return encodeSnapshot(columns, slots, {
+          tenant,
+          digest,
+          position: cached.position,
+          scannedAt: this.wallClock() - (this.clock() - readAt),
+        });
+      })
+      .then(async (plain) => {
+        if (plain !== null) await snapshots.save(tenant, digest, plain);
+      })
+      .catch(() => undefined)
+      .finally(() => this.saving.delete(saving));
+    this.saving.add(saving);
   }
 
   /** Forgets every tenant's cache (tests). */

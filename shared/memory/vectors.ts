@@ -185,7 +185,7 @@ export function packedLayout(plain: Buffer): { json: Buffer; vectors: PackedVect
   }
 }
 
-const LITTLE_ENDIAN = endianness() === 'LE';
+export const LITTLE_ENDIAN = endianness() === 'LE';
 
 /** Copies `dims` float32 numbers stored little-endian at byte `at` of `plain` into `into` from `offset`. */
 export function copyFloats(

@@ -247,8 +247,10 @@ async function runMemoryApiBench(progress: (line: string) => void): Promise<stri
  * each fact a centre plus noise), loaded through `CairnStore.batch` (500 puts a batch), on
  * Azurite's Table service; then
  *
- * - search over all 10,000 (one scope): vector only and hybrid (vector and text), p50 / p95 warm
- *   (the instance's search cache) and the first search of a fresh instance (a second app);
+ * - search over all 10,000 (one scope): the first search of the loading instance (every row read,
+ *   then the snapshot stored), vector only and hybrid (vector and text) p50 / p95 warm (the
+ *   instance's search cache), and the first search of a fresh instance (a second app, which reads
+ *   the snapshot);
  * - LangGraph's InMemoryStore in this process with the same data and the same query vectors;
  * - the raw Table range query a cold search maps onto (all 10,000 rows);
  * - recall (GET) against the raw `getEntity` of the same row, p50;
@@ -362,7 +364,18 @@ export async function runSemanticBench(progress: (line: string) => void): Promis
       }),
     });
 
-  // The first search of a fresh instance (same storage), then warm searches on the first.
+  // The first search of the loading instance reads every row (nothing stored of it yet) and
+  // then stores the subtree's snapshot; warm searches follow on it.
+  const scanStarted = performance.now();
+  await searchOnce(app.url, false);
+  const scanMs = performance.now() - scanStarted;
+  const searches = sized(200, 10);
+  progress('warm searches');
+  await measure(10, 1, () => searchOnce(app.url, false));
+  const vectorWarm = summarise(await measure(searches, 1, () => searchOnce(app.url, false)));
+  const hybridWarm = summarise(await measure(searches, 1, () => searchOnce(app.url, true)));
+
+  // The first search of a fresh instance (same storage): the snapshot, caught up through the feed.
   const fresh: RunningApp = await startApp(settings, undefined, { keepOutput: false });
   const coldStarted = performance.now();
   await searchOnce(fresh.url, false);
@@ -371,12 +384,6 @@ export async function runSemanticBench(progress: (line: string) => void): Promis
   await searchOnce(fresh.url, true);
   const secondMs = performance.now() - coldHybridStarted;
   await fresh.stop();
-
-  const searches = sized(200, 10);
-  progress('warm searches');
-  await measure(10, 1, () => searchOnce(app.url, false));
-  const vectorWarm = summarise(await measure(searches, 1, () => searchOnce(app.url, false)));
-  const hybridWarm = summarise(await measure(searches, 1, () => searchOnce(app.url, true)));
 
   // LangGraph's InMemoryStore, in this process, same data and query vectors.
   progress('InMemoryStore');
@@ -447,7 +454,8 @@ export async function runSemanticBench(progress: (line: string) => void): Promis
       ],
     ),
     '',
-    `- First search of a fresh instance (reads and decodes every row): ${fixed(coldMs, 0)} ms (target < 1 s: ${coldMs < 1000 ? 'met' : 'missed'}); its second search (hybrid, warm, counting the words of every fact): ${fixed(secondMs, 0)} ms.`,
+    `- First search of a fresh instance (reads the subtree's snapshot, catches up through the change feed): ${fixed(coldMs, 0)} ms (target < 1 s: ${coldMs < 1000 ? 'met' : 'missed'}); its second search (hybrid, warm, counting the words of every fact): ${fixed(secondMs, 0)} ms.`,
+    `- First search of the loading instance (no snapshot yet: reads and decodes every row, then stores the snapshot): ${fixed(scanMs, 0)} ms.`,
     `- Warm vector search p95 ${fixed(vectorWarm.p95Ms)} ms, hybrid ${fixed(hybridWarm.p95Ms)} ms (target < 50 ms: ${Math.max(vectorWarm.p95Ms, hybridWarm.p95Ms) < 50 ? 'met' : 'missed'}).`,
     `- recall p50 ${fixed(apiGet.p50Ms)} ms against getEntity p50 ${fixed(rawGet.p50Ms)} ms: ${fixed(getRatio, 2)}× (target ≤ 1.5×: ${getRatio <= 1.5 ? 'met' : 'missed'}).`,
     `- Peak RSS of the app: ${fixed(peak, 0)} MB (target < 256 MB: ${peak < 256 ? 'met' : 'missed'}).`,
