@@ -70,7 +70,7 @@ describe('wire deltas', () => {
   });
 
   it('refuses a delta that does not resolve, naming the channel', async () => {
-    const base = () => Promise.resolve({ a: typed('abc') });
+    const base = (): Promise<Record<string, TypedBytes> | null> => Promise.resolve({ a: typed('abc') });
     const refusal = (values: Record<string, unknown>, read = base) =>
       resolvePutDeltas(body(values), read).then(
         () => null,
