@@ -134,6 +134,8 @@ export interface MemoryFactsOptions {
    * instance reads one object instead of every row; default: none (every fresh instance reads rows).
    */
   readonly snapshots?: MemorySnapshotStore;
+  /** Facts a searched subtree holds at least for its snapshot to be stored (searchIndex.ts); tests lower it. */
+  readonly snapshotMinFacts?: number;
 }
 
 /** Who asks: the tenant, and the credential for the audit trail when known. */
@@ -210,6 +212,7 @@ export class MemoryFacts {
       maxScanBytes: MAX_SEARCH_SCAN_BYTES,
       wallClock: this.now,
       ...(options.searchCacheBytes === undefined ? {} : { maxBytes: options.searchCacheBytes }),
+      ...(options.snapshotMinFacts === undefined ? {} : { snapshotMinFacts: options.snapshotMinFacts }),
       ...(snapshots === undefined
         ? {}
         : {

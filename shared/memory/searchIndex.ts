@@ -42,6 +42,12 @@ export const DEFAULT_MAX_AGE_MS = 10 * 60 * 1000;
 /** Changed rows a refresh reads one by one at most; past it the subtree is read afresh. */
 export const MAX_CATCH_UP = 1000;
 const SCAN_PAGE = 1000;
+/**
+ * Facts a subtree holds at least for a search to store its snapshot: one page of the scan. Below
+ * it a fresh instance reads the rows in about the round trips a restore costs (the snapshot, then
+ * the change feed), so a snapshot would only be a write more per searched subtree.
+ */
+export const DEFAULT_SNAPSHOT_MIN_FACTS = SCAN_PAGE;
 /** Parts of a subtree a cold search reads at once. */
 const SCAN_WIDTH = 4;
 
@@ -67,6 +73,8 @@ export interface SearchIndexOptions {
     load(tenant: string, digest: string): Promise<Buffer | null>;
     save(tenant: string, digest: string, plain: Buffer): Promise<void>;
   };
+  /** Facts a subtree holds at least for its snapshot to be stored; default {@link DEFAULT_SNAPSHOT_MIN_FACTS}. */
+  readonly snapshotMinFacts?: number;
 }
 
 /** What a search ranks: the tenant's columns and the slots of the facts of its subtree. */
@@ -278,6 +286,7 @@ export class SearchIndex {
         for (let slot = 0; slot < columns.size; slot++) {
           if (columns.ids[slot]?.startsWith(digest) === true) slots.push(slot);
         }
+        if (slots.length < (this.options.snapshotMinFacts ?? DEFAULT_SNAPSHOT_MIN_FACTS)) return null;
         return encodeSnapshot(columns, slots, {
           tenant,
           digest,

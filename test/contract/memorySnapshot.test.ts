@@ -119,11 +119,13 @@ for (const backend of backends) {
 
     const facts = (
       store: MemoryStore,
-      options: { snapshots?: MemorySnapshotStore | null; codec?: SealingCodec } = {},
+      options: { snapshots?: MemorySnapshotStore | null; codec?: SealingCodec; minFacts?: number } = {},
     ) =>
       new MemoryFacts({
         store,
         now: () => clock,
+        // Snapshots of these small subtrees are stored (by default a subtree needs 1,000 facts).
+        snapshotMinFacts: options.minFacts ?? 1,
         ...(options.snapshots === null ? {} : { snapshots: options.snapshots ?? world.snapshots }),
         ...(options.codec === undefined ? {} : { codec: options.codec }),
       });
@@ -150,6 +152,21 @@ for (const backend of backends) {
       ]);
       return writer;
     };
+
+    it('stores no snapshot of a subtree smaller than the minimum, and still answers its search', async () => {
+      const writer = facts(world.store, { snapshots: null });
+      await writer.remember(A, 'small', 'one', { text: 'green tea' });
+      await writer.remember(A, 'small', 'two', { text: 'white tea' });
+      const reader = facts(world.another(), { minFacts: 3 });
+      expect(await keys(reader, 'small')).toHaveLength(2);
+      expect(await world.snapshots.list(A.tenant)).toEqual([]);
+      await writer.remember(A, 'small', 'three', { text: 'black tea' });
+      const third = facts(world.another(), { minFacts: 3 });
+      expect(await keys(third, 'small')).toHaveLength(3);
+      expect((await world.snapshots.list(A.tenant)).map((each) => each.digest)).toEqual([
+        namespaceDigest('small'),
+      ]);
+    });
 
     it('restores a fresh instance from the snapshot, caught up with what changed after it', async () => {
       const writer = await searchedOnce();
