@@ -63,14 +63,7 @@ export class VectorBlock {
     }
     const base = row * this.dims;
     copyFloats(plain, at, this.dims, this.data, base);
-    let norm = 0;
-    for (let i = 0; i < this.dims; i++) {
-      const v = this.data[base + i] as number;
-      norm += v * v;
-    }
-    this.norms[row] = norm;
-    this.owner[row] = slot;
-    return row;
+    return this.own(row, slot);
   }
 
   /**
@@ -79,11 +72,17 @@ export class VectorBlock {
    */
   static filled(dims: number, bytes: Buffer, rows: number): VectorBlock {
     const block = new VectorBlock(dims);
-    block.grow(Math.max(16, rows));
     if (LITTLE_ENDIAN && bytes.byteOffset % 4 === 0 && rows > 0) {
-      // Aligned (snapshots align their blocks): the floats are used where they lie, no copy.
+      // Aligned (snapshots align their blocks): the floats are used where they lie, no copy. The
+      // capacity is exactly `rows`, so the next new row grows the block into memory of its own
+      // instead of writing into whatever follows the block in the snapshot's buffer.
       block.data = new Float32Array(bytes.buffer, bytes.byteOffset, rows * dims);
-    } else if (LITTLE_ENDIAN) {
+      block.norms = new Float64Array(rows);
+      block.owner = new Int32Array(rows).fill(-1);
+      return block;
+    }
+    block.grow(Math.max(16, rows));
+    if (LITTLE_ENDIAN) {
       new Uint8Array(block.data.buffer, 0, rows * dims * 4).set(bytes.subarray(0, rows * dims * 4));
     } else {
       for (let i = 0; i < rows * dims; i++) block.data[i] = bytes.readFloatLE(i * 4);
@@ -93,7 +92,11 @@ export class VectorBlock {
 
   /** The next row of a {@link filled} block, owned by `slot`. */
   claim(slot: number): number {
-    const row = this.rows++;
+    return this.own(this.rows++, slot);
+  }
+
+  /** Gives `row` (its floats in place) to `slot`, with the squared norm of its floats. */
+  private own(row: number, slot: number): number {
     const base = row * this.dims;
     let norm = 0;
     for (let i = 0; i < this.dims; i++) {
