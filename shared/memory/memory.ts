@@ -752,16 +752,20 @@ export class MemoryFacts {
    */
   async pruneExpired(tenant: string, budget: number): Promise<{ deleted: number; more: boolean }> {
     checkRange('budget', budget, 1, 100_000);
-    // Snapshots past the age at which a search would use them are only copies of old values.
-    await this.dropAllSnapshots(tenant, Date.now() - DEFAULT_MAX_AGE_MS);
-    return this.store.pruneExpired(tenant, {
-      now: this.now(),
+    const now = this.now();
+    const pruned = await this.store.pruneExpired(tenant, {
+      now,
       budget,
       // A row carrying events not yet in the audit trail is their proof: it stays until they are.
       ...(this.audit.enabled
         ? { keep: async (row: FactHeader) => (await this.unsettled(tenant, [row])).length > 0 }
         : {}),
     });
+    // Snapshots past the age at which a search would use them are only copies of old values. They
+    // go after the facts: a snapshot store that fails (a cache) never keeps expired facts stored,
+    // and its error still reaches the prune run's report, which tries again on its next run.
+    await this.dropAllSnapshots(tenant, now - DEFAULT_MAX_AGE_MS);
+    return pruned;
   }
 
   /**

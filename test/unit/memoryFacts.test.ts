@@ -7,7 +7,8 @@ import type { PendingEvent } from '../../shared/audit/pending';
 import type { ValueCodec, ValuePlace } from '../../shared/crypto/valueCodec';
 import { bm25Scores, documentTerms, queryWords, words } from '../../shared/memory/keywordSearch';
 import { MemoryFacts } from '../../shared/memory/memory';
-import { IntegrityError } from '../../shared/protocol/errors';
+import type { MemorySnapshotStore } from '../../shared/memory/searchSnapshot';
+import { IntegrityError, StorageUnavailableError } from '../../shared/protocol/errors';
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { tempDir } from '../support/cleanup';
 import { recordingAudit } from '../support/recordingAudit';
@@ -187,6 +188,24 @@ describe('memory facts and the audit log', () => {
     expect((await store.get('t', 'a', 'k'))?.outbox).toBeNull();
     expect(await memory.forgetAll({ tenant: 't' }, 'a')).toEqual({ deleted: 1, more: false });
     expect(audit.calls).toEqual([]);
+  });
+});
+
+describe('memory facts and the search snapshots', () => {
+  it('a prune deletes expired facts when the snapshot store fails, and still reports the failure', async () => {
+    const store = new LocalMemoryStore(tempDir('memory-prune-snapshots'));
+    const down = (): Promise<never> => Promise.reject(new StorageUnavailableError('snapshots are down'));
+    const snapshots: MemorySnapshotStore = { read: down, write: down, delete: down, list: down };
+    let now = 1_000_000;
+    const memory = new MemoryFacts({ store, snapshots, now: () => now });
+    await memory.remember({ tenant: 'prune-t' }, 'n', 'gone', { a: 1 }, { ttl: 1 });
+    await memory.remember({ tenant: 'prune-t' }, 'n', 'kept', { a: 2 });
+    now += 10_000;
+
+    await expect(memory.pruneExpired('prune-t', 10)).rejects.toBeInstanceOf(StorageUnavailableError);
+    // The expired row is gone from storage itself, not only hidden from reads.
+    expect(await store.pruneExpired('prune-t', { now, budget: 10 })).toEqual({ deleted: 0, more: false });
+    expect(await memory.recall({ tenant: 'prune-t' }, 'n', 'kept')).not.toBeNull();
   });
 });
 
