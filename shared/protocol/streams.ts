@@ -15,11 +15,15 @@ export function readAllBytes(stream: NodeJS.ReadableStream | undefined, length?:
   const sized = length !== undefined && Number.isSafeInteger(length) && length > 0;
   return new Promise((resolve, reject) => {
     let chunks: Buffer[] = [];
-    let filled: Buffer | undefined = sized ? Buffer.allocUnsafeSlow(length) : undefined;
+    let filled: Buffer | undefined;
     let at = 0;
     let sizedOverflow = false;
     stream.on('data', (data: Buffer | string) => {
       const chunk = typeof data === 'string' ? Buffer.from(data) : data;
+      // A body that comes whole in its first chunk is that chunk, as without a length.
+      if (sized && filled === undefined && !sizedOverflow && chunks.length === 0 && chunk.length < length) {
+        filled = Buffer.allocUnsafeSlow(length);
+      }
       if (filled !== undefined && at + chunk.length <= filled.length) {
         at += chunk.copy(filled, at);
         return;

@@ -39,6 +39,13 @@ describe('readAllBytes', () => {
     expect((await readAllBytes(send(parts), whole.length + 10)).toString()).toBe(whole.toString());
   });
 
+  it('answers a body that came whole in one chunk as that chunk (no copy)', async () => {
+    const stream = new PassThrough();
+    const only = Buffer.from('all of it');
+    setImmediate(() => stream.end(only));
+    expect(await readAllBytes(stream, only.length)).toBe(only);
+  });
+
   it('without a length, collects the chunks as they are', async () => {
     const stream = new PassThrough();
     setImmediate(() => {
