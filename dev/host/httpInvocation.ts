@@ -43,7 +43,7 @@ export async function invokeHttpFunction(
   let nativeRequest: Request | BufferedRequest;
   let streamedBody: StreamedBody | undefined;
   if (hasBody && declared <= BUFFERED_BODY_LIMIT) {
-    nativeRequest = new BufferedRequest(url, method, headers, await readAllBytes(req));
+    nativeRequest = new BufferedRequest(url, method, headers, await readAllBytes(req, declared));
   } else {
     streamedBody = hasBody ? new StreamedBody(req) : undefined;
     nativeRequest = new Request(url, {

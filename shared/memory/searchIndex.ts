@@ -50,6 +50,14 @@ const SCAN_PAGE = 1000;
 export const DEFAULT_SNAPSHOT_MIN_FACTS = SCAN_PAGE;
 /** Parts of a subtree a cold search reads at once. */
 const SCAN_WIDTH = 4;
+/**
+ * Stored bytes of values a page of a part holds about (rows per page from the first page's
+ * average, at most {@link SCAN_PAGE}, at least {@link MIN_SCAN_PAGE}): a page of 1,000 rows with
+ * 384-dimension vectors is about 2.5 MB of JSON answered at once, and the table client holds
+ * several copies of it while it decodes, so the parts read side by side ask for smaller pages.
+ */
+export const DEFAULT_SCAN_PAGE_BYTES = 512 * 1024;
+const MIN_SCAN_PAGE = 10;
 
 export interface SearchIndexOptions {
   readonly store: MemoryStore;
@@ -75,6 +83,8 @@ export interface SearchIndexOptions {
   };
   /** Facts a subtree holds at least for its snapshot to be stored; default {@link DEFAULT_SNAPSHOT_MIN_FACTS}. */
   readonly snapshotMinFacts?: number;
+  /** Stored bytes a page of a part holds about; default {@link DEFAULT_SCAN_PAGE_BYTES}. */
+  readonly scanPageBytes?: number;
 }
 
 /** What a search ranks: the tenant's columns and the slots of the facts of its subtree. */
@@ -355,7 +365,8 @@ export class SearchIndex {
   /**
    * The rows of the subtree within the bounds of one search: a first page of the whole subtree
    * and, when there is more, the rest of each of its {@link SCAN_PARTS} parts (after that page),
-   * read side by side (at most {@link SCAN_WIDTH} at once) until the bound is reached; then, in
+   * read side by side (at most {@link SCAN_WIDTH} at once, in pages of about `scanPageBytes` of
+   * values each, so that what is read at once stays small) until the bound is reached; then, in
    * order, a part that stopped early is read on while the rows before it do not fill the bound, so
    * that the rows kept are exactly the first ones (the first page, then the parts in order).
    */
@@ -389,6 +400,14 @@ export class SearchIndex {
     const first = await this.options.store.scan(tenant, namespace, { pageSize: SCAN_PAGE });
     const whole: Part = { part: -1, rows: [], cursor: null, done: true };
     take(whole, first.facts);
+    // The parts' pages sized by the first page's rows: about `scanPageBytes` of values each.
+    let firstBytes = 0;
+    for (const fact of first.facts) firstBytes += fact.value.length;
+    const pageBytes = this.options.scanPageBytes ?? DEFAULT_SCAN_PAGE_BYTES;
+    const pageSize = Math.max(
+      MIN_SCAN_PAGE,
+      Math.min(SCAN_PAGE, Math.floor((pageBytes * first.facts.length) / Math.max(1, firstBytes))),
+    );
     const parts: Part[] =
       first.cursor === null
         ? []
@@ -400,7 +419,7 @@ export class SearchIndex {
           }));
     const readPage = async (part: Part) => {
       const page = await this.options.store.scan(tenant, namespace, {
-        pageSize: SCAN_PAGE,
+        pageSize,
         part: part.part,
         ...(part.cursor === null ? {} : { cursor: part.cursor }),
       });

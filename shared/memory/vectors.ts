@@ -30,6 +30,8 @@ import { isPlainText } from './facts';
 /** Field path → vector. */
 export type FactVectors = ReadonlyMap<string, Float32Array>;
 
+export const LITTLE_ENDIAN = endianness() === 'LE';
+
 const MAGIC = 0x00;
 const VERSION = 0x01;
 
@@ -94,14 +96,17 @@ function vectorOfBase64(input: string, field: string): Float32Array {
       `must be base64 of 1 to ${MAX_VECTOR_DIMS} float32 numbers (a multiple of 4 bytes)`,
     );
   }
-  const vector = new Float32Array(bytes.length / 4);
-  for (let i = 0; i < vector.length; i++) {
-    const number = bytes.readFloatLE(i * 4);
-    if (!Number.isFinite(number)) {
+  const dims = bytes.length / 4;
+  for (let i = 0; i < dims; i++) {
+    if (!Number.isFinite(bytes.readFloatLE(i * 4))) {
       throw new InvalidArgumentError(field, 'must hold only finite numbers within float32 range');
     }
-    vector[i] = number;
   }
+  // The decoded bytes are the floats: used where they lie (a view, no second copy) when aligned.
+  if (LITTLE_ENDIAN && bytes.byteOffset % 4 === 0)
+    return new Float32Array(bytes.buffer, bytes.byteOffset, dims);
+  const vector = new Float32Array(dims);
+  for (let i = 0; i < dims; i++) vector[i] = bytes.readFloatLE(i * 4);
   return vector;
 }
 
@@ -120,29 +125,29 @@ export function commonDims(vectors: FactVectors, field = 'vectors'): number | nu
   return dims;
 }
 
-/** The plaintext to seal: the value's JSON alone when there are no vectors. */
+/**
+ * The plaintext to seal: the value's JSON alone when there are no vectors. Written into one
+ * buffer of its final size (a batch packs hundreds of facts: no part allocated on its own).
+ */
 export function packFact(json: Buffer, vectors: FactVectors): Buffer {
   if (vectors.size === 0) return json;
-  const parts: Buffer[] = [];
-  const head = Buffer.alloc(6);
-  head[0] = MAGIC;
-  head[1] = VERSION;
-  head.writeUInt32LE(json.length, 2);
-  parts.push(head, json);
-  const count = Buffer.alloc(2);
-  count.writeUInt16LE(vectors.size, 0);
-  parts.push(count);
+  let size = 6 + json.length + 2;
+  for (const [path, vector] of vectors) size += 2 + Buffer.byteLength(path, 'utf8') + 2 + vector.length * 4;
+  const plain = Buffer.allocUnsafe(size);
+  plain[0] = MAGIC;
+  plain[1] = VERSION;
+  plain.writeUInt32LE(json.length, 2);
+  let at = 6 + json.copy(plain, 6);
+  at = plain.writeUInt16LE(vectors.size, at);
   for (const [path, vector] of vectors) {
-    const name = Buffer.from(path, 'utf8');
-    const sizes = Buffer.alloc(2);
-    sizes.writeUInt16LE(name.length, 0);
-    const dims = Buffer.alloc(2);
-    dims.writeUInt16LE(vector.length, 0);
-    const floats = Buffer.alloc(vector.length * 4);
-    for (let i = 0; i < vector.length; i++) floats.writeFloatLE(vector[i] as number, i * 4);
-    parts.push(sizes, name, dims, floats);
+    const name = plain.write(path, at + 2, 'utf8');
+    plain.writeUInt16LE(name, at);
+    at = plain.writeUInt16LE(vector.length, at + 2 + name);
+    if (LITTLE_ENDIAN) plain.set(new Uint8Array(vector.buffer, vector.byteOffset, vector.byteLength), at);
+    else for (let i = 0; i < vector.length; i++) plain.writeFloatLE(vector[i] as number, at + i * 4);
+    at += vector.length * 4;
   }
-  return Buffer.concat(parts);
+  return plain;
 }
 
 /** Where one vector lies in a plaintext made by {@link packFact}. */
@@ -184,8 +189,6 @@ export function packedLayout(plain: Buffer): { json: Buffer; vectors: PackedVect
     return null;
   }
 }
-
-export const LITTLE_ENDIAN = endianness() === 'LE';
 
 /** Copies `dims` float32 numbers stored little-endian at byte `at` of `plain` into `into` from `offset`. */
 export function copyFloats(

@@ -4,16 +4,41 @@ import { finished } from 'node:stream';
  * Every byte of a node stream, in one Buffer (the chunk itself when there is only one). Listens for
  * `data` rather than iterating asynchronously (a promise per chunk); `finished` turns a stream cut
  * short into an error instead of a wait that never ends.
+ *
+ * With `length` (a declared Content-Length), the bytes are copied as they arrive into one buffer
+ * of that size, so that no chunk is held until the end: a body of 1 MB otherwise weighs twice
+ * (its chunks, then their concatenation) while it is read. More bytes than declared are kept all
+ * the same (collected as without a length), fewer give the part that came.
  */
-export function readAllBytes(stream: NodeJS.ReadableStream | undefined): Promise<Buffer> {
+export function readAllBytes(stream: NodeJS.ReadableStream | undefined, length?: number): Promise<Buffer> {
   if (stream === undefined) return Promise.resolve(Buffer.alloc(0));
+  const sized = length !== undefined && Number.isSafeInteger(length) && length > 0;
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    stream.on('data', (chunk: Buffer | string) =>
-      chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk),
-    );
+    let chunks: Buffer[] = [];
+    let filled: Buffer | undefined;
+    let at = 0;
+    let sizedOverflow = false;
+    stream.on('data', (data: Buffer | string) => {
+      const chunk = typeof data === 'string' ? Buffer.from(data) : data;
+      // A body that comes whole in its first chunk is that chunk, as without a length.
+      if (sized && filled === undefined && !sizedOverflow && chunks.length === 0 && chunk.length < length) {
+        filled = Buffer.allocUnsafeSlow(length);
+      }
+      if (filled !== undefined && at + chunk.length <= filled.length) {
+        at += chunk.copy(filled, at);
+        return;
+      }
+      if (filled !== undefined) {
+        // Longer than declared: collected from here on (copied, as the declared part was).
+        chunks = [filled.subarray(0, at)];
+        filled = undefined;
+        sizedOverflow = true;
+      }
+      chunks.push(sizedOverflow ? Buffer.from(chunk) : chunk);
+    });
     finished(stream, (error) => {
       if (error) reject(error);
+      else if (filled !== undefined) resolve(at === filled.length ? filled : filled.subarray(0, at));
       else resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks));
     });
   });

@@ -164,4 +164,34 @@ describe('memory search index', () => {
     // Nothing of the failed read was kept: the next search reads and answers all of it.
     expect(await index.withFactsUnder(tenant.tenant, 'users', (facts) => facts.slots.length)).toBe(100);
   });
+
+  it('reads the parts of a large subtree in pages of about the bytes asked for, not of 1,000 rows', async () => {
+    const tenant = { tenant: 'index-pages' };
+    const local = new LocalMemoryStore(tempDir('search-index'));
+    const writer = new MemoryFacts({ store: local, now: () => NOW });
+    const text = 'x'.repeat(1000);
+    for (let i = 0; i < 60; i++) await writer.remember(tenant, `users/${i}`, 'k', { text, i });
+    /** A first page of 4 rows (so that there are parts), then the page sizes the parts ask for. */
+    class Pages extends DelegatingMemoryStore {
+      asked: number[] = [];
+      override async scan(...args: Parameters<MemoryStore['scan']>) {
+        const [id, namespace, options] = args;
+        if (options.part === undefined) return super.scan(id, namespace, { ...options, pageSize: 4 });
+        this.asked.push(options.pageSize);
+        return super.scan(...args);
+      }
+    }
+    const store = new Pages(local);
+    const index = new SearchIndex({
+      store,
+      open: (_tenant, fact) => fact.value,
+      maxRows: 1000,
+      maxScanBytes: 1 << 30,
+      scanPageBytes: 10_000,
+    });
+    expect(await index.withFactsUnder(tenant.tenant, 'users', (facts) => facts.slots.length)).toBe(60);
+    // Each value is about 1 KB: pages of about 10 rows (at least 10), never 1,000.
+    expect(store.asked.length).toBeGreaterThan(0);
+    expect(Math.max(...store.asked)).toBeLessThanOrEqual(10);
+  });
 });

@@ -33,7 +33,7 @@ export class BlobMemorySnapshots implements MemorySnapshotStore {
           response.readableStreamBody?.resume();
           return null;
         }
-        return await readAllBytes(response.readableStreamBody);
+        return await readAllBytes(response.readableStreamBody, response.contentLength);
       } catch (error) {
         if (isNotFound(error)) return null;
         throw error;
