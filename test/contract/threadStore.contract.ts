@@ -1675,6 +1675,89 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         expect(moved.pendingWrites.map((write) => write.taskId)).toEqual(['task']);
         expect(calls, calls.join('\n')).toHaveLength(3);
       });
+
+      it('pending writes sent while a put of the thread is on its way in the same instance make 1 request: the writer is checked on the thread record that put commits', async () => {
+        const calls: string[] = [];
+        const counted = instance(calls);
+        const { run } = await counted.startRun(A, 't', {
+          onBusy: 'reject',
+          busyTimeoutMs: 0,
+          leaseMs: 60_000,
+        });
+        await counted.putCheckpoint(
+          A,
+          't',
+          put('c1', { runId: run.runId, versions: { m: 1 }, values: { m: 'a' } }),
+        );
+        const writes = (checkpointId: string, taskId: string) =>
+          counted.putWrites(A, 't', {
+            ns: '',
+            checkpointId,
+            taskId,
+            taskPath: '',
+            runId: run.runId,
+            writes: [{ channel: 'm', idx: 0, value: bytes(taskId) }],
+          });
+
+        calls.length = 0;
+        // As LangGraph does: the step's writes (to the checkpoint being put, and to the next one)
+        // while the put is on its way.
+        const putting = counted.putCheckpoint(
+          A,
+          't',
+          put('c2', { parent: 'c1', runId: run.runId, versions: { m: 2 }, values: { m: 'b' } }),
+        );
+        await Promise.all([putting, writes('c2', 'on-c2'), writes('c3', 'on-c3')]);
+        // The put's record and compare-and-swap, and one append per call: no read of the thread record.
+        expect(calls, calls.join('\n')).toHaveLength(2 + 2);
+        expect(calls.filter((call) => call.startsWith('append'))).toHaveLength(2);
+        const read = instance();
+        expect((await read.getCheckpoint(A, 't', '')).pendingWrites.map((write) => write.taskId)).toEqual([
+          'on-c2',
+        ]);
+
+        // With no put on its way, the writes read the thread record first, as before.
+        calls.length = 0;
+        await writes('c2', 'alone');
+        expect(calls, calls.join('\n')).toHaveLength(2);
+        expect(calls[0], calls.join('\n')).toMatch(/^read t\//);
+      });
+
+      it('refuses pending writes of a fenced run sent while its instance has a put on its way, storing nothing visible', async () => {
+        const holder = instance();
+        const reject = { onBusy: 'reject', busyTimeoutMs: 0, leaseMs: 60_000 } as const;
+        const first = await holder.startRun(A, 't', reject);
+        await holder.putCheckpoint(
+          A,
+          't',
+          put('c1', { runId: first.run.runId, versions: { m: 1 }, values: { m: 'a' } }),
+        );
+        // Another instance takes the thread: the holder's kept thread record still shows its run.
+        await instance().startRun(A, 't', { ...reject, onBusy: 'interrupt' });
+
+        const putting = rejection(
+          holder.putCheckpoint(
+            A,
+            't',
+            put('c2', { parent: 'c1', runId: first.run.runId, versions: { m: 2 }, values: { m: 'b' } }),
+          ),
+        );
+        const writing = rejection(
+          holder.putWrites(A, 't', {
+            ns: '',
+            checkpointId: 'c1',
+            taskId: 'late',
+            taskPath: '',
+            runId: first.run.runId,
+            writes: [{ channel: 'm', idx: 0, value: bytes('late') }],
+          }),
+        );
+        expect(await putting).toBeInstanceOf(RunFencedError);
+        expect(await writing).toBeInstanceOf(RunFencedError);
+        const latest = await instance().getCheckpoint(A, 't', '');
+        expect(latest.checkpointId).toBe('c1');
+        expect(latest.pendingWrites).toEqual([]);
+      });
     });
   });
 }
