@@ -12,9 +12,11 @@ import {
   ThreadBusyError,
 } from '../protocol/errors';
 import { casPause } from '../retry';
-import type { KeyValueStore } from '../storage/keyValueStore';
+import type { KeyValueStore, StoredValue } from '../storage/keyValueStore';
 import { threadKey } from './layout';
 import {
+  type CheckpointRecord,
+  decodeCheckpointRecord,
   decodeThreadRecord,
   encodeThreadRecord,
   type EndedStatus,
@@ -44,6 +46,9 @@ const OUTBOX_CHECK_AT = 16;
 const OUTBOX_MAX = 64;
 const THREADS_KEPT = 10_000;
 const THREADS_KEPT_BYTES = 32 * 1024 * 1024;
+/** Checkpoint records kept for history listings (see ThreadRecords.checkpointRecord). */
+const RECORDS_KEPT = 20_000;
+const RECORDS_KEPT_BYTES = 8 * 1024 * 1024;
 
 /** A request waiting for the thread record as read or written by a request sent after `after`. */
 interface Waiter {
@@ -166,6 +171,22 @@ export class ThreadRecords {
   readonly values = new ValueCache();
 
   /**
+   * Checkpoint records the history listing read lately, by key, with the ETag they were read at: a
+   * listing that gives a key the same ETag (one version of one key, never reused) answers the record
+   * without its read. A record is create-only; a record of a checkpoint id stored again after
+   * retention removed it has another ETag.
+   */
+  /** Pending writes the history listing read lately, by key (see {@link pendingWrites}). */
+  private readonly listedWrites = lru<string, StoredValue>(RECORDS_KEPT, {
+    limit: RECORDS_KEPT_BYTES,
+    of: (stored) => stored.value.length + 256,
+  });
+  private readonly listed = lru<string, { etag: string; record: CheckpointRecord; size: number }>(
+    RECORDS_KEPT,
+    { limit: RECORDS_KEPT_BYTES, of: (entry) => entry.size },
+  );
+
+  /**
    * Each read and compare-and-swap of a thread record takes the next number when it is sent, so
    * that what it answers is known to show the record as it stood after everything numbered lower
    * had begun (see {@link observedAfter}).
@@ -248,6 +269,48 @@ export class ThreadRecords {
       incarnation: current.record.incarnation,
       outbox: (current.record.outbox ?? []).map((event) => event.id),
     };
+  }
+
+  /**
+   * The checkpoint record at `key` of the tenant's thread space, which a listing gave `etag`: kept
+   * when this instance read that version (no request), else read (and kept); null when it is gone
+   * (removed after a refused put, between the listing and the read).
+   */
+  async checkpointRecord(
+    store: KeyValueStore,
+    tenant: string,
+    key: string,
+    etag: string | undefined,
+  ): Promise<CheckpointRecord | null> {
+    const kept = this.listed.get(`${tenant}\n${key}`);
+    if (kept !== undefined && etag !== undefined && etag !== '' && kept.etag === etag) return kept.record;
+    const stored = await store.read(key);
+    if (stored === null) return null;
+    const record = decodeCheckpointRecord(stored.value, key);
+    if (stored.etag !== '') {
+      // What keeping it costs: the record decoded (its JSON's objects, its values and pack inflated).
+      const inline = Object.values(record.inline ?? {}).reduce((sum, bytes) => sum + bytes.length, 0);
+      const size = 2 * stored.value.length + inline + (record.pack?.length ?? 0) + record.checkpoint.length;
+      this.listed.set(`${tenant}\n${key}`, { etag: stored.etag, record, size });
+    }
+    return record;
+  }
+
+  /**
+   * The pending writes at `key` of the tenant's thread space, which a listing gave `etag`: kept when
+   * this instance read that version (no request), else read (and kept); null when there are none.
+   */
+  async pendingWrites(
+    store: KeyValueStore,
+    tenant: string,
+    key: string,
+    etag: string,
+  ): Promise<StoredValue | null> {
+    const kept = this.listedWrites.get(`${tenant}\n${key}`);
+    if (kept !== undefined && etag !== '' && kept.etag === etag) return kept;
+    const stored = await store.read(key);
+    if (stored !== null && stored.etag !== '') this.listedWrites.set(`${tenant}\n${key}`, stored);
+    return stored;
   }
 
   /**

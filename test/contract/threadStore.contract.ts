@@ -1723,6 +1723,59 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         expect(calls[0], calls.join('\n')).toMatch(/^read t\//);
       });
 
+      it('a history page read again answers the records and pending writes this instance read from the listings, reading only what changed', async () => {
+        const ids = Array.from({ length: 20 }, (_, i) => `c${String(i + 1).padStart(2, '0')}`);
+        for (const [i, id] of ids.entries()) {
+          await threads.putCheckpoint(
+            A,
+            't',
+            put(id, { parent: i === 0 ? null : ids[i - 1], versions: { m: i + 1 }, values: { m: `v${i}` } }),
+          );
+        }
+        const write = (checkpointId: string, taskId: string) =>
+          threads.putWrites(A, 't', {
+            ns: '',
+            checkpointId,
+            taskId,
+            taskPath: '',
+            writes: [{ channel: 'm', idx: 0, value: bytes(taskId) }],
+          });
+        await write('c05', 'w5');
+        await write('c12', 'w12');
+        const calls: string[] = [];
+        const counted = instance(calls);
+        const first = await counted.listCheckpoints(A, 't', { ns: '', limit: 100 });
+        expect(first.checkpoints.map((tuple) => tuple.checkpointId)).toEqual([...ids].reverse());
+        expect(first.checkpoints.find((tuple) => tuple.checkpointId === 'c12')?.pendingWrites).toHaveLength(
+          1,
+        );
+        // The records, and only the pending writes that the listings show.
+        expect(calls.filter((call) => /^read d\/.*\/w\//.test(call))).toHaveLength(2);
+
+        calls.length = 0;
+        const again = await counted.listCheckpoints(A, 't', { ns: '', limit: 100 });
+        expect(again).toEqual(first);
+        // The thread record and the listings: no record or pending writes read again.
+        expect(
+          calls.filter((call) => call.startsWith('read d/')),
+          calls.join('\n'),
+        ).toEqual([]);
+
+        // Writes appended since are read (their listing shows another version), the rest are not.
+        await write('c12', 'w12b');
+        calls.length = 0;
+        const changed = await counted.listCheckpoints(A, 't', { ns: '', limit: 100 });
+        expect(
+          changed.checkpoints
+            .find((tuple) => tuple.checkpointId === 'c12')
+            ?.pendingWrites.map((w) => w.taskId),
+        ).toEqual(['w12', 'w12b']);
+        expect(
+          calls.filter((call) => call.startsWith('read d/')),
+          calls.join('\n'),
+        ).toHaveLength(1);
+      });
+
       it('refuses pending writes of a fenced run sent while its instance has a put on its way, storing nothing visible', async () => {
         const holder = instance();
         const reject = { onBusy: 'reject', busyTimeoutMs: 0, leaseMs: 60_000 } as const;
