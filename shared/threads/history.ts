@@ -207,7 +207,10 @@ export class ThreadHistory {
           ? // Every key of that id: `<inverted id>/<namespace>`, namespaces being below DEL.
             { afterKey: `${keys.checkpoints}${invertedId(query.before)}/\u007f` }
           : {};
-    const scan = new KeyScan(store, keys.checkpoints, start, true);
+    // A page most often finds its checkpoints among the first keys: its first listings ask for as
+    // many as it holds and one more (a page continued from a cursor lists the keys of the previous
+    // page's last listing again first: few, not a thousand).
+    const scan = new KeyScan(store, keys.checkpoints, start, true, query.limit + 1);
     const wanted = query.ns === undefined ? undefined : namespaceSegment(query.ns);
     const reader = this.readerOf(store, tenant, thread);
     const found: CheckpointTuple[] = [];

@@ -48,6 +48,12 @@ export class KeyScan {
     private readonly prefix: string,
     start: ScanStart,
     withEtags = false,
+    /**
+     * Keys the first two listings ask for (default 1000, as the next ones): a scan that needs few
+     * keys lists few, and a scan resumed from its position lists the page that holds its last key
+     * again, from that page's start.
+     */
+    private readonly firstPagesSize = PAGE_SIZE,
   ) {
     if (withEtags) this.etags = new Map();
     if (start.cursor !== undefined) {
@@ -101,7 +107,8 @@ export class KeyScan {
 
   private async load(): Promise<void> {
     const cursor = this.loaded ? this.nextCursor : this.pageCursor;
-    const options = { prefix: this.prefix, limit: PAGE_SIZE, ...(cursor === null ? {} : { cursor }) };
+    const limit = this.pagesRead < 2 ? Math.min(PAGE_SIZE, this.firstPagesSize) : PAGE_SIZE;
+    const options = { prefix: this.prefix, limit, ...(cursor === null ? {} : { cursor }) };
     let keys: string[];
     let next: string | null;
     if (this.etags === undefined) {

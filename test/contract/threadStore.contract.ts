@@ -83,11 +83,11 @@ class CountingStore implements KeyValueStore {
     return this.inner.delete(key, conditions);
   }
   list(options: ListOptions): Promise<ListPage> {
-    this.calls.push(`list ${options.prefix ?? ''}`);
+    this.calls.push(`list ${options.prefix ?? ''} limit ${options.limit ?? ''}`);
     return this.inner.list(options);
   }
   listItems(options: ListOptions): Promise<ItemPage> {
-    this.calls.push(`list ${options.prefix ?? ''}`);
+    this.calls.push(`list ${options.prefix ?? ''} limit ${options.limit ?? ''}`);
     return this.inner.listItems(options);
   }
 }
@@ -1721,6 +1721,37 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         await writes('c2', 'alone');
         expect(calls, calls.join('\n')).toHaveLength(2);
         expect(calls[0], calls.join('\n')).toMatch(/^read t\//);
+      });
+
+      it('a history page lists as many checkpoint keys as it holds and one more, also continued from its cursor', async () => {
+        const ids = Array.from({ length: 30 }, (_, i) => `c${String(i + 1).padStart(2, '0')}`);
+        for (const [i, id] of ids.entries()) {
+          await threads.putCheckpoint(
+            A,
+            't',
+            put(id, { parent: i === 0 ? null : ids[i - 1], versions: { m: i + 1 }, values: { m: `v${i}` } }),
+          );
+        }
+        const calls: string[] = [];
+        const counted = instance(calls);
+        const seen: string[] = [];
+        let cursor: string | undefined;
+        do {
+          const page = await counted.listCheckpoints(A, 't', {
+            ns: '',
+            limit: 5,
+            ...(cursor === undefined ? {} : { cursor }),
+          });
+          seen.push(...page.checkpoints.map((tuple) => tuple.checkpointId));
+          cursor = page.next ?? undefined;
+        } while (cursor !== undefined);
+        expect(seen).toEqual([...ids].reverse());
+        const listings = calls.filter((call) => /^list d\/.*\/c\//.test(call));
+        expect(listings.length).toBeGreaterThan(0);
+        expect(
+          listings.filter((call) => !call.endsWith(' limit 6')),
+          calls.join('\n'),
+        ).toEqual([]);
       });
 
       it('a history page read again answers the records and pending writes this instance read from the listings, reading only what changed', async () => {
