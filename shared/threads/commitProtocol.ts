@@ -125,6 +125,15 @@ export class CheckpointCommits {
   async putCheckpoint(tenant: string, threadId: string, put: CheckpointPut): Promise<PutResult> {
     checkThreadId(threadId);
     checkPut(put, this.maxValueBytes);
+    const onItsWay = this.records.putOnItsWay(tenant, threadId);
+    try {
+      return await this.storeAndCommit(tenant, threadId, put);
+    } finally {
+      onItsWay.done();
+    }
+  }
+
+  private async storeAndCommit(tenant: string, threadId: string, put: CheckpointPut): Promise<PutResult> {
     const store = this.records.storeOf(tenant);
     for (let restart = 0; ; restart++) {
       let snapshot = this.records.known.get(cacheKey(tenant, threadId)) ?? null;
@@ -283,13 +292,17 @@ export class CheckpointCommits {
    * accept. Writes are only ever read through their checkpoint's record, so writes whose checkpoint
    * never comes (a put refused or lost in a crash) are seen by no reader; retention removes them
    * once past its grace, as any writes no record names. Two requests: the thread record, the append
-   * (and the creation of an absent thread).
+   * (and the creation of an absent thread). One, the append, when a checkpoint put of the thread is
+   * on its way in this instance (LangGraph sends a step's writes while it puts the checkpoint): the
+   * writer is then checked on the thread record that put reads or writes next, which is as current
+   * as a read sent now (see ThreadRecords.observedAfter).
    */
   async putWrites(tenant: string, threadId: string, put: WritesPut): Promise<{ writes: number }> {
     checkThreadId(threadId);
     checkWrites(put);
     const store = this.records.storeOf(tenant);
-    const found = await this.records.readThread(store, tenant, threadId);
+    const observed = await this.records.observedAfter(tenant, threadId);
+    const found = observed === undefined ? await this.records.readThread(store, tenant, threadId) : observed;
     if (found === null && put.runId !== undefined) {
       // No run holds a thread that does not exist yet: refused before the thread is created, so
       // that the refusal writes nothing.

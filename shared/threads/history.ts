@@ -1,4 +1,5 @@
 import { InvalidArgumentError, NotFoundError } from '../protocol/errors';
+import { compareKeys } from '../protocol/keyOrderWalk';
 import type { KeyValueStore, StoredValue } from '../storage/keyValueStore';
 import {
   checkCheckpointId,
@@ -32,6 +33,20 @@ const PAGE_VALUE_BUDGET_BYTES = 8 * 1024 * 1024;
 const PARALLEL_READS = 16;
 /** A history page lists at most this many pages of keys (a namespace may be rare among them). */
 const MAX_LISTINGS_PER_PAGE = 20;
+
+/** Writes keys a history page lists at most (one listing request). */
+const WRITES_LISTED = 1000;
+
+/** The longest beginning that every one of `ids` has. */
+function commonBeginning(ids: readonly string[]): string {
+  let beginning = ids[0] ?? '';
+  for (const id of ids) {
+    let length = 0;
+    while (length < beginning.length && length < id.length && beginning[length] === id[length]) length++;
+    beginning = beginning.slice(0, length);
+  }
+  return beginning;
+}
 
 /**
  * Equality of JSON values as JSON sees them. Not `node:util`'s `isDeepStrictEqual`: it tells -0 from
@@ -192,7 +207,10 @@ export class ThreadHistory {
           ? // Every key of that id: `<inverted id>/<namespace>`, namespaces being below DEL.
             { afterKey: `${keys.checkpoints}${invertedId(query.before)}/\u007f` }
           : {};
-    const scan = new KeyScan(store, keys.checkpoints, start);
+    // A page most often finds its checkpoints among the first keys: its first listings ask for as
+    // many as it holds and one more (a page continued from a cursor lists the keys of the previous
+    // page's last listing again first: few, not a thousand).
+    const scan = new KeyScan(store, keys.checkpoints, start, true, query.limit + 1);
     const wanted = query.ns === undefined ? undefined : namespaceSegment(query.ns);
     const reader = this.readerOf(store, tenant, thread);
     const found: CheckpointTuple[] = [];
@@ -214,24 +232,66 @@ export class ThreadHistory {
       if (batch.length === 0) break;
       examined += batch.length;
       const records = await Promise.all(
-        batch.map(async (key) => {
-          const stored = await store.read(key);
-          // Absent: removed after a refused put, between the listing and the read.
-          return stored === null ? null : decodeCheckpointRecord(stored.value, key);
-        }),
+        batch.map((key) => this.records.checkpointRecord(store, tenant, key, scan.etagOf(key))),
       );
       for (const record of records) if (record !== null) reader.know(record);
       const matching = records.filter(
         (record): record is CheckpointRecord =>
           record !== null && (query.filter === undefined || matchesFilter(record.metadata, query.filter)),
       );
+      const writes = await this.listedWrites(store, tenant, thread, matching);
       found.push(
         ...(await this.unlessDeleted(store, tenant, thread, () =>
-          Promise.all(matching.map((record) => this.tupleOf(store, thread, record, reader))),
+          Promise.all(
+            matching.map((record) =>
+              this.tupleOf(store, thread, record, reader, writes.get(`${record.ns}\n${record.id}`)),
+            ),
+          ),
         )),
       );
     }
     return { checkpoints: found, next: (await scan.hasMore()) ? scan.position() : null };
+  }
+
+  /**
+   * The pending writes of the checkpoints of a history page, by `<ns>\n<checkpoint id>`: one listing
+   * of the writes keys of each namespace whose names start as the page's ids do (they sort by time:
+   * a page's ids share their beginning), with their ETags. A checkpoint the listing shows without
+   * writes has none (no read); writes whose version this instance read lately are answered without
+   * their read (see ThreadRecords.pendingWrites); the rest are read. The listing and the reads are
+   * each as current as the reads they stand for. A listing that does not reach a checkpoint (more
+   * keys under that beginning than a listing page holds) leaves it to its read.
+   */
+  private async listedWrites(
+    store: KeyValueStore,
+    tenant: string,
+    thread: ThreadRecord,
+    records: readonly CheckpointRecord[],
+  ): Promise<Map<string, Promise<StoredValue | null>>> {
+    const keys = keysOf(thread);
+    const byNs = new Map<string, string[]>();
+    for (const record of records) byNs.set(record.ns, [...(byNs.get(record.ns) ?? []), record.id]);
+    const answers = new Map<string, Promise<StoredValue | null>>();
+    await Promise.all(
+      [...byNs].map(async ([ns, ids]) => {
+        if (ids.length < 2) return; // one read costs no more than the listing
+        const prefix = keys.writes(ns, commonBeginning(ids));
+        const page = await store.listItems({ prefix, limit: WRITES_LISTED });
+        const listed = new Map(page.items.map((item) => [item.key, item.etag]));
+        const last = page.items.at(-1)?.key;
+        for (const id of ids) {
+          const key = keys.writes(ns, id);
+          const etag = listed.get(key);
+          const reached = page.cursor === null || (last !== undefined && compareKeys(key, last) <= 0);
+          if (etag === undefined && !reached) continue; // read as before
+          answers.set(
+            `${ns}\n${id}`,
+            etag === undefined ? Promise.resolve(null) : this.records.pendingWrites(store, tenant, key, etag),
+          );
+        }
+      }),
+    );
+    return answers;
   }
 
   /**

@@ -40,11 +40,22 @@ export class KeyScan {
   /** Listing requests made so far. */
   pagesRead = 0;
 
+  /** The ETags of the page last listed, when asked for (`withEtags`). */
+  private etags: Map<string, string> | undefined;
+
   constructor(
     private readonly store: KeyValueStore,
     private readonly prefix: string,
     start: ScanStart,
+    withEtags = false,
+    /**
+     * Keys the first two listings ask for (default 1000, as the next ones): a scan that needs few
+     * keys lists few, and a scan resumed from its position lists the page that holds its last key
+     * again, from that page's start.
+     */
+    private readonly firstPagesSize = PAGE_SIZE,
   ) {
+    if (withEtags) this.etags = new Map();
     if (start.cursor !== undefined) {
       const position = decodePosition(start.cursor);
       if (position.p !== prefix) throw new InvalidArgumentError('cursor', 'was made for another listing');
@@ -89,18 +100,33 @@ export class KeyScan {
     return Buffer.from(JSON.stringify(position)).toString('base64url');
   }
 
+  /** The ETag the listing gave `key` (of the page last listed), when the scan lists ETags. */
+  etagOf(key: string): string | undefined {
+    return this.etags?.get(key);
+  }
+
   private async load(): Promise<void> {
     const cursor = this.loaded ? this.nextCursor : this.pageCursor;
-    const page = await this.store.list({
-      prefix: this.prefix,
-      limit: PAGE_SIZE,
-      ...(cursor === null ? {} : { cursor }),
-    });
+    const limit = this.pagesRead < 2 ? Math.min(PAGE_SIZE, this.firstPagesSize) : PAGE_SIZE;
+    const options = { prefix: this.prefix, limit, ...(cursor === null ? {} : { cursor }) };
+    let keys: string[];
+    let next: string | null;
+    if (this.etags === undefined) {
+      const page = await this.store.list(options);
+      keys = page.keys;
+      next = page.cursor;
+    } else {
+      // The same one listing request, with each key's ETag.
+      const page = await this.store.listItems(options);
+      keys = page.items.map((item) => item.key);
+      this.etags = new Map(page.items.map((item) => [item.key, item.etag]));
+      next = page.cursor;
+    }
     this.pagesRead++;
     this.loaded = true;
     this.pageCursor = cursor;
-    this.nextCursor = page.cursor;
-    this.page = page.keys;
+    this.nextCursor = next;
+    this.page = keys;
     this.index = 0;
   }
 }

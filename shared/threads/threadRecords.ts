@@ -12,9 +12,11 @@ import {
   ThreadBusyError,
 } from '../protocol/errors';
 import { casPause } from '../retry';
-import type { KeyValueStore } from '../storage/keyValueStore';
+import type { KeyValueStore, StoredValue } from '../storage/keyValueStore';
 import { threadKey } from './layout';
 import {
+  type CheckpointRecord,
+  decodeCheckpointRecord,
   decodeThreadRecord,
   encodeThreadRecord,
   type EndedStatus,
@@ -44,6 +46,15 @@ const OUTBOX_CHECK_AT = 16;
 const OUTBOX_MAX = 64;
 const THREADS_KEPT = 10_000;
 const THREADS_KEPT_BYTES = 32 * 1024 * 1024;
+/** Checkpoint records kept for history listings (see ThreadRecords.checkpointRecord). */
+const RECORDS_KEPT = 20_000;
+const RECORDS_KEPT_BYTES = 8 * 1024 * 1024;
+
+/** A request waiting for the thread record as read or written by a request sent after `after`. */
+interface Waiter {
+  readonly after: number;
+  readonly resolve: (snapshot: Snapshot | null | undefined) => void;
+}
 
 /** A thread record as read, with the ETag its next compare-and-swap names. */
 export interface Snapshot {
@@ -159,6 +170,33 @@ export class ThreadRecords {
   /** The channel values this instance stored or read lately (see ValueCache). */
   readonly values = new ValueCache();
 
+  /**
+   * Checkpoint records the history listing read lately, by key, with the ETag they were read at: a
+   * listing that gives a key the same ETag (one version of one key, never reused) answers the record
+   * without its read. A record is create-only; a record of a checkpoint id stored again after
+   * retention removed it has another ETag.
+   */
+  /** Pending writes the history listing read lately, by key (see {@link pendingWrites}). */
+  private readonly listedWrites = lru<string, StoredValue>(RECORDS_KEPT, {
+    limit: RECORDS_KEPT_BYTES,
+    of: (stored) => stored.value.length + 256,
+  });
+  private readonly listed = lru<string, { etag: string; record: CheckpointRecord; size: number }>(
+    RECORDS_KEPT,
+    { limit: RECORDS_KEPT_BYTES, of: (entry) => entry.size },
+  );
+
+  /**
+   * Each read and compare-and-swap of a thread record takes the next number when it is sent, so
+   * that what it answers is known to show the record as it stood after everything numbered lower
+   * had begun (see {@link observedAfter}).
+   */
+  private sent = 0;
+  /** Checkpoint puts this instance has on their way, per thread (see {@link putOnItsWay}). */
+  private readonly puts = new Map<string, number>();
+  /** Requests waiting for a thread record sent after a number (see {@link observedAfter}). */
+  private readonly waiting = new Map<string, Set<Waiter>>();
+
   constructor(options: ThreadStoreOptions) {
     this.storeOf = options.storeOf;
     this.audit = options.audit ?? noTransactionalAuditLog;
@@ -233,11 +271,115 @@ export class ThreadRecords {
     };
   }
 
+  /**
+   * The checkpoint record at `key` of the tenant's thread space, which a listing gave `etag`: kept
+   * when this instance read that version (no request), else read (and kept); null when it is gone
+   * (removed after a refused put, between the listing and the read).
+   */
+  async checkpointRecord(
+    store: KeyValueStore,
+    tenant: string,
+    key: string,
+    etag: string | undefined,
+  ): Promise<CheckpointRecord | null> {
+    const kept = this.listed.get(`${tenant}\n${key}`);
+    if (kept !== undefined && etag !== undefined && etag !== '' && kept.etag === etag) return kept.record;
+    const stored = await store.read(key);
+    if (stored === null) return null;
+    const record = decodeCheckpointRecord(stored.value, key);
+    if (stored.etag !== '') {
+      // What keeping it costs: the record decoded (its JSON's objects, its values and pack inflated).
+      const inline = Object.values(record.inline ?? {}).reduce((sum, bytes) => sum + bytes.length, 0);
+      const size = 2 * stored.value.length + inline + (record.pack?.length ?? 0) + record.checkpoint.length;
+      this.listed.set(`${tenant}\n${key}`, { etag: stored.etag, record, size });
+    }
+    return record;
+  }
+
+  /**
+   * The pending writes at `key` of the tenant's thread space, which a listing gave `etag`: kept when
+   * this instance read that version (no request), else read (and kept); null when there are none.
+   */
+  async pendingWrites(
+    store: KeyValueStore,
+    tenant: string,
+    key: string,
+    etag: string,
+  ): Promise<StoredValue | null> {
+    const kept = this.listedWrites.get(`${tenant}\n${key}`);
+    if (kept !== undefined && etag !== '' && kept.etag === etag) return kept;
+    const stored = await store.read(key);
+    if (stored !== null && stored.etag !== '') this.listedWrites.set(`${tenant}\n${key}`, stored);
+    return stored;
+  }
+
+  /**
+   * Marks a checkpoint put of the thread as on its way in this instance until `done` is called: it
+   * reads or compare-and-swaps the thread record before it ends (see {@link observedAfter}).
+   */
+  putOnItsWay(tenant: string, threadId: string): { done: () => void } {
+    const key = cacheKey(tenant, threadId);
+    this.puts.set(key, (this.puts.get(key) ?? 0) + 1);
+    let done = false;
+    return {
+      done: () => {
+        if (done) return;
+        done = true;
+        const left = (this.puts.get(key) ?? 1) - 1;
+        if (left > 0) {
+          this.puts.set(key, left);
+          return;
+        }
+        this.puts.delete(key);
+        // No put left to read or write the record: whoever still waits reads it.
+        for (const waiter of this.waiting.get(key) ?? []) waiter.resolve(undefined);
+        this.waiting.delete(key);
+      },
+    };
+  }
+
+  /**
+   * The thread record as it stood at a moment after this call, when a put of the thread on its way
+   * in this instance reads it or writes it by a compare-and-swap that is sent after this call (what
+   * that request answers: the record read, null for none, or the record its compare-and-swap
+   * stored, which was therefore the current one when it was stored); undefined when no put of the
+   * thread is on its way, or they all end without such a request (the caller then reads it). The
+   * same as a read sent now, without the request: a pending-writes put that comes while its
+   * checkpoint's put is on its way checks its writer on the record that put commits.
+   */
+  observedAfter(tenant: string, threadId: string): Promise<Snapshot | null | undefined> {
+    const key = cacheKey(tenant, threadId);
+    if (!this.puts.has(key)) return Promise.resolve(undefined);
+    const after = this.sent;
+    return new Promise((resolve) => {
+      let waiters = this.waiting.get(key);
+      if (waiters === undefined) {
+        waiters = new Set();
+        this.waiting.set(key, waiters);
+      }
+      waiters.add({ after, resolve });
+    });
+  }
+
+  /** What a read or compare-and-swap numbered `number` answered, for whoever waits for it. */
+  private observed(key: string, number: number, snapshot: Snapshot | null): void {
+    const waiters = this.waiting.get(key);
+    if (waiters === undefined) return;
+    for (const waiter of waiters) {
+      if (number <= waiter.after) continue;
+      waiters.delete(waiter);
+      waiter.resolve(snapshot);
+    }
+    if (waiters.size === 0) this.waiting.delete(key);
+  }
+
   async readThread(store: KeyValueStore, tenant: string, threadId: string): Promise<Snapshot | null> {
+    const number = ++this.sent;
     const stored = await store.read(threadKey(threadId));
     const key = cacheKey(tenant, threadId);
     if (stored === null) {
       this.known.delete(key);
+      this.observed(key, number, null);
       return null;
     }
     // The same version as the one kept is not decoded again (an ETag names one version).
@@ -251,6 +393,7 @@ export class ThreadRecords {
             size: stored.value.length,
           };
     this.known.set(key, snapshot);
+    this.observed(key, number, snapshot);
     return snapshot;
   }
 
@@ -267,6 +410,7 @@ export class ThreadRecords {
   ): Promise<Snapshot> {
     const next = await this.withOutbox(tenant, proposed);
     const key = cacheKey(tenant, next.threadId);
+    const number = ++this.sent;
     try {
       const written = await store.write(
         threadKey(next.threadId),
@@ -275,6 +419,7 @@ export class ThreadRecords {
       );
       const snapshot = { etag: written.etag, record: next, size: written.size };
       this.known.set(key, snapshot);
+      this.observed(key, number, snapshot);
       return snapshot;
     } catch (error) {
       this.known.delete(key);

@@ -2,7 +2,7 @@ import { lru } from '../lru';
 import { ownValue, setOwn, type TypedBytes } from './records';
 
 /** Bytes of values one thread store keeps at most (all tenants together). */
-const KEPT_VALUE_BYTES = 24 * 1024 * 1024;
+export const KEPT_VALUE_BYTES = 8 * 1024 * 1024;
 /** A larger value is not kept: it would push out many small, often-read ones. */
 const KEPT_VALUE_MAX_BYTES = KEPT_VALUE_BYTES / 8;
 /** Checkpoints whose value sources are kept (a few hundred bytes each). */
@@ -42,9 +42,20 @@ export class ValueCache {
     return hasDigest(source) ? this.values.get(`${scope}${ns}\n${channel}\n${source}`) : undefined;
   }
 
+  /**
+   * Keeps `value`. Bytes that are a view of a larger buffer (a value inline in a record, or sent in
+   * a request body) are copied, so that keeping them holds only what the budget counts.
+   */
   keep(scope: string, ns: string, channel: string, source: string, value: TypedBytes): void {
     if (!hasDigest(source) || value.data.length > KEPT_VALUE_MAX_BYTES) return;
-    this.values.set(`${scope}${ns}\n${channel}\n${source}`, value);
+    const { data } = value;
+    let kept = value;
+    if (data.byteOffset !== 0 || data.byteLength !== data.buffer.byteLength) {
+      const copy = Buffer.allocUnsafeSlow(data.length);
+      data.copy(copy);
+      kept = { type: value.type, data: copy };
+    }
+    this.values.set(`${scope}${ns}\n${channel}\n${source}`, kept);
   }
 
   /** Remembers which value each channel of a checkpoint has (its record's `valueSources`). */

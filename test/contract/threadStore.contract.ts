@@ -83,11 +83,11 @@ class CountingStore implements KeyValueStore {
     return this.inner.delete(key, conditions);
   }
   list(options: ListOptions): Promise<ListPage> {
-    this.calls.push(`list ${options.prefix ?? ''}`);
+    this.calls.push(`list ${options.prefix ?? ''} limit ${options.limit ?? ''}`);
     return this.inner.list(options);
   }
   listItems(options: ListOptions): Promise<ItemPage> {
-    this.calls.push(`list ${options.prefix ?? ''}`);
+    this.calls.push(`list ${options.prefix ?? ''} limit ${options.limit ?? ''}`);
     return this.inner.listItems(options);
   }
 }
@@ -1674,6 +1674,173 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         expect(moved.checkpointId).toBe('c3');
         expect(moved.pendingWrites.map((write) => write.taskId)).toEqual(['task']);
         expect(calls, calls.join('\n')).toHaveLength(3);
+      });
+
+      it('pending writes sent while a put of the thread is on its way in the same instance make 1 request: the writer is checked on the thread record that put commits', async () => {
+        const calls: string[] = [];
+        const counted = instance(calls);
+        const { run } = await counted.startRun(A, 't', {
+          onBusy: 'reject',
+          busyTimeoutMs: 0,
+          leaseMs: 60_000,
+        });
+        await counted.putCheckpoint(
+          A,
+          't',
+          put('c1', { runId: run.runId, versions: { m: 1 }, values: { m: 'a' } }),
+        );
+        const writes = (checkpointId: string, taskId: string) =>
+          counted.putWrites(A, 't', {
+            ns: '',
+            checkpointId,
+            taskId,
+            taskPath: '',
+            runId: run.runId,
+            writes: [{ channel: 'm', idx: 0, value: bytes(taskId) }],
+          });
+
+        calls.length = 0;
+        // As LangGraph does: the step's writes (to the checkpoint being put, and to the next one)
+        // while the put is on its way.
+        const putting = counted.putCheckpoint(
+          A,
+          't',
+          put('c2', { parent: 'c1', runId: run.runId, versions: { m: 2 }, values: { m: 'b' } }),
+        );
+        await Promise.all([putting, writes('c2', 'on-c2'), writes('c3', 'on-c3')]);
+        // The put's record and compare-and-swap, and one append per call: no read of the thread record.
+        expect(calls, calls.join('\n')).toHaveLength(2 + 2);
+        expect(calls.filter((call) => call.startsWith('append'))).toHaveLength(2);
+        const read = instance();
+        expect((await read.getCheckpoint(A, 't', '')).pendingWrites.map((write) => write.taskId)).toEqual([
+          'on-c2',
+        ]);
+
+        // With no put on its way, the writes read the thread record first, as before.
+        calls.length = 0;
+        await writes('c2', 'alone');
+        expect(calls, calls.join('\n')).toHaveLength(2);
+        expect(calls[0], calls.join('\n')).toMatch(/^read t\//);
+      });
+
+      it('a history page lists as many checkpoint keys as it holds and one more, also continued from its cursor', async () => {
+        const ids = Array.from({ length: 30 }, (_, i) => `c${String(i + 1).padStart(2, '0')}`);
+        for (const [i, id] of ids.entries()) {
+          await threads.putCheckpoint(
+            A,
+            't',
+            put(id, { parent: i === 0 ? null : ids[i - 1], versions: { m: i + 1 }, values: { m: `v${i}` } }),
+          );
+        }
+        const calls: string[] = [];
+        const counted = instance(calls);
+        const seen: string[] = [];
+        let cursor: string | undefined;
+        do {
+          const page = await counted.listCheckpoints(A, 't', {
+            ns: '',
+            limit: 5,
+            ...(cursor === undefined ? {} : { cursor }),
+          });
+          seen.push(...page.checkpoints.map((tuple) => tuple.checkpointId));
+          cursor = page.next ?? undefined;
+        } while (cursor !== undefined);
+        expect(seen).toEqual([...ids].reverse());
+        const listings = calls.filter((call) => /^list d\/.*\/c\//.test(call));
+        expect(listings.length).toBeGreaterThan(0);
+        expect(
+          listings.filter((call) => !call.endsWith(' limit 6')),
+          calls.join('\n'),
+        ).toEqual([]);
+      });
+
+      it('a history page read again answers the records and pending writes this instance read from the listings, reading only what changed', async () => {
+        const ids = Array.from({ length: 20 }, (_, i) => `c${String(i + 1).padStart(2, '0')}`);
+        for (const [i, id] of ids.entries()) {
+          await threads.putCheckpoint(
+            A,
+            't',
+            put(id, { parent: i === 0 ? null : ids[i - 1], versions: { m: i + 1 }, values: { m: `v${i}` } }),
+          );
+        }
+        const write = (checkpointId: string, taskId: string) =>
+          threads.putWrites(A, 't', {
+            ns: '',
+            checkpointId,
+            taskId,
+            taskPath: '',
+            writes: [{ channel: 'm', idx: 0, value: bytes(taskId) }],
+          });
+        await write('c05', 'w5');
+        await write('c12', 'w12');
+        const calls: string[] = [];
+        const counted = instance(calls);
+        const first = await counted.listCheckpoints(A, 't', { ns: '', limit: 100 });
+        expect(first.checkpoints.map((tuple) => tuple.checkpointId)).toEqual([...ids].reverse());
+        expect(first.checkpoints.find((tuple) => tuple.checkpointId === 'c12')?.pendingWrites).toHaveLength(
+          1,
+        );
+        // The records, and only the pending writes that the listings show.
+        expect(calls.filter((call) => /^read d\/.*\/w\//.test(call))).toHaveLength(2);
+
+        calls.length = 0;
+        const again = await counted.listCheckpoints(A, 't', { ns: '', limit: 100 });
+        expect(again).toEqual(first);
+        // The thread record and the listings: no record or pending writes read again.
+        expect(
+          calls.filter((call) => call.startsWith('read d/')),
+          calls.join('\n'),
+        ).toEqual([]);
+
+        // Writes appended since are read (their listing shows another version), the rest are not.
+        await write('c12', 'w12b');
+        calls.length = 0;
+        const changed = await counted.listCheckpoints(A, 't', { ns: '', limit: 100 });
+        expect(
+          changed.checkpoints
+            .find((tuple) => tuple.checkpointId === 'c12')
+            ?.pendingWrites.map((w) => w.taskId),
+        ).toEqual(['w12', 'w12b']);
+        expect(
+          calls.filter((call) => call.startsWith('read d/')),
+          calls.join('\n'),
+        ).toHaveLength(1);
+      });
+
+      it('refuses pending writes of a fenced run sent while its instance has a put on its way, storing nothing visible', async () => {
+        const holder = instance();
+        const reject = { onBusy: 'reject', busyTimeoutMs: 0, leaseMs: 60_000 } as const;
+        const first = await holder.startRun(A, 't', reject);
+        await holder.putCheckpoint(
+          A,
+          't',
+          put('c1', { runId: first.run.runId, versions: { m: 1 }, values: { m: 'a' } }),
+        );
+        // Another instance takes the thread: the holder's kept thread record still shows its run.
+        await instance().startRun(A, 't', { ...reject, onBusy: 'interrupt' });
+
+        const putting = rejection(
+          holder.putCheckpoint(
+            A,
+            't',
+            put('c2', { parent: 'c1', runId: first.run.runId, versions: { m: 2 }, values: { m: 'b' } }),
+          ),
+        );
+        const writing = rejection(
+          holder.putWrites(A, 't', {
+            ns: '',
+            checkpointId: 'c1',
+            taskId: 'late',
+            taskPath: '',
+            runId: first.run.runId,
+            writes: [{ channel: 'm', idx: 0, value: bytes('late') }],
+          }),
+        );
+        expect(await putting).toBeInstanceOf(RunFencedError);
+        expect(await writing).toBeInstanceOf(RunFencedError);
+        const latest = await instance().getCheckpoint(A, 't', '');
+        expect(latest.checkpointId).toBe('c1');
+        expect(latest.pendingWrites).toEqual([]);
       });
     });
   });

@@ -217,10 +217,10 @@ describe.each<Backend>(['local', 'blob'])('CairnCheckpointSaver on the %s backen
     await unbound.deleteThread(threadId);
   });
 
-  it("loses no write of a step whose checkpoint's put is slow, and sends each after its own put when that is on its way", async () => {
+  it("loses no write of a step whose checkpoint's put is slow, and sends writes at once, also while their checkpoint's put is on its way", async () => {
     // Every checkpoint put is answered 300 ms late; LangGraph (durability "async") asks for the
-    // step's writes meanwhile. The service takes writes before their checkpoint is stored; the saver
-    // still sends writes after its own put of their checkpoint when that put is on its way.
+    // step's writes meanwhile. The service takes writes before their checkpoint is stored, and the
+    // saver sends them without waiting for the put of their checkpoint.
     const events: string[] = [];
     const http = nodeHttpSender();
     const send: HttpSender = async (request) => {
@@ -230,6 +230,7 @@ describe.each<Backend>(['local', 'blob'])('CairnCheckpointSaver on the %s backen
         : undefined;
       const writes = /\/checkpoints\/([^/]+)\/writes$/.exec(new URL(request.url).pathname)?.[1];
       if (writes !== undefined) events.push(`writes sent ${writes}`);
+      if (id !== undefined) events.push(`put sent ${id}`);
       const reply = await http(request);
       if (id !== undefined) {
         await sleep(300);
@@ -264,6 +265,16 @@ describe.each<Backend>(['local', 'blob'])('CairnCheckpointSaver on the %s backen
       }),
     ).toBe(true);
     expect(events.filter((event) => event.startsWith('writes sent'))).toHaveLength(asked.length);
+    // Writes to a checkpoint whose put was on its way went before that put was answered.
+    expect(
+      events.some((event) => {
+        if (!event.startsWith('writes sent ')) return false;
+        const id = event.slice('writes sent '.length);
+        const at = events.indexOf(event);
+        return events.indexOf(`put sent ${id}`) < at && at < events.indexOf(`put answered ${id}`);
+      }),
+      events.join('\n'),
+    ).toBe(true);
     // A saver that never saw these puts reads the whole conversation back.
     const fresh = new StateGraph(MessagesAnnotation)
       .addNode('assistant', () => ({ messages: [] }))

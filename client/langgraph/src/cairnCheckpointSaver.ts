@@ -103,11 +103,6 @@ export class CairnCheckpointSaver extends BaseCheckpointSaver {
   private readonly threads: ThreadsClient;
   private readonly names: ThreadNames;
   private readonly runId: string | undefined;
-  /**
-   * Puts not yet answered, by thread name and namespace, then checkpoint id: writes to a checkpoint
-   * whose put is on its way follow that put (see putWrites).
-   */
-  private readonly unsettledPuts = new Map<string, Map<string, Promise<unknown>>>();
   /** Per `name\nns`, least recently used first. */
   private readonly known = new Map<string, Known>();
   private readonly knownLimit: number;
@@ -194,7 +189,7 @@ export class CairnCheckpointSaver extends BaseCheckpointSaver {
     if (!isCheckpointId(checkpoint.id)) {
       throw new TypeError(`checkpoint.id ${JSON.stringify(checkpoint.id)} is not a Cairn checkpoint id`);
     }
-    const sent = this.sendPut(
+    await this.sendPut(
       name,
       ns,
       idOf(configurable['checkpoint_id']) ?? null,
@@ -202,8 +197,6 @@ export class CairnCheckpointSaver extends BaseCheckpointSaver {
       metadata,
       newVersions,
     );
-    this.track(name, ns, checkpoint.id, sent);
-    await sent;
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
@@ -231,13 +224,10 @@ export class CairnCheckpointSaver extends BaseCheckpointSaver {
         value: await this.typed(value),
       })),
     );
-    // When this saver is sending the put of this checkpoint, the writes follow it (a thread's first
-    // put creates the thread). Nothing else is waited for: the service takes writes for a checkpoint
-    // not stored yet, as LangGraph sends them with a DeltaChannel (before it calls that put).
-    await this.unsettledPuts
-      .get(`${name}\n${ns}`)
-      ?.get(checkpointId)
-      ?.catch(() => undefined);
+    // Sent at once, also while the put of their checkpoint is on its way: the service takes writes
+    // for a checkpoint not stored yet (LangGraph sends them so with a DeltaChannel, before it calls
+    // that put), and an instance that has that put on its way checks the writer on the thread record
+    // the put commits, instead of reading it for the writes.
     await this.threads.putWrites(name, checkpointId, {
       ns,
       taskId,
@@ -415,18 +405,6 @@ export class CairnCheckpointSaver extends BaseCheckpointSaver {
       if (oldest.done === true) break;
       this.known.delete(oldest.value);
     }
-  }
-
-  private track(name: string, ns: string, checkpointId: string, sent: Promise<unknown>): void {
-    const key = `${name}\n${ns}`;
-    let puts = this.unsettledPuts.get(key);
-    if (puts === undefined) this.unsettledPuts.set(key, (puts = new Map<string, Promise<unknown>>()));
-    puts.set(checkpointId, sent);
-    const forget = () => {
-      puts.delete(checkpointId);
-      if (puts.size === 0 && this.unsettledPuts.get(key) === puts) this.unsettledPuts.delete(key);
-    };
-    sent.then(forget, forget);
   }
 
   /** The thread ids to list and their names: the one asked for, else every one of the scope. */
