@@ -1,6 +1,6 @@
 import { InvalidArgumentError, NotFoundError } from '../protocol/errors';
 import { compareKeys } from '../protocol/keyOrderWalk';
-import type { KeyValueStore, StoredValue } from '../storage/keyValueStore';
+import type { ItemPage, KeyValueStore, StoredValue } from '../storage/keyValueStore';
 import {
   checkCheckpointId,
   checkNamespace,
@@ -214,6 +214,8 @@ export class ThreadHistory {
     const wanted = query.ns === undefined ? undefined : namespaceSegment(query.ns);
     const reader = this.readerOf(store, tenant, thread);
     const found: CheckpointTuple[] = [];
+    // The page's listings of pending writes keys, by prefix (see listedWrites).
+    const listed = new Map<string, Promise<ItemPage>>();
     let examined = 0;
     while (
       found.length < query.limit &&
@@ -239,7 +241,7 @@ export class ThreadHistory {
         (record): record is CheckpointRecord =>
           record !== null && (query.filter === undefined || matchesFilter(record.metadata, query.filter)),
       );
-      const writes = await this.listedWrites(store, tenant, thread, matching);
+      const writes = await this.listedWrites(store, tenant, thread, matching, listed);
       found.push(
         ...(await this.unlessDeleted(store, tenant, thread, () =>
           Promise.all(
@@ -254,41 +256,64 @@ export class ThreadHistory {
   }
 
   /**
-   * The pending writes of the checkpoints of a history page, by `<ns>\n<checkpoint id>`: one listing
-   * of the writes keys of each namespace whose names start as the page's ids do (they sort by time:
-   * a page's ids share their beginning), with their ETags. A checkpoint the listing shows without
-   * writes has none (no read); writes whose version this instance read lately are answered without
-   * their read (see ThreadRecords.pendingWrites); the rest are read. The listing and the reads are
-   * each as current as the reads they stand for. A listing that does not reach a checkpoint (more
-   * keys under that beginning than a listing page holds) leaves it to its read.
+   * The pending writes of the checkpoints of a history page, by `<ns>\n<checkpoint id>`: listings
+   * of the writes keys of each namespace, under the beginning the batch's ids share, with their
+   * ETags. Ids sort by time, so the keys under a short beginning are every write of a long while:
+   * ids that take two values only at that beginning's next character (a batch across a boundary)
+   * are listed as two parts, each under its own, longer beginning. A listing an earlier batch of
+   * the same page made, whose beginning covers a part, answers it again (`listed`: per page, never
+   * across requests, so that it is as current as the page's reads). A checkpoint the listing shows
+   * without writes has none (no read); writes whose version this instance read lately are answered
+   * without their read (see ThreadRecords.pendingWrites); the rest are read. A listing that does
+   * not reach a checkpoint (more keys under that beginning than a listing page holds) leaves it to
+   * its read.
    */
   private async listedWrites(
     store: KeyValueStore,
     tenant: string,
     thread: ThreadRecord,
     records: readonly CheckpointRecord[],
+    listed: Map<string, Promise<ItemPage>>,
   ): Promise<Map<string, Promise<StoredValue | null>>> {
     const keys = keysOf(thread);
     const byNs = new Map<string, string[]>();
     for (const record of records) byNs.set(record.ns, [...(byNs.get(record.ns) ?? []), record.id]);
     const answers = new Map<string, Promise<StoredValue | null>>();
+    const listingOf = (prefix: string): Promise<ItemPage> => {
+      for (const [covering, page] of listed) if (prefix.startsWith(covering)) return page;
+      const page = store.listItems({ prefix, limit: WRITES_LISTED });
+      listed.set(prefix, page);
+      return page;
+    };
     await Promise.all(
       [...byNs].map(async ([ns, ids]) => {
         if (ids.length < 2) return; // one read costs no more than the listing
-        const prefix = keys.writes(ns, commonBeginning(ids));
-        const page = await store.listItems({ prefix, limit: WRITES_LISTED });
-        const listed = new Map(page.items.map((item) => [item.key, item.etag]));
-        const last = page.items.at(-1)?.key;
-        for (const id of ids) {
-          const key = keys.writes(ns, id);
-          const etag = listed.get(key);
-          const reached = page.cursor === null || (last !== undefined && compareKeys(key, last) <= 0);
-          if (etag === undefined && !reached) continue; // read as before
-          answers.set(
-            `${ns}\n${id}`,
-            etag === undefined ? Promise.resolve(null) : this.records.pendingWrites(store, tenant, key, etag),
-          );
-        }
+        const shared = commonBeginning(ids).length;
+        const parts = new Map<string, string[]>();
+        for (const id of ids)
+          parts.set(id.slice(0, shared + 1), [...(parts.get(id.slice(0, shared + 1)) ?? []), id]);
+        // Ids in three parts or more fill the parts between: one listing under their beginning.
+        await Promise.all(
+          (parts.size > 2 ? [ids] : [...parts.values()]).map(async (part) => {
+            const page = await listingOf(keys.writes(ns, commonBeginning(part)));
+            // A listing that did not end (a covering one listed by an earlier batch included) answers
+            // only the keys up to its last.
+            const etags = new Map(page.items.map((item) => [item.key, item.etag]));
+            const last = page.items.at(-1)?.key;
+            for (const id of part) {
+              const key = keys.writes(ns, id);
+              const etag = etags.get(key);
+              const reached = page.cursor === null || (last !== undefined && compareKeys(key, last) <= 0);
+              if (etag === undefined && !reached) continue; // read as before
+              answers.set(
+                `${ns}\n${id}`,
+                etag === undefined
+                  ? Promise.resolve(null)
+                  : this.records.pendingWrites(store, tenant, key, etag),
+              );
+            }
+          }),
+        );
       }),
     );
     return answers;

@@ -1754,6 +1754,44 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         ).toEqual([]);
       });
 
+      it('a history page lists each pending writes key once, under the beginnings its ids share', async () => {
+        // Ids that share "c" across the page: a listing under it for each batch of 16 would list
+        // every writes key of the thread each time.
+        const ids = Array.from({ length: 40 }, (_, i) => `c${String(i + 1).padStart(2, '0')}`);
+        for (const [i, id] of ids.entries()) {
+          await threads.putCheckpoint(
+            A,
+            't',
+            put(id, { parent: i === 0 ? null : ids[i - 1], versions: { m: i + 1 }, values: { m: `v${i}` } }),
+          );
+          await threads.putWrites(A, 't', {
+            ns: '',
+            checkpointId: id,
+            taskId: `w${i}`,
+            taskPath: '',
+            writes: [{ channel: 'm', idx: 0, value: bytes(`w${i}`) }],
+          });
+        }
+        const calls: string[] = [];
+        const counted = instance(calls);
+        const page = await counted.listCheckpoints(A, 't', { ns: '', limit: 100 });
+        expect(page.checkpoints.map((tuple) => tuple.checkpointId)).toEqual([...ids].reverse());
+        expect(page.checkpoints.map((tuple) => tuple.pendingWrites.map((write) => write.taskId))).toEqual(
+          ids.map((_, i) => [`w${i}`]).reverse(),
+        );
+        const prefixes = calls
+          .map((call) => /^list d\/.*\/w\/[^/]*\/(\S*) limit/.exec(call)?.[1])
+          .filter((prefix): prefix is string => prefix !== undefined);
+        expect(prefixes.length, calls.join('\n')).toBeGreaterThan(0);
+        // Every writes key listed at most once: the listings' keys, counted, are no more than the page's.
+        const listedKeys = prefixes
+          .map((prefix) => ids.filter((id) => id.startsWith(prefix)).length)
+          .reduce((a, b) => a + b, 0);
+        expect(listedKeys, calls.join('\n')).toBeLessThanOrEqual(ids.length);
+        // Every pending writes answered from the listings: none read without its listed version.
+        expect(calls.filter((call) => /^read d\/.*\/w\//.test(call))).toHaveLength(ids.length);
+      });
+
       it('a history page read again answers the records and pending writes this instance read from the listings, reading only what changed', async () => {
         const ids = Array.from({ length: 20 }, (_, i) => `c${String(i + 1).padStart(2, '0')}`);
         for (const [i, id] of ids.entries()) {
