@@ -10,9 +10,9 @@ import { copyFloats, LITTLE_ENDIAN, packedLayout } from './vectors';
  *
  * - Names, times and the ETag as they are; the value's JSON text (parsed only for the facts a
  *   search answers with, and for filters), not the parsed value.
- * - Vectors in blocks, one per dimension count: one contiguous Float32Array of rows (a row per
- *   vector, its owner's slot beside it) and each row's squared norm, so that a search scores
- *   every vector in one tight loop. Rows and slots freed by a removal are reused.
+ * - Vectors in blocks, one per dimension count: Float32Array segments of rows (a row per vector,
+ *   its owner's slot beside it) and each row's squared norm, so that a search scores every vector
+ *   in one tight loop per segment. Rows and slots freed by a removal are reused.
  * - Words: counted only when a search with text first needs them (the value parsed then), as
  *   sorted term ids (one dictionary per tenant) with their counts, and the number of words; and
  *   per term the slots holding it (inverted lists), so that a search visits only the facts that
@@ -38,9 +38,22 @@ export interface DecodedFact {
   readonly vectors: readonly { path: string; dims: number }[];
 }
 
-/** The squared-norm-and-rows store of the vectors of one dimension count. */
+/** Rows of a full segment of a {@link VectorBlock} (a power of two: a row's segment is a shift away). */
+export const SEGMENT_ROWS = 1024;
+/** log2 of {@link SEGMENT_ROWS}: row `r` is in segment `r >> SEGMENT_SHIFT`. */
+export const SEGMENT_SHIFT = Math.log2(SEGMENT_ROWS);
+
+/**
+ * The squared-norm-and-rows store of the vectors of one dimension count. The floats lie in
+ * segments of {@link SEGMENT_ROWS} rows: row `r` is at `((r % SEGMENT_ROWS) * dims)` of segment
+ * `r / SEGMENT_ROWS`. A block grows by a segment, never copying the rows it holds (one growing
+ * array copied itself whole at each growth: garbage of twice the block's size while a large
+ * tenant loads); only the first segment grows (by half) up to its full size, so that a small
+ * tenant holds little. Capacity unused is under one segment.
+ */
 export class VectorBlock {
-  data: Float32Array;
+  /** The floats, {@link SEGMENT_ROWS} rows a segment (the first may be smaller while it is the only one). */
+  segments: Float32Array[];
   /** Squared norm of each row (summed as {@link closeness} sums it), for cosine. */
   norms: Float64Array;
   /** The slot owning each row; -1 for a free row. */
@@ -50,7 +63,7 @@ export class VectorBlock {
   private readonly free: number[] = [];
 
   constructor(readonly dims: number) {
-    this.data = new Float32Array(dims * 16);
+    this.segments = [new Float32Array(dims * 16)];
     this.norms = new Float64Array(16);
     this.owner = new Int32Array(16).fill(-1);
   }
@@ -59,35 +72,45 @@ export class VectorBlock {
     let row = this.free.pop();
     if (row === undefined) {
       row = this.rows++;
-      if (row >= this.owner.length) this.grow(Math.ceil(this.owner.length * 1.5));
+      if (row >= this.owner.length) this.grow(row + 1);
     }
-    const base = row * this.dims;
-    copyFloats(plain, at, this.dims, this.data, base);
+    copyFloats(plain, at, this.dims, this.segmentOf(row), this.offsetOf(row));
     return this.own(row, slot);
   }
 
   /**
    * A block holding `rows` rows copied from the float32s (little-endian) at `bytes`, none owned
-   * yet: each {@link claim} takes the next one.
+   * yet: each {@link claim} takes the next one. Copied, not viewed: the block keeps none of the
+   * buffer `bytes` lies in (a snapshot's, otherwise held whole as long as the block).
    */
   static filled(dims: number, bytes: Buffer, rows: number): VectorBlock {
     const block = new VectorBlock(dims);
-    if (LITTLE_ENDIAN && bytes.byteOffset % 4 === 0 && rows > 0) {
-      // Aligned (snapshots align their blocks): the floats are used where they lie, no copy. The
-      // capacity is exactly `rows`, so the next new row grows the block into memory of its own
-      // instead of writing into whatever follows the block in the snapshot's buffer.
-      block.data = new Float32Array(bytes.buffer, bytes.byteOffset, rows * dims);
-      block.norms = new Float64Array(rows);
-      block.owner = new Int32Array(rows).fill(-1);
-      return block;
-    }
-    block.grow(Math.max(16, rows));
-    if (LITTLE_ENDIAN) {
-      new Uint8Array(block.data.buffer, 0, rows * dims * 4).set(bytes.subarray(0, rows * dims * 4));
-    } else {
-      for (let i = 0; i < rows * dims; i++) block.data[i] = bytes.readFloatLE(i * 4);
+    if (rows > 0) block.grow(rows);
+    const rowBytes = dims * 4;
+    for (let first = 0; first < rows; first += SEGMENT_ROWS) {
+      const count = Math.min(SEGMENT_ROWS, rows - first);
+      const segment = block.segmentOf(first);
+      const from = bytes.subarray(first * rowBytes, (first + count) * rowBytes);
+      if (LITTLE_ENDIAN) new Uint8Array(segment.buffer, segment.byteOffset, count * rowBytes).set(from);
+      else for (let i = 0; i < count * dims; i++) segment[i] = from.readFloatLE(i * 4);
     }
     return block;
+  }
+
+  /** The segment holding `row`. */
+  segmentOf(row: number): Float32Array {
+    return this.segments[row >> SEGMENT_SHIFT] as Float32Array;
+  }
+
+  /** Where `row` starts in its segment. */
+  offsetOf(row: number): number {
+    return (row & (SEGMENT_ROWS - 1)) * this.dims;
+  }
+
+  /** The floats of `row` (a view of its segment, not a copy). */
+  row(row: number): Float32Array {
+    const at = this.offsetOf(row);
+    return this.segmentOf(row).subarray(at, at + this.dims);
   }
 
   /** The next row of a {@link filled} block, owned by `slot`. */
@@ -97,10 +120,11 @@ export class VectorBlock {
 
   /** Gives `row` (its floats in place) to `slot`, with the squared norm of its floats. */
   private own(row: number, slot: number): number {
-    const base = row * this.dims;
+    const data = this.segmentOf(row);
+    const base = this.offsetOf(row);
     let norm = 0;
     for (let i = 0; i < this.dims; i++) {
-      const v = this.data[base + i] as number;
+      const v = data[base + i] as number;
       norm += v * v;
     }
     this.norms[row] = norm;
@@ -120,7 +144,9 @@ export class VectorBlock {
 
   /** Bytes of the block's arrays as allocated (their capacity, not only the rows in use). */
   get byteLength(): number {
-    return this.data.byteLength + this.norms.byteLength + this.owner.byteLength;
+    let bytes = this.norms.byteLength + this.owner.byteLength;
+    for (const segment of this.segments) bytes += segment.byteLength;
+    return bytes;
   }
 
   /**
@@ -129,14 +155,12 @@ export class VectorBlock {
    */
   compacted(slotOf: (owner: number) => number, moved: (row: number, to: number) => void): VectorBlock {
     const block = new VectorBlock(this.dims);
-    let capacity = 16;
-    while (capacity < this.used) capacity *= 2;
-    block.grow(capacity);
+    block.grow(this.used);
     for (let row = 0; row < this.rows; row++) {
       const owner = this.owner[row] as number;
       if (owner < 0) continue;
       const to = block.rows++;
-      block.data.set(this.data.subarray(row * this.dims, (row + 1) * this.dims), to * this.dims);
+      block.segmentOf(to).set(this.row(row), block.offsetOf(to));
       block.norms[to] = this.norms[row] as number;
       block.owner[to] = slotOf(owner);
       moved(row, to);
@@ -144,10 +168,24 @@ export class VectorBlock {
     return block;
   }
 
-  private grow(capacity: number): void {
-    const data = new Float32Array(capacity * this.dims);
-    data.set(this.data);
-    this.data = data;
+  /** Room for at least `needed` rows: the first segment grown by half up to its full size, then whole segments. */
+  private grow(needed: number): void {
+    let capacity = this.owner.length;
+    if (needed <= capacity) return;
+    const first = this.segments[0] as Float32Array;
+    if (this.segments.length === 1 && first.length < SEGMENT_ROWS * this.dims) {
+      let rows = first.length / this.dims;
+      while (rows < needed && rows < SEGMENT_ROWS)
+        rows = Math.min(SEGMENT_ROWS, Math.max(rows + 1, Math.ceil(rows * 1.5)));
+      const grown = new Float32Array(rows * this.dims);
+      grown.set(first);
+      this.segments[0] = grown;
+      capacity = rows;
+    }
+    while (capacity < needed) {
+      this.segments.push(new Float32Array(SEGMENT_ROWS * this.dims));
+      capacity += SEGMENT_ROWS;
+    }
     const norms = new Float64Array(capacity);
     norms.set(this.norms);
     this.norms = norms;
@@ -251,7 +289,7 @@ export class FactColumns {
     if (rows.length !== fields.length) return null;
     return rows.map(({ dims, row }, i) => {
       const block = this.blocks.get(dims) as VectorBlock;
-      return { path: fields[i] as string, floats: block.data.subarray(row * dims, (row + 1) * dims) };
+      return { path: fields[i] as string, floats: block.row(row) };
     });
   }
 

@@ -1,5 +1,5 @@
 import type { Distance } from '../protocol/memory';
-import type { FactColumns } from './factColumns';
+import { type FactColumns, SEGMENT_SHIFT } from './factColumns';
 import type { ScoredItem } from './facts';
 import { bm25Scores, type DocumentTerms } from './keywordSearch';
 import { matchesFilter, type ValueFilter } from './valueFilter';
@@ -159,7 +159,7 @@ function closeness(
   if (block === undefined) return { value, has };
   const wanted = new Uint8Array(columns.size);
   for (const slot of live) wanted[slot] = 1;
-  const { data, norms, owner, dims } = block;
+  const { norms, owner, dims } = block;
   // The query as float64 (each number exactly the float32 it was): no conversion in the loop.
   const q = Float64Array.from(query);
   let qq = 0;
@@ -184,16 +184,23 @@ function closeness(
       has[slot] = 1;
     }
   };
-  // Four rows at a time (each query number read once for the four), each summed in index order.
-  for (let at = 0; at < rows.length; at += 4) {
-    const count = Math.min(4, rows.length - at);
-    const b0 = (rows[at] as number) * dims;
-    const b1 = count > 1 ? (rows[at + 1] as number) * dims : b0;
-    const b2 = count > 2 ? (rows[at + 2] as number) * dims : b0;
-    const b3 = count > 3 ? (rows[at + 3] as number) * dims : b0;
+  // Four rows at a time (each query number read once for the four), each summed in index order;
+  // the four from one segment of the block (rows are in order, so a segment's rows are together).
+  for (let at = 0; at < rows.length;) {
+    const first = rows[at] as number;
+    const segment = first >> SEGMENT_SHIFT;
+    let count = 1;
+    while (count < 4 && at + count < rows.length && (rows[at + count] as number) >> SEGMENT_SHIFT === segment)
+      count++;
+    const data = block.segmentOf(first);
+    const b0 = block.offsetOf(first);
+    const b1 = count > 1 ? block.offsetOf(rows[at + 1] as number) : b0;
+    const b2 = count > 2 ? block.offsetOf(rows[at + 2] as number) : b0;
+    const b3 = count > 3 ? block.offsetOf(rows[at + 3] as number) : b0;
     if (distance === 'l2') squaredDistances(q, data, dims, b0, b1, b2, b3, sums);
     else dotProducts(q, data, dims, b0, b1, b2, b3, sums);
     for (let k = 0; k < count; k++) take(rows[at + k] as number, sums[k] as number);
+    at += count;
   }
   return { value, has };
 }

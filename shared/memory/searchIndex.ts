@@ -12,7 +12,7 @@ import { decodeSnapshot, encodeSnapshot } from './searchSnapshot';
  * facts from storage each time (docs/memory.md, "Search cache"):
  *
  * - Per tenant, the facts of the subtrees searched so far ("covered"), in columns (factColumns.ts):
- *   names, times, the value's JSON text, vectors in contiguous blocks, words counted once a search
+ *   names, times, the value's JSON text, vectors in blocks of rows, words counted once a search
  *   with text needs them.
  * - A search first asks the tenant's change feed (`MemoryStore.changes`) what changed since the
  *   position the cache stands at: one storage request when nothing did. It then reads again the

@@ -127,7 +127,7 @@ export function encodeSnapshot(
     blocks: [...blocks].map(([dims, vectors]) => [dims, vectors.length]),
   } satisfies Header);
   const start = MAGIC.length + 8;
-  // Padded with spaces so that the blocks start at a multiple of 4: read, they are used in place.
+  // Padded with spaces so that the blocks start at a multiple of 4 (floats aligned where they lie).
   const unaligned = (start + Buffer.byteLength(header, 'utf8') + bodyBytes) % 4;
   if (unaligned !== 0) header += ' '.repeat(4 - unaligned);
   const headerBytes = Buffer.byteLength(header, 'utf8');

@@ -254,6 +254,33 @@ describe('memory search ranking', () => {
     expect(compareAll()).toBeGreaterThan(1000);
   });
 
+  it('scores the vectors of a block of several segments as the exhaustive ranking does', () => {
+    // More vector rows than a segment holds, twice over; gaps (removed facts) so that the rows
+    // scored four at a time meet a segment's end at every offset.
+    const facts = makeFacts(5, 2600);
+    const columns = new FactColumns();
+    for (const fact of facts) {
+      const row = stored(fact);
+      columns.put(factId(fact.namespace, fact.key), row, row.value);
+    }
+    const removed = new Set(facts.filter((_, i) => i % 7 === 3 || (i > 1010 && i < 1030 && i % 3 === 0)));
+    for (const fact of removed) columns.remove(factId(fact.namespace, fact.key));
+    const kept = facts.filter((fact) => !removed.has(fact));
+    expect([...columns.blocks.values()].some((block) => block.segments.length > 2)).toBe(true);
+    const slots = Int32Array.from(columns.slotOf.values());
+    const next = random(13);
+    for (const distance of ['cosine', 'dot', 'l2'] as const) {
+      for (const [offset, limit] of [
+        [0, 10],
+        [0, 3000],
+      ] as const) {
+        const vector = Float32Array.from({ length: DIMS }, () => Math.round((next() * 2 - 1) * 4) / 4);
+        const got = rank(columns, slots, { words: null, vector, distance, now: NOW, offset, limit });
+        expect(got).toEqual(reference(kept, { vector, distance, offset, limit }));
+      }
+    }
+  });
+
   it('weighs the columns and vector blocks as allocated, and releases them once most facts are removed', () => {
     const columns = new FactColumns();
     const vectors = new Map([['text', new Float32Array(256).fill(0.5)]]);
