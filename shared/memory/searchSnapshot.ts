@@ -19,7 +19,8 @@ import { LITTLE_ENDIAN } from './vectors';
  * expiresAt or null, the stored value's byte count, the JSON text's byte count and the vectors
  * as `[path, dims]`; and per dimension count the number of vectors), then every fact's JSON text
  * (UTF-8) in the header's order, then per dimension count every vector of that count, float32
- * little-endian, in the facts' order: one contiguous block each, copied in one go when read.
+ * little-endian, in the facts' order: one contiguous block each, copied into the vector block's
+ * segments when read.
  */
 
 /** The largest snapshot written or read (bytes of the stored object). */
