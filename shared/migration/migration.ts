@@ -7,7 +7,7 @@ import {
   PreconditionFailedError,
   StorageUnavailableError,
 } from '../protocol/errors';
-import { compareKeys, type WalkEntry, walkInKeyOrder } from '../protocol/keyOrderWalk';
+import { commonPrefix, compareKeys, type WalkEntry, walkInKeyOrder } from '../protocol/keyOrderWalk';
 import { validateKey } from '../protocol/keys';
 import { forEachLimited } from '../protocol/pool';
 import type { KeyValueStore } from '../storage/keyValueStore';
@@ -202,13 +202,6 @@ export async function listBatch(source: MigrationSource, batch: CopyBatch): Prom
     include: sourceFilter(source),
   });
   return entries.map((entry) => entry.key).filter((key) => compareKeys(key, batch.through) <= 0);
-}
-
-/** The longest common prefix of two strings, cut back to whole UTF-16 units. */
-function commonPrefix(a: string, b: string): string {
-  let length = 0;
-  while (length < a.length && length < b.length && a[length] === b[length]) length++;
-  return a.slice(0, length);
 }
 
 /**

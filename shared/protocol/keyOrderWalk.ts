@@ -30,6 +30,16 @@ export function compareKeys(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 }
 
+/**
+ * The longest prefix `a` and `b` share, in whole UTF-16 units: every key that starts as both do
+ * starts with it (the prefix of one listing that spans them).
+ */
+export function commonPrefix(a: string, b: string): string {
+  let length = 0;
+  while (length < a.length && length < b.length && a[length] === b[length]) length++;
+  return a.slice(0, length);
+}
+
 /** The entries of `root` in key order; an absent root has none. */
 export async function walkInKeyOrder(root: string, options: WalkOptions): Promise<WalkEntry[]> {
   const found: WalkEntry[] = [];

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, NotFoundError } from '../protocol/errors';
-import { compareKeys } from '../protocol/keyOrderWalk';
+import { commonPrefix, compareKeys } from '../protocol/keyOrderWalk';
 import type { ItemPage, KeyValueStore, StoredValue } from '../storage/keyValueStore';
 import {
   checkCheckpointId,
@@ -39,13 +39,7 @@ const WRITES_LISTED = 1000;
 
 /** The longest beginning that every one of `ids` has. */
 function commonBeginning(ids: readonly string[]): string {
-  let beginning = ids[0] ?? '';
-  for (const id of ids) {
-    let length = 0;
-    while (length < beginning.length && length < id.length && beginning[length] === id[length]) length++;
-    beginning = beginning.slice(0, length);
-  }
-  return beginning;
+  return ids.reduce(commonPrefix, ids[0] ?? '');
 }
 
 /**
