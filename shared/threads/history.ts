@@ -1,6 +1,6 @@
 import { InvalidArgumentError, NotFoundError } from '../protocol/errors';
 import { commonPrefix, compareKeys } from '../protocol/keyOrderWalk';
-import type { ItemPage, KeyValueStore, StoredValue } from '../storage/keyValueStore';
+import type { KeyValueStore, StoredValue } from '../storage/keyValueStore';
 import {
   checkCheckpointId,
   checkNamespace,
@@ -36,6 +36,20 @@ const MAX_LISTINGS_PER_PAGE = 20;
 
 /** Writes keys a history page lists at most (one listing request). */
 const WRITES_LISTED = 1000;
+
+/** A listing of pending writes keys: each key's ETag, the last key listed, whether it ended. */
+interface WritesListing {
+  readonly etags: ReadonlyMap<string, string>;
+  readonly last: string | undefined;
+  readonly ended: boolean;
+}
+
+/** Adds `item` to the list of `key` in `groups`. */
+function groupInto(groups: Map<string, string[]>, key: string, item: string): void {
+  const group = groups.get(key);
+  if (group === undefined) groups.set(key, [item]);
+  else group.push(item);
+}
 
 /** The longest beginning that every one of `ids` has. */
 function commonBeginning(ids: readonly string[]): string {
@@ -209,7 +223,7 @@ export class ThreadHistory {
     const reader = this.readerOf(store, tenant, thread);
     const found: CheckpointTuple[] = [];
     // The page's listings of pending writes keys, by prefix (see listedWrites).
-    const listed = new Map<string, Promise<ItemPage>>();
+    const listed = new Map<string, Promise<WritesListing>>();
     let examined = 0;
     while (
       found.length < query.limit &&
@@ -267,37 +281,38 @@ export class ThreadHistory {
     tenant: string,
     thread: ThreadRecord,
     records: readonly CheckpointRecord[],
-    listed: Map<string, Promise<ItemPage>>,
+    listed: Map<string, Promise<WritesListing>>,
   ): Promise<Map<string, Promise<StoredValue | null>>> {
     const keys = keysOf(thread);
     const byNs = new Map<string, string[]>();
-    for (const record of records) byNs.set(record.ns, [...(byNs.get(record.ns) ?? []), record.id]);
+    for (const record of records) groupInto(byNs, record.ns, record.id);
     const answers = new Map<string, Promise<StoredValue | null>>();
-    const listingOf = (prefix: string): Promise<ItemPage> => {
-      for (const [covering, page] of listed) if (prefix.startsWith(covering)) return page;
-      const page = store.listItems({ prefix, limit: WRITES_LISTED });
-      listed.set(prefix, page);
-      return page;
+    const listingOf = (prefix: string): Promise<WritesListing> => {
+      for (const [covering, listing] of listed) if (prefix.startsWith(covering)) return listing;
+      const listing = store.listItems({ prefix, limit: WRITES_LISTED }).then((page) => ({
+        etags: new Map(page.items.map((item) => [item.key, item.etag])),
+        last: page.items.at(-1)?.key,
+        ended: page.cursor === null,
+      }));
+      listed.set(prefix, listing);
+      return listing;
     };
     await Promise.all(
       [...byNs].map(async ([ns, ids]) => {
         if (ids.length < 2) return; // one read costs no more than the listing
         const shared = commonBeginning(ids).length;
         const parts = new Map<string, string[]>();
-        for (const id of ids)
-          parts.set(id.slice(0, shared + 1), [...(parts.get(id.slice(0, shared + 1)) ?? []), id]);
+        for (const id of ids) groupInto(parts, id.slice(0, shared + 1), id);
         // Ids in three parts or more fill the parts between: one listing under their beginning.
         await Promise.all(
           (parts.size > 2 ? [ids] : [...parts.values()]).map(async (part) => {
-            const page = await listingOf(keys.writes(ns, commonBeginning(part)));
+            const { etags, last, ended } = await listingOf(keys.writes(ns, commonBeginning(part)));
             // A listing that did not end (a covering one listed by an earlier batch included) answers
             // only the keys up to its last.
-            const etags = new Map(page.items.map((item) => [item.key, item.etag]));
-            const last = page.items.at(-1)?.key;
             for (const id of part) {
               const key = keys.writes(ns, id);
               const etag = etags.get(key);
-              const reached = page.cursor === null || (last !== undefined && compareKeys(key, last) <= 0);
+              const reached = ended || (last !== undefined && compareKeys(key, last) <= 0);
               if (etag === undefined && !reached) continue; // read as before
               answers.set(
                 `${ns}\n${id}`,
