@@ -1,7 +1,8 @@
 /**
  * The app's entry point (package.json `main`): loads every function registration, then reads the
  * configuration so that a missing or invalid setting stops the app at start-up, naming it. The
- * checks that need the storage run in the app-start hook (see {@link startupChecks}).
+ * checks that need the storage run in the app-start hook (see {@link startupChecks}). The heap's
+ * growth is set here, once, for the process (shared/heapGrowth.ts).
  */
 import './audit';
 import './auditJobs';
@@ -22,9 +23,10 @@ import './threads';
 
 import { app } from '@azure/functions';
 
+import { applyHeapGrowth } from '#shared/heapGrowth';
 import { getServices } from '#shared/services';
 
 import { startupChecks } from './startup';
 
-getServices();
+applyHeapGrowth(getServices().config.heapGrowingPercent);
 app.hook.appStart(startupChecks);

@@ -20,6 +20,7 @@ export async function startupChecks(): Promise<void> {
     {
       encryption: services.encryption.enabled ? 'on' : 'off',
       audit: audit.enabled ? 'on' : 'off',
+      heapGrowingPercent: services.config.heapGrowingPercent,
     },
     'start-up checks passed',
   );

@@ -100,6 +100,10 @@ export const SETTINGS = {
   CAIRN_LOG_LEVEL: {
     description: 'pino level: fatal, error, warn, info, debug, trace or silent (default info).',
   },
+  CAIRN_HEAP_GROWING_PERCENT: {
+    description:
+      "How far the JavaScript heap may grow past what its last full garbage collection kept alive before the next one, in percent (default 30, at most 300; 0 leaves it to V8's own heuristics, which may let it grow to several times that). Lower keeps the instance's memory nearer what it uses, at the cost of more frequent collections (docs/benchmark-results.md).",
+  },
   CAIRN_QUEUE_ENDPOINT: {
     requiredIn: 'blob',
     description:
@@ -238,6 +242,8 @@ export interface Config {
   readonly entra?: EntraConfig;
   readonly maxValueBytes: number;
   readonly storageTimeoutMs: number;
+  /** CAIRN_HEAP_GROWING_PERCENT: applied at start-up by `applyHeapGrowth` (shared/heapGrowth.ts). */
+  readonly heapGrowingPercent: number;
   readonly logLevel: string;
   readonly emailPoll: EmailPollConfig;
   readonly sessionIndex: SessionIndexConfig;
@@ -383,6 +389,9 @@ function parse<T>(name: SettingName, schema: z.ZodType<T>, value: string | undef
 }
 
 const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' });
+
+export const DEFAULT_HEAP_GROWING_PERCENT = 30;
+export const MAX_HEAP_GROWING_PERCENT = 300;
 
 const positiveInt = (max: number) =>
   z.coerce
@@ -637,6 +646,16 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     positiveInt(120_000).default(8_000),
     read(env, 'CAIRN_STORAGE_TIMEOUT_MS'),
   );
+  const heapGrowingPercent = parse(
+    'CAIRN_HEAP_GROWING_PERCENT',
+    z.coerce
+      .number({ error: 'must be a whole number' })
+      .int('must be a whole number')
+      .min(0, 'must be at least 0')
+      .max(MAX_HEAP_GROWING_PERCENT, `must be at most ${MAX_HEAP_GROWING_PERCENT}`)
+      .default(DEFAULT_HEAP_GROWING_PERCENT),
+    read(env, 'CAIRN_HEAP_GROWING_PERCENT'),
+  );
   const logLevel = parse(
     'CAIRN_LOG_LEVEL',
     z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
@@ -657,6 +676,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     ...(entra === undefined ? {} : { entra }),
     maxValueBytes,
     storageTimeoutMs,
+    heapGrowingPercent,
     logLevel,
     emailPoll,
     sessionIndex,

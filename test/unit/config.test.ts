@@ -166,8 +166,19 @@ describe('credentials and limits', () => {
       'CAIRN_STORAGE_TIMEOUT_MS',
     );
     expect(configError({ CAIRN_API_KEYS: KEYS, CAIRN_LOG_LEVEL: 'loud' }).setting).toBe('CAIRN_LOG_LEVEL');
+    for (const bad of ['-1', '301', '2.5', 'low']) {
+      expect(configError({ CAIRN_API_KEYS: KEYS, CAIRN_HEAP_GROWING_PERCENT: bad }).setting).toBe(
+        'CAIRN_HEAP_GROWING_PERCENT',
+      );
+    }
+    expect(loadConfig({ CAIRN_API_KEYS: KEYS, CAIRN_HEAP_GROWING_PERCENT: '0' }).heapGrowingPercent).toBe(0);
     const config = loadConfig({ CAIRN_API_KEYS: KEYS });
-    expect(config).toMatchObject({ maxValueBytes: 2_097_152, storageTimeoutMs: 8000, logLevel: 'info' });
+    expect(config).toMatchObject({
+      maxValueBytes: 2_097_152,
+      storageTimeoutMs: 8000,
+      heapGrowingPercent: 30,
+      logLevel: 'info',
+    });
   });
 });
 
