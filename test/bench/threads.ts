@@ -41,7 +41,7 @@ import {
 import { apiKeysSetting, backendSettings, newTenant, type RunningApp, startApp } from '../support/app';
 import { startAzurite, tempDir } from '../support/cleanup';
 import { startCountingProxy } from './countingProxy';
-import { fixed, measure, type Measurement, percentile, table, watchRss } from './measure';
+import { fixed, measure, type Measurement, percentile, processCpuMs, table, watchRss } from './measure';
 import { sized } from './mode';
 import { startPostgres } from './postgres';
 
@@ -72,7 +72,9 @@ import { startPostgres } from './postgres';
  *    PostgreSQL server the bench starts itself, see postgres.ts; it is in the growth table too, by
  *    `pg_total_relation_size` of its tables), with the raw SDK floor (upload of the turn's delta and
  *    an If-Match pointer swap on Azurite); getTuple of the latest at turn 10 and at turn 200.
- * 5. Eight workers, each on its own thread, graph turns/s, the same savers.
+ * 5. Eight workers, each on its own thread, graph turns/s, the same savers; Cairn on Blob again on
+ *    an Azurite and an app of their own that hold nothing else, and for both Blob runs the CPU
+ *    time per turn of this process, the app and Azurite, with the blobs Azurite held.
  * 6. Wire per turn at turn 200: the saver's HTTP requests and bytes (at its HTTP sender) and the
  *    storage requests of a Blob app whose Azurite is behind a counting proxy (countingProxy.ts),
  *    against the bytes the turn adds to the messages channel.
@@ -836,31 +838,139 @@ async function turnSpeed(
   ].join('\n');
 }
 
-async function eightWorkers(peers: readonly Peer[], progress: (line: string) => void): Promise<string> {
+/** The processes of a Blob app and its Azurite, whose CPU time a run is charged with. */
+interface BlobProcesses {
+  readonly app: number;
+  readonly azurite: number;
+  readonly blobService: BlobServiceClient;
+}
+
+/** Every blob Azurite holds, in every container. */
+async function blobsHeld(blobService: BlobServiceClient): Promise<number> {
+  let count = 0;
+  for await (const container of blobService.listContainers()) {
+    for await (const page of blobService.getContainerClient(container.name).listBlobsFlat().byPage()) {
+      count += page.segment.blobItems.length;
+    }
+  }
+  return count;
+}
+
+/** {@link WORKERS} workers, each on its own new thread, {@link EIGHT_TURNS_PER_WORKER} turns each. */
+async function eightWorkersRun(name: string, saver: BaseCheckpointSaver): Promise<Measurement> {
+  const graph = conversation(saver);
+  const turns = Array.from({ length: WORKERS }, () => 0);
+  return measure(WORKERS * EIGHT_TURNS_PER_WORKER, WORKERS, async (worker) => {
+    const turn = ++turns[worker]!;
+    const messages = await turnOf(graph, `eight-${worker}`, turn);
+    if (messages.length !== 2 * turn) throw new Error(`${name} lost messages`);
+  });
+}
+
+/** The CPU milliseconds per turn of this process, the app and Azurite while `run` ran. */
+async function chargedRun(
+  processes: BlobProcesses,
+  run: () => Promise<Measurement>,
+): Promise<{ measurement: Measurement; blobs: number; cpu: readonly [number, number, number] }> {
+  const blobs = await blobsHeld(processes.blobService);
+  const own = () => {
+    const usage = process.cpuUsage();
+    return (usage.user + usage.system) / 1000;
+  };
+  const before = [own(), processCpuMs(processes.app), processCpuMs(processes.azurite)] as const;
+  const measurement = await run();
+  const after = [own(), processCpuMs(processes.app), processCpuMs(processes.azurite)] as const;
+  const perTurn = (i: 0 | 1 | 2) => (after[i] - before[i]) / measurement.ops;
+  return { measurement, blobs, cpu: [perTurn(0), perTurn(1), perTurn(2)] };
+}
+
+async function eightWorkers(
+  peers: readonly Peer[],
+  blob: BlobProcesses,
+  tenant: { readonly key: string; readonly settings: Record<string, string> },
+  progress: (line: string) => void,
+): Promise<string> {
   const results: Measurement[] = [];
-  for (const peer of peers) {
-    const graph = conversation(peer.saver);
-    const turns = Array.from({ length: WORKERS }, () => 0);
-    results.push(
-      await measure(WORKERS * EIGHT_TURNS_PER_WORKER, WORKERS, async (worker) => {
-        const turn = ++turns[worker]!;
-        const messages = await turnOf(graph, `eight-${worker}`, turn);
-        if (messages.length !== 2 * turn) throw new Error(`${peer.name} lost messages`);
-      }),
-    );
+  let charged: Awaited<ReturnType<typeof chargedRun>> | undefined;
+  for (const [i, peer] of peers.entries()) {
+    // The first peer is Cairn on the Blob app whose processes `blob` names.
+    if (i === 0) {
+      charged = await chargedRun(blob, () => eightWorkersRun(peer.name, peer.saver));
+      results.push(charged.measurement);
+    } else {
+      results.push(await eightWorkersRun(peer.name, peer.saver));
+    }
     progress(`eight workers: ${peer.name} done`);
   }
+  // The same run on an Azurite of its own that holds nothing else, and an app of its own: what
+  // the blobs the sections before left in the shared Azurite cost.
+  const fresh = await startAzurite();
+  try {
+    const app = await startApp(
+      { ...tenant.settings, ...backendSettings('blob', fresh.blobEndpoint) },
+      undefined,
+      { keepOutput: false },
+    );
+    try {
+      const freshService = new BlobServiceClient(
+        fresh.blobEndpoint,
+        new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
+      );
+      const saver = new CairnCheckpointSaver({ url: `${app.url}/api`, token: tenant.key, scope: 'turns' });
+      const freshRun = await chargedRun(
+        { app: app.child.pid ?? 0, azurite: fresh.pid, blobService: freshService },
+        () => eightWorkersRun(FRESH_AZURITE, saver),
+      );
+      progress(`eight workers: ${FRESH_AZURITE} done`);
+      return eightWorkersText(peers, results, charged!, freshRun);
+    } finally {
+      await app.stop();
+    }
+  } finally {
+    await fresh.stop();
+  }
+}
+
+const FRESH_AZURITE = 'Cairn (HTTP, Blob backend on an Azurite of its own, holding nothing else)';
+
+function eightWorkersText(
+  peers: readonly Peer[],
+  results: readonly Measurement[],
+  shared: Awaited<ReturnType<typeof chargedRun>>,
+  fresh: Awaited<ReturnType<typeof chargedRun>>,
+): string {
   const rate = (m: Measurement) => m.ops / m.seconds;
   const target = EIGHT_WORKERS_TARGET * EIGHT_WORKERS_BASELINE_TURNS_PER_SECOND;
+  const cpuRow = (name: string, run: typeof shared) => [
+    name,
+    String(run.blobs),
+    fixed(run.cpu[0], 1),
+    fixed(run.cpu[1], 1),
+    fixed(run.cpu[2], 1),
+  ];
   return [
     `### Eight workers: ${WORKERS} workers, each on its own new thread, ${EIGHT_TURNS_PER_WORKER} graph turns each`,
     '',
     table(
       ['saver', 'graph turns/s', 'turn p50 / p95 ms'],
-      peers.map((peer, i) => {
-        const cells = latencyCells(results[i]!);
-        return [peer.name, fixed(rate(results[i]!), 1), `${cells[0]} / ${cells[1]}`];
-      }),
+      [
+        ...peers.map((peer, i) => {
+          const cells = latencyCells(results[i]!);
+          return [peer.name, fixed(rate(results[i]!), 1), `${cells[0]} / ${cells[1]}`];
+        }),
+        [
+          FRESH_AZURITE,
+          fixed(rate(fresh.measurement), 1),
+          latencyCells(fresh.measurement).slice(0, 2).join(' / '),
+        ],
+      ],
+    ),
+    '',
+    'CPU time per graph turn of the Blob runs, by process (ms), and the blobs Azurite held when the run began:',
+    '',
+    table(
+      ['run', 'blobs in Azurite', 'this process (graph, saver client)', 'the app', 'Azurite'],
+      [cpuRow(peers[0]!.name, shared), cpuRow(FRESH_AZURITE, fresh)],
     ),
     '',
     table(
@@ -1169,7 +1279,7 @@ async function withPostgres(postgresConn: string, progress: (line: string) => vo
   const azurite = await startAzurite();
   const proxy = await startCountingProxy(azurite.blobEndpoint);
   try {
-    return await withStorage(postgresConn, azurite.blobEndpoint, proxy, progress);
+    return await withStorage(postgresConn, azurite, proxy, progress);
   } finally {
     await proxy.close();
     await azurite.stop();
@@ -1178,10 +1288,11 @@ async function withPostgres(postgresConn: string, progress: (line: string) => vo
 
 async function withStorage(
   postgresConn: string,
-  blobEndpoint: string,
+  azurite: { readonly blobEndpoint: string; readonly pid: number },
   proxy: { url: string; requests: () => number },
   progress: (line: string) => void,
 ): Promise<string> {
+  const { blobEndpoint } = azurite;
   const tenant = newTenant('bench');
   const deltaTenant = newTenant('bench-delta');
   const keys = { CAIRN_API_KEYS: apiKeysSetting([tenant, deltaTenant]) };
@@ -1244,7 +1355,14 @@ async function withStorage(
       { name: 'PostgresSaver (PostgreSQL on this machine, TCP)', saver: postgres },
     ];
     sections.push(await turnSpeed(peers, blobService, progress));
-    sections.push(await eightWorkers(peers, progress));
+    sections.push(
+      await eightWorkers(
+        peers,
+        { app: blobApps[0]!.child.pid ?? 0, azurite: azurite.pid, blobService },
+        { key: tenant.key, settings: keys },
+        progress,
+      ),
+    );
     sections.push(await wire(wireApp, proxy.requests, tenant.key, progress));
     sections.push(
       await deltaChannel(
