@@ -50,13 +50,10 @@ describe('the heap grows by a fixed factor past what is alive (CAIRN_HEAP_GROWIN
     expect(flags).toEqual([`--heap-growing-percent=${DEFAULT_HEAP_GROWING_PERCENT}`]);
   });
 
-  // With V8's own heuristics this workload's heap peaks near 7× what is alive; with the default
+  // With V8's own heuristics this workload's heap peaks near 7× what is alive (those depend on
+  // how fast collections run next to the work, so no test holds V8 to them); with the default
   // setting near 3.4× (the arrays alive at once and those allocated while a collection runs).
   it('with the default, the heap of a process churning garbage peaks under 5× its live size', async () => {
     expect(await peakOverLive({})).toBeLessThan(5);
-  }, 90_000);
-
-  it('0 leaves the growth to V8', async () => {
-    expect(await peakOverLive({ CAIRN_HEAP_GROWING_PERCENT: '0' })).toBeGreaterThan(5);
   }, 90_000);
 });
