@@ -1,6 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 
+import { EXIT_WITH_PARENT } from './exitWithParent';
+
 /** Azurite's well-known development account (public, documented by Microsoft; not a secret). */
 export const AZURITE_ACCOUNT = 'devstoreaccount1';
 export const AZURITE_ACCOUNT_KEY =
@@ -40,6 +42,7 @@ const LISTENING =
 export async function startAzurite(options: AzuriteOptions = {}): Promise<Azurite> {
   const bin = require.resolve('azurite/dist/src/azurite.js');
   const args = [
+    ...EXIT_WITH_PARENT,
     ...(options.preload === undefined ? [] : ['-r', options.preload]),
     bin,
     '--disableTelemetry',
@@ -64,7 +67,8 @@ export async function startAzurite(options: AzuriteOptions = {}): Promise<Azurit
     mkdirSync(options.location, { recursive: true });
     args.push('--location', options.location);
   }
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  // stdin: the pipe EXIT_WITH_PARENT watches (Azurite stops when what started it is gone).
+  const child = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'pipe'] });
   const ports = await waitForPorts(child, options.startTimeoutMs ?? 30_000);
   const host = 'http://127.0.0.1';
   const blobEndpoint = `${host}:${ports.blob}/${AZURITE_ACCOUNT}`;

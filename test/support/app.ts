@@ -7,6 +7,7 @@ import path from 'node:path';
 import { type HttpSender, nodeHttpSender } from '@cairn-state/client';
 
 import { AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { EXIT_WITH_PARENT } from '../../dev/exitWithParent';
 import { sha256Hex } from '../../shared/auth';
 import { checkAnswer } from './answerContract';
 import { onCleanUp, tempDir } from './cleanup';
@@ -68,7 +69,7 @@ export async function startApp(
   options: { keepOutput?: boolean; args?: string[]; cwd?: string } = {},
 ): Promise<RunningApp> {
   const cwd = options.cwd ?? tempDir('app');
-  const child = spawn(process.execPath, [script, ...(options.args ?? [])], {
+  const child = spawn(process.execPath, [...EXIT_WITH_PARENT, script, ...(options.args ?? [])], {
     cwd,
     env: {
       PATH: process.env['PATH'] ?? '',
@@ -77,7 +78,8 @@ export async function startApp(
       CAIRN_STORAGE_TIMEOUT_MS: String(STORAGE_TIMEOUT_MS),
       ...env,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    // stdin: the pipe EXIT_WITH_PARENT watches (the app stops if this process dies first).
+    stdio: ['pipe', 'pipe', 'pipe'],
   });
   let output = '';
   let keep = true;

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 
+import { EXIT_WITH_PARENT } from '../../dev/exitWithParent';
 import { stopProcess } from './app';
 import { scaled } from './timeouts';
 
@@ -32,10 +33,11 @@ export function startNpmStart(
   env: Record<string, string> = {},
   script = START,
 ): Promise<Started> {
-  const child = spawn(process.execPath, [script], {
+  const child = spawn(process.execPath, [...EXIT_WITH_PARENT, script], {
     cwd,
     env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', PORT: '0', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    // stdin: the pipe EXIT_WITH_PARENT watches (npm start stops if this process dies first).
+    stdio: ['pipe', 'pipe', 'pipe'],
   });
   children.push(child);
   let output = '';
