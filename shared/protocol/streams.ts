@@ -17,24 +17,22 @@ export function readAllBytes(stream: NodeJS.ReadableStream | undefined, length?:
     let chunks: Buffer[] = [];
     let filled: Buffer | undefined;
     let at = 0;
-    let sizedOverflow = false;
     stream.on('data', (data: Buffer | string) => {
       const chunk = typeof data === 'string' ? Buffer.from(data) : data;
       // A body that comes whole in its first chunk is that chunk, as without a length.
-      if (sized && filled === undefined && !sizedOverflow && chunks.length === 0 && chunk.length < length) {
+      if (sized && filled === undefined && chunks.length === 0 && chunk.length < length) {
         filled = Buffer.allocUnsafeSlow(length);
       }
-      if (filled !== undefined && at + chunk.length <= filled.length) {
-        at += chunk.copy(filled, at);
-        return;
-      }
       if (filled !== undefined) {
-        // Longer than declared: collected from here on (copied, as the declared part was).
+        if (at + chunk.length <= filled.length) {
+          at += chunk.copy(filled, at);
+          return;
+        }
+        // Longer than declared: collected from here on, copied as the declared part was.
         chunks = [filled.subarray(0, at)];
         filled = undefined;
-        sizedOverflow = true;
       }
-      chunks.push(sizedOverflow ? Buffer.from(chunk) : chunk);
+      chunks.push(sized && chunks.length > 0 ? Buffer.from(chunk) : chunk);
     });
     finished(stream, (error) => {
       if (error) reject(error);

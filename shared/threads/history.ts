@@ -218,7 +218,10 @@ export class ThreadHistory {
     // A page most often finds its checkpoints among the first keys: its first listings ask for as
     // many as it holds and one more (a page continued from a cursor lists the keys of the previous
     // page's last listing again first: few, not a thousand).
-    const scan = new KeyScan(store, keys.checkpoints, start, true, query.limit + 1);
+    const scan = new KeyScan(store, keys.checkpoints, start, {
+      withEtags: true,
+      firstPagesSize: query.limit + 1,
+    });
     const wanted = query.ns === undefined ? undefined : namespaceSegment(query.ns);
     const reader = this.readerOf(store, tenant, thread);
     const found: CheckpointTuple[] = [];

@@ -42,20 +42,25 @@ export class KeyScan {
 
   /** The ETags of the page last listed, when asked for (`withEtags`). */
   private etags: Map<string, string> | undefined;
+  private readonly firstPagesSize: number;
 
   constructor(
     private readonly store: KeyValueStore,
     private readonly prefix: string,
     start: ScanStart,
-    withEtags = false,
-    /**
-     * Keys the first two listings ask for (default 1000, as the next ones): a scan that needs few
-     * keys lists few, and a scan resumed from its position lists the page that holds its last key
-     * again, from that page's start.
-     */
-    private readonly firstPagesSize = PAGE_SIZE,
+    options: {
+      /** List each key's ETag too (the same one request), for {@link etagOf}. */
+      readonly withEtags?: boolean;
+      /**
+       * Keys the first two listings ask for (default 1000, as the next ones): a scan that needs few
+       * keys lists few, and a scan resumed from its position lists the page that holds its last key
+       * again, from that page's start.
+       */
+      readonly firstPagesSize?: number;
+    } = {},
   ) {
-    if (withEtags) this.etags = new Map();
+    if (options.withEtags === true) this.etags = new Map();
+    this.firstPagesSize = options.firstPagesSize ?? PAGE_SIZE;
     if (start.cursor !== undefined) {
       const position = decodePosition(start.cursor);
       if (position.p !== prefix) throw new InvalidArgumentError('cursor', 'was made for another listing');
@@ -109,24 +114,20 @@ export class KeyScan {
     const cursor = this.loaded ? this.nextCursor : this.pageCursor;
     const limit = this.pagesRead < 2 ? Math.min(PAGE_SIZE, this.firstPagesSize) : PAGE_SIZE;
     const options = { prefix: this.prefix, limit, ...(cursor === null ? {} : { cursor }) };
-    let keys: string[];
-    let next: string | null;
+    let page: { keys: string[]; cursor: string | null };
     if (this.etags === undefined) {
-      const page = await this.store.list(options);
-      keys = page.keys;
-      next = page.cursor;
+      page = await this.store.list(options);
     } else {
       // The same one listing request, with each key's ETag.
-      const page = await this.store.listItems(options);
-      keys = page.items.map((item) => item.key);
-      this.etags = new Map(page.items.map((item) => [item.key, item.etag]));
-      next = page.cursor;
+      const listed = await this.store.listItems(options);
+      this.etags = new Map(listed.items.map((item) => [item.key, item.etag]));
+      page = { keys: listed.items.map((item) => item.key), cursor: listed.cursor };
     }
     this.pagesRead++;
     this.loaded = true;
     this.pageCursor = cursor;
-    this.nextCursor = next;
-    this.page = keys;
+    this.nextCursor = page.cursor;
+    this.page = page.keys;
     this.index = 0;
   }
 }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 
 import type { AuditEvent } from '../audit/auditLog';
 import { noTransactionalAuditLog, pendingEvent, type TransactionalAuditLog } from '../audit/pending';
-import { lru } from '../lru';
+import { type Lru, lru } from '../lru';
 import {
   type CairnError,
   NotFoundError,
@@ -49,6 +49,38 @@ const THREADS_KEPT_BYTES = 32 * 1024 * 1024;
 /** Checkpoint records kept for history listings (see ThreadRecords.checkpointRecord). */
 const RECORDS_KEPT = 20_000;
 const RECORDS_KEPT_BYTES = 8 * 1024 * 1024;
+
+/** A read kept by the ETag it was read at, and what keeping it costs in bytes. */
+interface KeptRead<T> {
+  readonly etag: string;
+  readonly value: T;
+  readonly size: number;
+}
+
+const keptReads = <T extends object>(): Lru<string, KeptRead<T>> =>
+  lru<string, KeptRead<T>>(RECORDS_KEPT, { limit: RECORDS_KEPT_BYTES, of: (kept) => kept.size });
+
+/**
+ * The value at `key` of the tenant's thread space, which a listing gave `etag`: the kept one when
+ * this instance read that version (no request), else read, opened and kept; null when it is gone.
+ */
+async function readListed<T extends object>(
+  kept: Lru<string, KeptRead<T>>,
+  store: KeyValueStore,
+  tenant: string,
+  key: string,
+  etag: string | undefined,
+  open: (stored: StoredValue) => { value: T; size: number },
+): Promise<T | null> {
+  const id = `${tenant}\n${key}`;
+  const hit = kept.get(id);
+  if (hit !== undefined && etag !== undefined && etag !== '' && hit.etag === etag) return hit.value;
+  const stored = await store.read(key);
+  if (stored === null) return null;
+  const opened = open(stored);
+  if (stored.etag !== '') kept.set(id, { etag: stored.etag, ...opened });
+  return opened.value;
+}
 
 /** A request waiting for the thread record as read or written by a request sent after `after`. */
 interface Waiter {
@@ -171,20 +203,14 @@ export class ThreadRecords {
   readonly values = new ValueCache();
 
   /**
-   * Checkpoint records the history listing read lately, by key, with the ETag they were read at: a
-   * listing that gives a key the same ETag (one version of one key, never reused) answers the record
-   * without its read. A record is create-only; a record of a checkpoint id stored again after
-   * retention removed it has another ETag.
+   * Checkpoint records the history listing read lately, by `<tenant>\n<key>`, with the ETag they
+   * were read at: a listing that gives a key the same ETag (one version of one key, never reused)
+   * answers the record without its read. A record is create-only; a record of a checkpoint id
+   * stored again after retention removed it has another ETag.
    */
-  /** Pending writes the history listing read lately, by key (see {@link pendingWrites}). */
-  private readonly listedWrites = lru<string, StoredValue>(RECORDS_KEPT, {
-    limit: RECORDS_KEPT_BYTES,
-    of: (stored) => stored.value.length + 256,
-  });
-  private readonly listed = lru<string, { etag: string; record: CheckpointRecord; size: number }>(
-    RECORDS_KEPT,
-    { limit: RECORDS_KEPT_BYTES, of: (entry) => entry.size },
-  );
+  private readonly listedRecords = keptReads<CheckpointRecord>();
+  /** Pending writes the history listing read lately, the same way (see {@link pendingWrites}). */
+  private readonly listedWrites = keptReads<StoredValue>();
 
   /**
    * Each read and compare-and-swap of a thread record takes the next number when it is sent, so
@@ -282,18 +308,13 @@ export class ThreadRecords {
     key: string,
     etag: string | undefined,
   ): Promise<CheckpointRecord | null> {
-    const kept = this.listed.get(`${tenant}\n${key}`);
-    if (kept !== undefined && etag !== undefined && etag !== '' && kept.etag === etag) return kept.record;
-    const stored = await store.read(key);
-    if (stored === null) return null;
-    const record = decodeCheckpointRecord(stored.value, key);
-    if (stored.etag !== '') {
+    return readListed(this.listedRecords, store, tenant, key, etag, (stored) => {
+      const record = decodeCheckpointRecord(stored.value, key);
       // What keeping it costs: the record decoded (its JSON's objects, its values and pack inflated).
       const inline = Object.values(record.inline ?? {}).reduce((sum, bytes) => sum + bytes.length, 0);
       const size = 2 * stored.value.length + inline + (record.pack?.length ?? 0) + record.checkpoint.length;
-      this.listed.set(`${tenant}\n${key}`, { etag: stored.etag, record, size });
-    }
-    return record;
+      return { value: record, size };
+    });
   }
 
   /**
@@ -306,11 +327,10 @@ export class ThreadRecords {
     key: string,
     etag: string,
   ): Promise<StoredValue | null> {
-    const kept = this.listedWrites.get(`${tenant}\n${key}`);
-    if (kept !== undefined && etag !== '' && kept.etag === etag) return kept;
-    const stored = await store.read(key);
-    if (stored !== null && stored.etag !== '') this.listedWrites.set(`${tenant}\n${key}`, stored);
-    return stored;
+    return readListed(this.listedWrites, store, tenant, key, etag, (stored) => ({
+      value: stored,
+      size: stored.value.length + 256,
+    }));
   }
 
   /**
@@ -320,11 +340,8 @@ export class ThreadRecords {
   putOnItsWay(tenant: string, threadId: string): { done: () => void } {
     const key = cacheKey(tenant, threadId);
     this.puts.set(key, (this.puts.get(key) ?? 0) + 1);
-    let done = false;
     return {
       done: () => {
-        if (done) return;
-        done = true;
         const left = (this.puts.get(key) ?? 1) - 1;
         if (left > 0) {
           this.puts.set(key, left);

@@ -35,7 +35,7 @@ import {
   type TypedBytes,
 } from '../../shared/threads/records';
 import { SealedThreadSpace } from '../../shared/threads/sealedThreadSpace';
-import { type CheckpointPut, ThreadStore } from '../../shared/threads/threadStore';
+import { type CheckpointPut, ThreadStore, type WritesPut } from '../../shared/threads/threadStore';
 
 /**
  * The thread store's rules, on the real key/value store of each backend. Each test gets fresh,
@@ -133,6 +133,33 @@ function put(
     channelVersions: options.versions ?? {},
     values,
   };
+}
+
+/** One pending write of `taskId` to channel m of `checkpointId` (its value: the task id). */
+function writesOf(checkpointId: string, taskId: string, runId?: string): WritesPut {
+  return {
+    ns: '',
+    checkpointId,
+    taskId,
+    taskPath: '',
+    ...(runId === undefined ? {} : { runId }),
+    writes: [{ channel: 'm', idx: 0, value: bytes(taskId) }],
+  };
+}
+
+/** Ids c01, c02, … c<count>, which sort as they were made. */
+const chainIds = (count: number) =>
+  Array.from({ length: count }, (_, i) => `c${String(i + 1).padStart(2, '0')}`);
+
+/** Puts `ids` one after another in namespace "", each the child of the one before. */
+async function putChain(threads: ThreadStore, tenant: string, ids: readonly string[]): Promise<void> {
+  for (const [i, id] of ids.entries()) {
+    await threads.putCheckpoint(
+      tenant,
+      't',
+      put(id, { parent: i === 0 ? null : ids[i - 1], versions: { m: i + 1 }, values: { m: `v${i}` } }),
+    );
+  }
 }
 
 /** The checkpoint id of a record key (`d/<thread>/<incarnation>/c/<inverted id>/<ns>`). */
@@ -1690,14 +1717,7 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
           put('c1', { runId: run.runId, versions: { m: 1 }, values: { m: 'a' } }),
         );
         const writes = (checkpointId: string, taskId: string) =>
-          counted.putWrites(A, 't', {
-            ns: '',
-            checkpointId,
-            taskId,
-            taskPath: '',
-            runId: run.runId,
-            writes: [{ channel: 'm', idx: 0, value: bytes(taskId) }],
-          });
+          counted.putWrites(A, 't', writesOf(checkpointId, taskId, run.runId));
 
         calls.length = 0;
         // As LangGraph does: the step's writes (to the checkpoint being put, and to the next one)
@@ -1724,14 +1744,8 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
       });
 
       it('a history page lists as many checkpoint keys as it holds and one more, also continued from its cursor', async () => {
-        const ids = Array.from({ length: 30 }, (_, i) => `c${String(i + 1).padStart(2, '0')}`);
-        for (const [i, id] of ids.entries()) {
-          await threads.putCheckpoint(
-            A,
-            't',
-            put(id, { parent: i === 0 ? null : ids[i - 1], versions: { m: i + 1 }, values: { m: `v${i}` } }),
-          );
-        }
+        const ids = chainIds(30);
+        await putChain(threads, A, ids);
         const calls: string[] = [];
         const counted = instance(calls);
         const seen: string[] = [];
@@ -1757,21 +1771,9 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
       it('a history page lists each pending writes key once, under the beginnings its ids share', async () => {
         // Ids that share "c" across the page: a listing under it for each batch of 16 would list
         // every writes key of the thread each time.
-        const ids = Array.from({ length: 40 }, (_, i) => `c${String(i + 1).padStart(2, '0')}`);
-        for (const [i, id] of ids.entries()) {
-          await threads.putCheckpoint(
-            A,
-            't',
-            put(id, { parent: i === 0 ? null : ids[i - 1], versions: { m: i + 1 }, values: { m: `v${i}` } }),
-          );
-          await threads.putWrites(A, 't', {
-            ns: '',
-            checkpointId: id,
-            taskId: `w${i}`,
-            taskPath: '',
-            writes: [{ channel: 'm', idx: 0, value: bytes(`w${i}`) }],
-          });
-        }
+        const ids = chainIds(40);
+        await putChain(threads, A, ids);
+        for (const [i, id] of ids.entries()) await threads.putWrites(A, 't', writesOf(id, `w${i}`));
         const calls: string[] = [];
         const counted = instance(calls);
         const page = await counted.listCheckpoints(A, 't', { ns: '', limit: 100 });
@@ -1793,22 +1795,10 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
       });
 
       it('a history page read again answers the records and pending writes this instance read from the listings, reading only what changed', async () => {
-        const ids = Array.from({ length: 20 }, (_, i) => `c${String(i + 1).padStart(2, '0')}`);
-        for (const [i, id] of ids.entries()) {
-          await threads.putCheckpoint(
-            A,
-            't',
-            put(id, { parent: i === 0 ? null : ids[i - 1], versions: { m: i + 1 }, values: { m: `v${i}` } }),
-          );
-        }
+        const ids = chainIds(20);
+        await putChain(threads, A, ids);
         const write = (checkpointId: string, taskId: string) =>
-          threads.putWrites(A, 't', {
-            ns: '',
-            checkpointId,
-            taskId,
-            taskPath: '',
-            writes: [{ channel: 'm', idx: 0, value: bytes(taskId) }],
-          });
+          threads.putWrites(A, 't', writesOf(checkpointId, taskId));
         await write('c05', 'w5');
         await write('c12', 'w12');
         const calls: string[] = [];
@@ -1864,16 +1854,7 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
             put('c2', { parent: 'c1', runId: first.run.runId, versions: { m: 2 }, values: { m: 'b' } }),
           ),
         );
-        const writing = rejection(
-          holder.putWrites(A, 't', {
-            ns: '',
-            checkpointId: 'c1',
-            taskId: 'late',
-            taskPath: '',
-            runId: first.run.runId,
-            writes: [{ channel: 'm', idx: 0, value: bytes('late') }],
-          }),
-        );
+        const writing = rejection(holder.putWrites(A, 't', writesOf('c1', 'late', first.run.runId)));
         expect(await putting).toBeInstanceOf(RunFencedError);
         expect(await writing).toBeInstanceOf(RunFencedError);
         const latest = await instance().getCheckpoint(A, 't', '');
