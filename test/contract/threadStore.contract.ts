@@ -1602,7 +1602,8 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
     });
 
     describe('storage requests', () => {
-      it('a put makes 2 requests (its record with the changed values inline, then the thread record), a getTuple of the latest 2 + one per record holding its values; a stale thread record costs a read and a retry', async () => {
+      /** An instance whose storage requests are listed in `calls`, holding a run of thread t. */
+      const countedRun = async () => {
         const calls: string[] = [];
         const counted = instance(calls);
         const { run } = await counted.startRun(A, 't', {
@@ -1610,6 +1611,11 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
           busyTimeoutMs: 0,
           leaseMs: 60_000,
         });
+        return { calls, counted, run };
+      };
+
+      it('a put makes 2 requests (its record with the changed values inline, then the thread record), a getTuple of the latest 2 + one per record holding its values; a stale thread record costs a read and a retry', async () => {
+        const { calls, counted, run } = await countedRun();
         await counted.putCheckpoint(
           A,
           't',
@@ -1704,13 +1710,7 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
       });
 
       it('pending writes sent while a put of the thread is on its way in the same instance make 1 request: the writer is checked on the thread record that put commits', async () => {
-        const calls: string[] = [];
-        const counted = instance(calls);
-        const { run } = await counted.startRun(A, 't', {
-          onBusy: 'reject',
-          busyTimeoutMs: 0,
-          leaseMs: 60_000,
-        });
+        const { calls, counted, run } = await countedRun();
         await counted.putCheckpoint(
           A,
           't',

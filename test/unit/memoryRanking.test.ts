@@ -166,14 +166,20 @@ function reference(
   return ranked.slice(request.offset, request.offset + request.limit);
 }
 
+/** Columns holding `facts`, each stored as the search index stores it. */
+function columnsOf(facts: readonly Fact[]): FactColumns {
+  const columns = new FactColumns();
+  for (const fact of facts) {
+    const row = stored(fact);
+    columns.put(factId(fact.namespace, fact.key), row, row.value);
+  }
+  return columns;
+}
+
 describe('memory search ranking', () => {
   it('answers exactly what sorting every fact answers, for every kind of search, offset and limit', () => {
     const facts = makeFacts(7, 400);
-    const columns = new FactColumns();
-    for (const fact of facts) {
-      const row = stored(fact);
-      columns.put(factId(fact.namespace, fact.key), row, row.value);
-    }
+    const columns = columnsOf(facts);
     // Replace and remove some, so that slots and vector rows are reused.
     for (const fact of facts.slice(0, 40)) columns.remove(factId(fact.namespace, fact.key));
     for (const fact of facts.slice(40, 60)) {
@@ -258,11 +264,7 @@ describe('memory search ranking', () => {
     // More vector rows than a segment holds, twice over; gaps (removed facts) so that the rows
     // scored four at a time meet a segment's end at every offset.
     const facts = makeFacts(5, 2600);
-    const columns = new FactColumns();
-    for (const fact of facts) {
-      const row = stored(fact);
-      columns.put(factId(fact.namespace, fact.key), row, row.value);
-    }
+    const columns = columnsOf(facts);
     const removed = new Set(facts.filter((_, i) => i % 7 === 3 || (i > 1010 && i < 1030 && i % 3 === 0)));
     for (const fact of removed) columns.remove(factId(fact.namespace, fact.key));
     const kept = facts.filter((fact) => !removed.has(fact));
