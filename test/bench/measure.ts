@@ -116,6 +116,15 @@ export function table(header: readonly string[], rows: readonly (readonly string
 
 export const fixed = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a');
 
+type Operation = (worker: number, index: number) => Promise<unknown>;
+type AlternateOptions = {
+  count: number;
+  concurrency: number;
+  rounds: number;
+  warmUp: number;
+  cost?: () => number;
+};
+
 /**
  * Runs `a` and `b` in turn, `rounds` rounds of `count / rounds` operations each after a warm-up of
  * `warmUp` operations each, so that drift on a noisy machine hits both alike; returns the summary
@@ -123,33 +132,37 @@ export const fixed = (value: number, digits = 1) => (Number.isFinite(value) ? va
  * summary also has how much it grew per operation of that side.
  */
 export async function alternate(
-  a: (worker: number, index: number) => Promise<unknown>,
-  b: (worker: number, index: number) => Promise<unknown>,
-  options: { count: number; concurrency: number; rounds: number; warmUp: number; cost?: () => number },
+  a: Operation,
+  b: Operation,
+  options: AlternateOptions,
 ): Promise<readonly [Summary, Summary]> {
+  const [first, second] = await alternateEach([a, b], options);
+  return [first as Summary, second as Summary];
+}
+
+/** {@link alternate} with any number of sides, run in turn in the order given. */
+export async function alternateEach(
+  operations: readonly Operation[],
+  options: AlternateOptions,
+): Promise<Summary[]> {
   const { count, concurrency, rounds, warmUp, cost } = options;
-  await measure(warmUp, concurrency, a);
-  await measure(warmUp, concurrency, b);
-  const runsA: Measurement[] = [];
-  const runsB: Measurement[] = [];
-  const costs = [0, 0];
-  const run = async (side: 0 | 1, runs: Measurement[], operation: typeof a) => {
-    const before = cost?.() ?? 0;
-    runs.push(await measure(Math.round(count / rounds), concurrency, operation));
-    costs[side] = (costs[side] ?? 0) + (cost?.() ?? 0) - before;
-  };
+  for (const operation of operations) await measure(warmUp, concurrency, operation);
+  const runs = operations.map((): Measurement[] => []);
+  const costs = operations.map(() => 0);
   for (let round = 0; round < rounds; round++) {
-    await run(0, runsA, a);
-    await run(1, runsB, b);
+    for (const [side, operation] of operations.entries()) {
+      const before = cost?.() ?? 0;
+      runs[side]?.push(await measure(Math.round(count / rounds), concurrency, operation));
+      costs[side] = (costs[side] ?? 0) + (cost?.() ?? 0) - before;
+    }
   }
-  const summary = (side: 0 | 1, runs: Measurement[]): Summary => {
-    const combined = combine(runs);
+  return runs.map((sideRuns, side) => {
+    const combined = combine(sideRuns);
     return {
       ...summarise(combined),
       ...(cost === undefined ? {} : { costPerOp: (costs[side] ?? NaN) / combined.ops }),
     };
-  };
-  return [summary(0, runsA), summary(1, runsB)];
+  });
 }
 
 /**

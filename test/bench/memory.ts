@@ -1,4 +1,6 @@
+import { spawn } from 'node:child_process';
 import http from 'node:http';
+import path from 'node:path';
 
 import type { TableEntity } from '@azure/data-tables';
 import { CairnStore } from '@cairn-state/langgraph';
@@ -6,13 +8,30 @@ import { Embeddings } from '@langchain/core/embeddings';
 import { InMemoryStore } from '@langchain/langgraph-checkpoint';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { EXIT_WITH_PARENT } from '../../dev/exitWithParent';
 import { namespaceDigest } from '../../shared/memory/layout';
 import { createTableClient } from '../../shared/storage/azure/clients';
 import { rowKeyOf } from '../../shared/storage/azure/tableMemoryStore';
-import { apiKeysSetting, backendSettings, newTenant, type RunningApp, startApp } from '../support/app';
-import { startAzurite } from '../support/cleanup';
+import {
+  apiKeysSetting,
+  backendSettings,
+  newTenant,
+  type RunningApp,
+  startApp,
+  stopProcess,
+} from '../support/app';
+import { onCleanUp, startAzurite } from '../support/cleanup';
 import { memoryTableSettings } from '../support/tables';
-import { alternate, fixed, measure, summarise, type Summary, table, watchRss } from './measure';
+import {
+  alternate,
+  alternateEach,
+  fixed,
+  measure,
+  summarise,
+  type Summary,
+  table,
+  watchRss,
+} from './measure';
 import { sized } from './mode';
 
 /**
@@ -51,6 +70,38 @@ const keyOf = (i: number) => `fact-${String(i).padStart(3, '0')}`;
 function valueOf(next: () => number, n: number, i: number): { text: string; n: number; i: number } {
   const text = Array.from({ length: 16 }, () => VOCABULARY[Math.floor(next() * VOCABULARY.length)]).join(' ');
   return { text, n, i };
+}
+
+const BARE_PROXY = path.resolve('dist/test/bench/bareProxy.js');
+
+/** Starts bareProxy.ts in a process of its own; stopped by `stop`, or by the clean-up if the bench fails. */
+async function startBareProxy(
+  tableEndpoint: string,
+  tableName: string,
+): Promise<{ url: string; stop(): Promise<void> }> {
+  const child = spawn(process.execPath, [...EXIT_WITH_PARENT, BARE_PROXY], {
+    env: {
+      PATH: process.env['PATH'] ?? '',
+      CAIRN_BENCH_TABLE_ENDPOINT: tableEndpoint,
+      CAIRN_BENCH_TABLE: tableName,
+    },
+    // stdin: the pipe EXIT_WITH_PARENT watches.
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const forget = onCleanUp(() => stopProcess(child));
+  const url = await new Promise<string>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`the bare proxy exited (${code})`)));
+    child.stdout?.once('data', (data: Buffer) =>
+      resolve((JSON.parse(data.toString()) as { url: string }).url),
+    );
+  });
+  return {
+    url,
+    stop: async () => {
+      forget();
+      await stopProcess(child);
+    },
+  };
 }
 
 function request(
@@ -253,7 +304,8 @@ async function runMemoryApiBench(progress: (line: string) => void): Promise<stri
  *   the snapshot);
  * - LangGraph's InMemoryStore in this process with the same data and the same query vectors;
  * - the raw Table range query a cold search maps onto (all 10,000 rows);
- * - recall (GET) against the raw `getEntity` of the same row, p50;
+ * - recall (GET) against the raw `getEntity` of the same row, p50, with a third side: the same
+ *   `getEntity` behind a bare HTTP server (bareProxy.ts), the floor of one HTTP hop;
  * - the app's peak RSS.
  *
  * Targets: warm search p95 under 50 ms; first search of a fresh instance under 1 s; load at least
@@ -413,24 +465,33 @@ export async function runSemanticBench(progress: (line: string) => void): Promis
     }),
   );
 
-  // get against getEntity.
+  // get against getEntity, and against the floor of one HTTP hop: the same getEntity behind a
+  // bare Node server (bareProxy.ts) in a process of its own, as the app is.
   progress('get against getEntity');
+  const bare = await startBareProxy(azurite.tableEndpoint, tableSettings['CAIRN_MEMORY_TABLE'] ?? '');
   const someFact = () => facts[Math.floor(pick() * facts.length)] as (typeof facts)[number];
   const cairnName = (fact: (typeof facts)[number]) => `bench/${fact.namespace.join('/')}`;
-  const [rawGet, apiGet] = await alternate(
-    async () => {
-      const fact = someFact();
-      await tableClient.getEntity(tenant.tenant, rowKeyOf(cairnName(fact), fact.key));
-    },
-    async () => {
-      const fact = someFact();
-      await request(
-        `${app.url}/api/memory/facts?${new URLSearchParams({ namespace: cairnName(fact), key: fact.key }).toString()}`,
-        { headers },
-      );
-    },
+  const rowOf = (fact: (typeof facts)[number]) => rowKeyOf(cairnName(fact), fact.key);
+  const [rawGet, bareGet, apiGet] = (await alternateEach(
+    [
+      async () => {
+        await tableClient.getEntity(tenant.tenant, rowOf(someFact()));
+      },
+      async () => {
+        const row = rowOf(someFact());
+        await request(`${bare.url}/?${new URLSearchParams({ partition: tenant.tenant, row }).toString()}`);
+      },
+      async () => {
+        const fact = someFact();
+        await request(
+          `${app.url}/api/memory/facts?${new URLSearchParams({ namespace: cairnName(fact), key: fact.key }).toString()}`,
+          { headers },
+        );
+      },
+    ],
     { count: sized(400, 20), concurrency: 1, rounds: 5, warmUp: sized(50, 5) },
-  );
+  )) as [Summary, Summary, Summary];
+  await bare.stop();
 
   const peak = rss.stop();
   await app.stop();
@@ -458,6 +519,7 @@ export async function runSemanticBench(progress: (line: string) => void): Promis
     `- First search of the loading instance (no snapshot yet: reads and decodes every row, then stores the snapshot): ${fixed(scanMs, 0)} ms.`,
     `- Warm vector search p95 ${fixed(vectorWarm.p95Ms)} ms, hybrid ${fixed(hybridWarm.p95Ms)} ms (target < 50 ms: ${Math.max(vectorWarm.p95Ms, hybridWarm.p95Ms) < 50 ? 'met' : 'missed'}).`,
     `- recall p50 ${fixed(apiGet.p50Ms)} ms against getEntity p50 ${fixed(rawGet.p50Ms)} ms: ${fixed(getRatio, 2)}× (target ≤ 1.5×: ${getRatio <= 1.5 ? 'met' : 'missed'}).`,
+    `- of which the floor of one HTTP hop (the same getEntity behind a bare Node server, no routing, authentication, validation or decoding): p50 ${fixed(bareGet.p50Ms)} ms, ${fixed(bareGet.p50Ms / rawGet.p50Ms, 2)}× getEntity.`,
     `- Peak RSS of the app: ${fixed(peak, 0)} MB (target < 256 MB: ${peak < 256 ? 'met' : 'missed'}).`,
   ].join('\n');
 }
