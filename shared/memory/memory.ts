@@ -491,6 +491,10 @@ export class MemoryFacts {
     const versionKey = versionKeyOf(caller.tenant, namespace, key);
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
       const current = await this.store.get(caller.tenant, namespace, key);
+      // No row: listed in the feed all the same, before any answer. A delete whose own listing
+      // failed (its call answered 503, the row gone) is then listed by the next forget of the
+      // fact, its retry included, and no cache keeps the fact after a forget that answered.
+      if (current === null) await this.store.relist(caller.tenant, namespace, key);
       const now = this.now();
       const live = current !== null && !isExpired(current, now) ? current : null;
       checkWriteConditions(conditions, live);

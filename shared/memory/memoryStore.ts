@@ -20,7 +20,8 @@
  * - keep the tenant's change feed (`changes`): every call that changes or deletes rows (`write`,
  *   `delete`, `deleteSubtree`, `pruneExpired`) lists the ids of the rows it changed in the feed
  *   before it returns, so that a reader that asks for the changes after it returned gets them
- *   (on Table Storage in the same transaction as the rows themselves);
+ *   (on Table Storage in the same transaction as the rows themselves); a call that changed rows
+ *   and could not list them throws StorageUnavailableError, never a result;
  * - report a storage fault as StorageUnavailableError, never as absent or empty.
  *
  * Values, incarnations and outboxes are opaque here (the value sealed by the domain's codec, the
@@ -155,6 +156,12 @@ export interface MemoryStore {
    * PreconditionFailedError when `ifEtag` does not match.
    */
   delete(tenant: string, namespace: string, key: string, ifEtag?: string): Promise<boolean>;
+  /**
+   * Lists the row's id in the feed without changing the row, so that every cache reads it again.
+   * `forget` calls it when it finds no row: a delete whose own feed entry failed (its call threw,
+   * the row gone) is then listed by the next forget of the fact, its retry included.
+   */
+  relist(tenant: string, namespace: string, key: string): Promise<void>;
   /**
    * One page of the rows of `namespace` and below (`""`: the whole tenant), at most `pageSize`.
    * With `part` (0 to {@link SCAN_PARTS} - 1), only the rows of that part of the subtree (see

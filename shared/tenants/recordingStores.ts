@@ -70,6 +70,11 @@ export function recordingMemoryStore(inner: MemoryStore, directory: TenantDirect
       return inner.writeMany(tenant, writes);
     },
     delete: (tenant, namespace, key, ifEtag) => inner.delete(tenant, namespace, key, ifEtag),
+    // The feed's rows are the tenant's too (on Table Storage, in its partition).
+    relist: async (tenant, namespace, key) => {
+      await directory.record(tenant, 'memory');
+      return inner.relist(tenant, namespace, key);
+    },
     scan: (tenant, namespace, options) => inner.scan(tenant, namespace, options),
     headers: (tenant, namespace, options) => inner.headers(tenant, namespace, options),
     namespaces: (tenant, prefix, options) => inner.namespaces(tenant, prefix, options),

@@ -278,6 +278,18 @@ export function describeMemoryStoreContract(fixture: MemoryStoreFixture): void {
       expect(await memory.pruneExpired(A.tenant, 10)).toEqual({ deleted: 0, more: false });
     });
 
+    it('relists a fact in the feed without changing its row; a forget that finds no row relists it', async () => {
+      const { item } = await memory.remember(A, 'notes', 'kept', { text: 'stays' });
+      const start = await store.changes(A.tenant, null);
+      await store.relist(A.tenant, 'notes', 'kept');
+      const relisted = await store.changes(A.tenant, start.position);
+      expect(relisted.ids).toEqual([factId('notes', 'kept')]);
+      expect((await memory.recall(A, 'notes', 'kept'))?.etag).toBe(item.etag);
+      // What heals a delete whose own listing failed: its retry finds no row, and lists it.
+      expect(await memory.forget(A, 'notes', 'gone')).toBe(false);
+      expect((await store.changes(A.tenant, relisted.position)).ids).toEqual([factId('notes', 'gone')]);
+    });
+
     it('remembers and recalls any JSON value, names of any characters included', async () => {
       const value = { text: 'Français', n: 1.5, list: [1, 'two', null], nested: { ok: true } };
       const { item, created } = await memory.remember(A, 'users/42', 'language', value);
@@ -686,6 +698,7 @@ function poisoned(): MemoryStore {
     write: fail,
     writeMany: fail,
     delete: fail,
+    relist: fail,
     scan: fail,
     headers: fail,
     namespaces: fail,

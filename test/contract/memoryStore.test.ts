@@ -1,6 +1,7 @@
 import { readdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 
+import type { TableClient } from '@azure/data-tables';
 import { describe, expect, it } from 'vitest';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
@@ -122,6 +123,89 @@ describe('TableMemoryStore faults', () => {
     ];
     for (const call of calls) await expect(call()).rejects.toBeInstanceOf(StorageUnavailableError);
   });
+});
+
+/**
+ * The table client with one fault: the first transaction after an armed `deleteEntity` (the feed
+ * entry of a forget's conditional delete, TableMemoryStore.deleteRow) throws `fault`, the row
+ * being gone already.
+ */
+function failingListingAfterDelete(
+  client: TableClient,
+  fault: () => unknown,
+): { client: TableClient; arm: () => void } {
+  let armed = false;
+  let deleted = false;
+  const proxy = new Proxy(client, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver) as unknown;
+      if (typeof value !== 'function') return value;
+      const call = (args: unknown[]) => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+      if (property === 'deleteEntity') {
+        return async (...args: unknown[]) => {
+          const result = await call(args);
+          deleted = armed;
+          return result;
+        };
+      }
+      if (property === 'submitTransaction') {
+        return async (...args: unknown[]) => {
+          if (!deleted) return call(args);
+          deleted = armed = false;
+          throw fault();
+        };
+      }
+      return (value as (...a: unknown[]) => unknown).bind(target);
+    },
+  });
+  return { client: proxy, arm: () => (armed = true) };
+}
+
+describe('TableMemoryStore: a forget whose listing in the feed fails', () => {
+  const faults: [string, () => unknown][] = [
+    ['the deadline passes', () => new DOMException('the storage did not answer in time', 'TimeoutError')],
+    // What the feed's transaction throws once every compare-and-swap on its shard head has lost.
+    [
+      'the shard head stays too busy',
+      () =>
+        Object.assign(new Error('precondition failed'), {
+          statusCode: 412,
+          code: 'UpdateConditionNotSatisfied',
+        }),
+    ],
+  ];
+  for (const [name, fault] of faults) {
+    it(`answers 503, not success, when ${name}; its retry lists the deletion, so no instance's search keeps the fact`, async () => {
+      const table = azuriteTable(azurite().tableEndpoint);
+      const { client, arm } = failingListingAfterDelete(table, fault);
+      const writer = new MemoryFacts({ store: new TableMemoryStore(client, STORAGE_TIMEOUT_MS) });
+      const reader = new MemoryFacts({
+        store: new TableMemoryStore(
+          azuriteTable(azurite().tableEndpoint, table.tableName),
+          STORAGE_TIMEOUT_MS,
+        ),
+      });
+      const caller = { tenant: 'forget-listing' };
+      const keys = async () =>
+        (await reader.search(caller, { namespace: 'notes', limit: 10 })).items.map((item) => item.key).sort();
+      try {
+        await writer.remember(caller, 'notes', 'secret', { text: 'forget me' });
+        await writer.remember(caller, 'notes', 'kept', { text: 'keep me' });
+        expect(await keys()).toEqual(['kept', 'secret']); // the reader's cache holds both
+
+        arm();
+        await expect(writer.forget(caller, 'notes', 'secret')).rejects.toBeInstanceOf(
+          StorageUnavailableError,
+        );
+        expect(await reader.recall(caller, 'notes', 'secret')).toBeNull(); // the row went all the same
+        // The client retries a 503: the row is gone, the forget answers success, and lists it first.
+        expect(await writer.forget(caller, 'notes', 'secret')).toBe(false);
+        expect(await keys()).toEqual(['kept']);
+      } finally {
+        await table.deleteTable();
+      }
+    });
+  }
 });
 
 describeMemoryVectorContract(local(false));

@@ -30,6 +30,9 @@ export class DelegatingMemoryStore implements MemoryStore {
   delete(...args: Parameters<MemoryStore['delete']>) {
     return this.inner.delete(...args);
   }
+  relist(...args: Parameters<MemoryStore['relist']>) {
+    return this.inner.relist(...args);
+  }
   scan(...args: Parameters<MemoryStore['scan']>) {
     return this.inner.scan(...args);
   }

@@ -22,7 +22,7 @@ import type {
   SubtreeDeletion,
 } from '../../memory/memoryStore';
 import { writeEachAlone } from '../../memory/memoryStore';
-import { InternalError, PreconditionFailedError } from '../../protocol/errors';
+import { InternalError, PreconditionFailedError, StorageUnavailableError } from '../../protocol/errors';
 import { forEachLimited } from '../../protocol/pool';
 import { casPause } from '../../retry';
 import { KeyedMutex } from '../keyedMutex';
@@ -199,12 +199,18 @@ export class TableMemoryStore implements MemoryStore {
     });
   }
 
+  async relist(tenant: string, namespace: string, key: string): Promise<void> {
+    await this.call((abortSignal) => this.transact(tenant, [], [factId(namespace, key)], abortSignal));
+  }
+
   /**
    * Deletes one row at `etag` (`*`: any) and lists it in the feed: an unconditional delete in one
    * transaction with the feed; a conditional one (which the SDK's transactions cannot send) first,
-   * then the feed's entry. A process stopped between the two leaves the deletion out of the feed:
-   * caches see it once they read the subtree afresh (searchIndex.ts), and no change that
-   * returned is ever missed.
+   * then the feed's entry. When that entry fails (a fault, a deadline, or a shard head too busy),
+   * the row is gone and unlisted: the call throws StorageUnavailableError, never "absent" or
+   * "changed", and the next forget of the fact, a retry of this one included, finds no row and
+   * lists it (`relist`). A process stopped between the two leaves it unlisted until then, or until
+   * caches read the subtree afresh (searchIndex.ts).
    */
   private async deleteRow(
     tenant: string,
@@ -217,14 +223,21 @@ export class TableMemoryStore implements MemoryStore {
         await this.transact(tenant, [['delete', { partitionKey: tenant, rowKey }]], [rowKey], abortSignal);
       } else {
         await this.table.deleteEntity(tenant, rowKey, { etag, abortSignal });
-        await this.transact(tenant, [], [rowKey], abortSignal);
       }
-      return 'deleted';
     } catch (error) {
       if (isNotFound(error)) return 'absent';
       if (isAzureError(error, 412)) return 'changed';
       throw error;
     }
+    if (etag === '*') return 'deleted';
+    try {
+      await this.transact(tenant, [], [rowKey], abortSignal);
+    } catch (error) {
+      throw new StorageUnavailableError('the fact was deleted, but the change could not be listed; retry', {
+        cause: error,
+      });
+    }
+    return 'deleted';
   }
 
   /**

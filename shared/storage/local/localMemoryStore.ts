@@ -216,6 +216,10 @@ export class LocalMemoryStore implements MemoryStore {
     );
   }
 
+  async relist(tenant: string, namespace: string, key: string): Promise<void> {
+    this.changed(tenant, [factId(namespace, key)]);
+  }
+
   async scan(
     tenant: string,
     namespace: string,
