@@ -44,7 +44,7 @@ import {
   serialiseValue,
 } from './facts';
 import { queryWords } from './keywordSearch';
-import { namespaceDigest, SEGMENT_DIGEST_CHARS } from './layout';
+import { factId, namespaceDigest, SEGMENT_DIGEST_CHARS } from './layout';
 import {
   type FactHeader,
   type FactWrite,
@@ -494,7 +494,7 @@ export class MemoryFacts {
       // No row: listed in the feed all the same, before any answer. A delete whose own listing
       // failed (its call answered 503, the row gone) is then listed by the next forget of the
       // fact, its retry included, and no cache keeps the fact after a forget that answered.
-      if (current === null) await this.store.relist(caller.tenant, namespace, key);
+      if (current === null) await this.store.relist(caller.tenant, [factId(namespace, key)]);
       const now = this.now();
       const live = current !== null && !isExpired(current, now) ? current : null;
       checkWriteConditions(conditions, live);
@@ -533,7 +533,12 @@ export class MemoryFacts {
       // On the version read: a write that came in between is not deleted unseen. The marker of a
       // delete that did not happen stays until a repair finds the row alive and drops it (another
       // forget of this incarnation may hold the same marker).
-      if (!(await this.deleteRow(caller.tenant, current))) continue;
+      if (
+        !(await this.relistingOnFailure(caller.tenant, [current], () =>
+          this.deleteRow(caller.tenant, current),
+        ))
+      )
+        continue;
       this.versions.delete(versionKey);
       await this.dropSnapshotsQuietly(caller.tenant, namespace);
       // With carried events the marker stays: the repair appends them once their own appenders'
@@ -587,60 +592,63 @@ export class MemoryFacts {
     const now = this.now();
     const carried = await this.unsettled(tenant, rows);
     if (JSON.stringify(carried).length > MAX_CARRIED_CHARS) throw outboxFull('these facts');
-    let deleted = 0;
-    let first: PendingEvent | null = null;
-    let next = 0;
-    // Until a row is deleted, each attempt names the row it deletes in the marker (its commit
-    // point). A row that changed or went meanwhile is not deleted; its marker stays for the repair,
-    // which drops it (or finds the event recorded by whoever deleted the row).
-    while (first === null && next < rows.length) {
-      const row = rows[next++] as FactHeader;
-      const incarnation = incarnationOf(row);
-      const event = pendingEvent(
-        {
-          id: forgottenEventId(row.namespace, row.key, incarnation),
-          tenant,
-          action: 'memory.forgotten',
-          ...actorOf(caller),
-          subject: JSON.stringify([namespace]),
-          outcome: 'ok',
-          details: { count: null },
-        },
-        now,
-      );
-      await this.audit.begin(tenant, [event], {
-        kind: 'memory-forget',
-        namespace: row.namespace,
-        key: row.key,
-        incarnation,
-        carried,
+    // A delete that failed may have left its row gone and unlisted in the feed (see relistingOnFailure).
+    return this.relistingOnFailure(tenant, rows, async () => {
+      let deleted = 0;
+      let first: PendingEvent | null = null;
+      let next = 0;
+      // Until a row is deleted, each attempt names the row it deletes in the marker (its commit
+      // point). A row that changed or went meanwhile is not deleted; its marker stays for the repair,
+      // which drops it (or finds the event recorded by whoever deleted the row).
+      while (first === null && next < rows.length) {
+        const row = rows[next++] as FactHeader;
+        const incarnation = incarnationOf(row);
+        const event = pendingEvent(
+          {
+            id: forgottenEventId(row.namespace, row.key, incarnation),
+            tenant,
+            action: 'memory.forgotten',
+            ...actorOf(caller),
+            subject: JSON.stringify([namespace]),
+            outcome: 'ok',
+            details: { count: null },
+          },
+          now,
+        );
+        await this.audit.begin(tenant, [event], {
+          kind: 'memory-forget',
+          namespace: row.namespace,
+          key: row.key,
+          incarnation,
+          carried,
+        });
+        if (await this.deleteRow(tenant, row)) {
+          first = event;
+          if (!isExpired(row, now)) deleted++;
+        }
+      }
+      if (first === null) return { deleted: 0, more };
+      const failures: unknown[] = [];
+      // Once the rows are gone (below), so that no snapshot stored before the call keeps their values.
+      const dropped = () => this.dropSnapshotsQuietly(tenant, namespace, true);
+      await forEachLimited(rows.slice(next), DELETE_WIDTH, async (row) => {
+        try {
+          if ((await this.deleteRow(tenant, row)) && !isExpired(row, now)) deleted++;
+        } catch (error) {
+          failures.push(error);
+        }
       });
-      if (await this.deleteRow(tenant, row)) {
-        first = event;
-        if (!isExpired(row, now)) deleted++;
+      for (const row of rows) this.versions.delete(versionKeyOf(tenant, row.namespace, row.key));
+      await dropped();
+      const keepMarkers = carried.length > 0;
+      if (failures.length > 0) {
+        // Facts were deleted, how many is not known for sure: the record says `count: null`.
+        await this.audit.commit(tenant, [first], { keepMarkers });
+        throw failures[0];
       }
-    }
-    if (first === null) return { deleted: 0, more };
-    const failures: unknown[] = [];
-    // Once the rows are gone (below), so that no snapshot stored before the call keeps their values.
-    const dropped = () => this.dropSnapshotsQuietly(tenant, namespace, true);
-    await forEachLimited(rows.slice(next), DELETE_WIDTH, async (row) => {
-      try {
-        if ((await this.deleteRow(tenant, row)) && !isExpired(row, now)) deleted++;
-      } catch (error) {
-        failures.push(error);
-      }
+      await this.audit.commit(tenant, [{ ...first, details: { count: deleted, more } }], { keepMarkers });
+      return { deleted, more };
     });
-    for (const row of rows) this.versions.delete(versionKeyOf(tenant, row.namespace, row.key));
-    await dropped();
-    const keepMarkers = carried.length > 0;
-    if (failures.length > 0) {
-      // Facts were deleted, how many is not known for sure: the record says `count: null`.
-      await this.audit.commit(tenant, [first], { keepMarkers });
-      throw failures[0];
-    }
-    await this.audit.commit(tenant, [{ ...first, details: { count: deleted, more } }], { keepMarkers });
-    return { deleted, more };
   }
 
   /**
@@ -822,6 +830,26 @@ export class MemoryFacts {
       if (await this.audit.appended(tenant, event.id)) appended.add(event.id);
     });
     return events.filter((event) => !appended.has(event.id));
+  }
+
+  /**
+   * Runs `deletes` of `rows`; when it fails, lists the rows in the feed before the error goes on. A
+   * delete on Table Storage whose own feed entry failed leaves its row gone and unlisted (see
+   * TableMemoryStore.deleteRow): listed here unless the storage fails again, whose error is dropped
+   * for the first one. Listing a row that is still there only makes caches read it again.
+   */
+  private async relistingOnFailure<T>(
+    tenant: string,
+    rows: readonly FactHeader[],
+    deletes: () => Promise<T>,
+  ): Promise<T> {
+    try {
+      return await deletes();
+    } catch (error) {
+      const ids = rows.map((row) => factId(row.namespace, row.key));
+      await this.store.relist(tenant, ids).catch(() => undefined);
+      throw error;
+    }
   }
 
   /** Deletes the row at the version given; false when it changed or went meanwhile. */

@@ -157,11 +157,12 @@ export interface MemoryStore {
    */
   delete(tenant: string, namespace: string, key: string, ifEtag?: string): Promise<boolean>;
   /**
-   * Lists the row's id in the feed without changing the row, so that every cache reads it again.
-   * `forget` calls it when it finds no row: a delete whose own feed entry failed (its call threw,
-   * the row gone) is then listed by the next forget of the fact, its retry included.
+   * Lists the rows `ids` (`factId`) in the feed without changing them, so that every cache reads
+   * them again. For deletes whose own feed entry failed (the call threw, the row gone): `forget`
+   * lists a fact it finds no row of, so its retry heals the gap, and a forget of a namespace that
+   * fails lists the rows it was deleting.
    */
-  relist(tenant: string, namespace: string, key: string): Promise<void>;
+  relist(tenant: string, ids: readonly string[]): Promise<void>;
   /**
    * One page of the rows of `namespace` and below (`""`: the whole tenant), at most `pageSize`.
    * With `part` (0 to {@link SCAN_PARTS} - 1), only the rows of that part of the subtree (see

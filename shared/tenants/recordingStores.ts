@@ -71,9 +71,9 @@ export function recordingMemoryStore(inner: MemoryStore, directory: TenantDirect
     },
     delete: (tenant, namespace, key, ifEtag) => inner.delete(tenant, namespace, key, ifEtag),
     // The feed's rows are the tenant's too (on Table Storage, in its partition).
-    relist: async (tenant, namespace, key) => {
+    relist: async (tenant, ids) => {
       await directory.record(tenant, 'memory');
-      return inner.relist(tenant, namespace, key);
+      return inner.relist(tenant, ids);
     },
     scan: (tenant, namespace, options) => inner.scan(tenant, namespace, options),
     headers: (tenant, namespace, options) => inner.headers(tenant, namespace, options),

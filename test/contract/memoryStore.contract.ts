@@ -281,7 +281,7 @@ export function describeMemoryStoreContract(fixture: MemoryStoreFixture): void {
     it('relists a fact in the feed without changing its row; a forget that finds no row relists it', async () => {
       const { item } = await memory.remember(A, 'notes', 'kept', { text: 'stays' });
       const start = await store.changes(A.tenant, null);
-      await store.relist(A.tenant, 'notes', 'kept');
+      await store.relist(A.tenant, [factId('notes', 'kept')]);
       const relisted = await store.changes(A.tenant, start.position);
       expect(relisted.ids).toEqual([factId('notes', 'kept')]);
       expect((await memory.recall(A, 'notes', 'kept'))?.etag).toBe(item.etag);

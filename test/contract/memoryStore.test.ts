@@ -12,6 +12,7 @@ import { TableMemoryStore } from '../../shared/storage/azure/tableMemoryStore';
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
+import { recordingAudit } from '../support/recordingAudit';
 import { azuriteTable } from '../support/tables';
 import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 import { describeMemorySearchCacheContract } from './memorySearchCache.contract';
@@ -206,6 +207,37 @@ describe('TableMemoryStore: a forget whose listing in the feed fails', () => {
       }
     });
   }
+
+  it('a forget of a namespace with the audit trail on lists the rows it was deleting when it fails', async () => {
+    const table = azuriteTable(azurite().tableEndpoint);
+    const [, deadline] = faults[0] as [string, () => unknown];
+    const { client, arm } = failingListingAfterDelete(table, deadline);
+    const writer = new MemoryFacts({
+      store: new TableMemoryStore(client, STORAGE_TIMEOUT_MS),
+      audit: recordingAudit().log,
+    });
+    const reader = new MemoryFacts({
+      store: new TableMemoryStore(azuriteTable(azurite().tableEndpoint, table.tableName), STORAGE_TIMEOUT_MS),
+    });
+    const caller = { tenant: 'forget-all-listing' };
+    const keys = async () =>
+      (await reader.search(caller, { namespace: 'notes', limit: 10 })).items.map((item) => item.key).sort();
+    try {
+      for (const key of ['a', 'b', 'c']) await writer.remember(caller, 'notes', key, { text: key });
+      expect(await keys()).toEqual(['a', 'b', 'c']);
+
+      arm();
+      // Its rows go one by one at the version listed; a retry would not find the one deleted.
+      await expect(writer.forgetAll(caller, 'notes')).rejects.toBeInstanceOf(StorageUnavailableError);
+      const left: string[] = [];
+      for (const key of ['a', 'b', 'c'])
+        if ((await reader.recall(caller, 'notes', key)) !== null) left.push(key);
+      expect(left.length).toBeLessThan(3);
+      expect(await keys()).toEqual(left);
+    } finally {
+      await table.deleteTable();
+    }
+  });
 });
 
 describeMemoryVectorContract(local(false));

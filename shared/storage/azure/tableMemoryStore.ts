@@ -199,8 +199,12 @@ export class TableMemoryStore implements MemoryStore {
     });
   }
 
-  async relist(tenant: string, namespace: string, key: string): Promise<void> {
-    await this.call((abortSignal) => this.transact(tenant, [], [factId(namespace, key)], abortSignal));
+  async relist(tenant: string, ids: readonly string[]): Promise<void> {
+    await this.call(async (abortSignal) => {
+      for (let i = 0; i < ids.length; i += DELETES_PER_TRANSACTION) {
+        await this.transact(tenant, [], ids.slice(i, i + DELETES_PER_TRANSACTION), abortSignal);
+      }
+    });
   }
 
   /**
@@ -208,9 +212,9 @@ export class TableMemoryStore implements MemoryStore {
    * transaction with the feed; a conditional one (which the SDK's transactions cannot send) first,
    * then the feed's entry. When that entry fails (a fault, a deadline, or a shard head too busy),
    * the row is gone and unlisted: the call throws StorageUnavailableError, never "absent" or
-   * "changed", and the next forget of the fact, a retry of this one included, finds no row and
-   * lists it (`relist`). A process stopped between the two leaves it unlisted until then, or until
-   * caches read the subtree afresh (searchIndex.ts).
+   * "changed", and the domain lists it (`relist`): the failed forget at once, else the next forget
+   * of the fact, a retry included. A process stopped between the two leaves it unlisted until
+   * then, or until caches read the subtree afresh (searchIndex.ts).
    */
   private async deleteRow(
     tenant: string,

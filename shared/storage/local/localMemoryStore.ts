@@ -216,8 +216,8 @@ export class LocalMemoryStore implements MemoryStore {
     );
   }
 
-  async relist(tenant: string, namespace: string, key: string): Promise<void> {
-    this.changed(tenant, [factId(namespace, key)]);
+  async relist(tenant: string, ids: readonly string[]): Promise<void> {
+    this.changed(tenant, [...ids]);
   }
 
   async scan(
