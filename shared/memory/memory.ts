@@ -533,12 +533,10 @@ export class MemoryFacts {
       // On the version read: a write that came in between is not deleted unseen. The marker of a
       // delete that did not happen stays until a repair finds the row alive and drops it (another
       // forget of this incarnation may hold the same marker).
-      if (
-        !(await this.relistingOnFailure(caller.tenant, [current], () =>
-          this.deleteRow(caller.tenant, current),
-        ))
-      )
-        continue;
+      const deleted = await this.relistingOnFailure(caller.tenant, [current], () =>
+        this.deleteRow(caller.tenant, current),
+      );
+      if (!deleted) continue;
       this.versions.delete(versionKey);
       await this.dropSnapshotsQuietly(caller.tenant, namespace);
       // With carried events the marker stays: the repair appends them once their own appenders'
@@ -833,10 +831,11 @@ export class MemoryFacts {
   }
 
   /**
-   * Runs `deletes` of `rows`; when it fails, lists the rows in the feed before the error goes on. A
-   * delete on Table Storage whose own feed entry failed leaves its row gone and unlisted (see
-   * TableMemoryStore.deleteRow): listed here unless the storage fails again, whose error is dropped
-   * for the first one. Listing a row that is still there only makes caches read it again.
+   * Runs `deletes` of `rows`; when it fails, lists the rows in the feed before its error goes on. A
+   * delete whose own feed entry failed leaves its row gone and unlisted (on Table Storage, see
+   * TableMemoryStore.deleteRow): listed here, unless the storage fails again (that second error is
+   * dropped: the caller gets the first). Listing a row that is still there only makes caches read
+   * it again.
    */
   private async relistingOnFailure<T>(
     tenant: string,
