@@ -84,11 +84,29 @@ function isRefusal(error: unknown): boolean {
   );
 }
 
-/** The put's checkpoint was stored under an incarnation that lost the race to create the thread. */
-class LostCreation extends Error {}
+/**
+ * The put's checkpoint was stored under an incarnation that lost the race to create the thread:
+ * the put starts again once on `current`, the thread that won.
+ */
+class LostCreation extends Error {
+  constructor(readonly current: Snapshot) {
+    super('the thread was created by another put');
+  }
+}
 
 /** Every compare-and-swap of a put's commit lost (within the budget): it certainly did not commit. */
 class CommitExhausted extends Error {}
+
+/**
+ * The thread record this instance kept (not read for this put) names another incarnation of the
+ * thread, or a thread since deleted: the put starts again on `current`, as on an instance that
+ * kept nothing.
+ */
+class StaleThread extends Error {
+  constructor(readonly current: Snapshot | null) {
+    super('the kept thread record is stale');
+  }
+}
 
 export class CheckpointCommits {
   private readonly maxValueBytes: number;
@@ -120,7 +138,8 @@ export class CheckpointCommits {
    * Storage requests, when the thread record this instance holds is current and the namespace's
    * head is the parent: 2 (k + 2 when the values do not fit inline). A stale thread record adds a
    * read and a retry; a parent that is not the head (a fork) adds its record's read; the first put
-   * of a namespace adds its mark, in parallel with the record.
+   * of a namespace adds its mark, in parallel with the record. A retry that leaves the head reads
+   * the thread record, even when this instance holds it (see commitPut).
    */
   async putCheckpoint(tenant: string, threadId: string, put: CheckpointPut): Promise<PutResult> {
     checkThreadId(threadId);
@@ -135,11 +154,19 @@ export class CheckpointCommits {
 
   private async storeAndCommit(tenant: string, threadId: string, put: CheckpointPut): Promise<PutResult> {
     const store = this.records.storeOf(tenant);
+    let reread: Snapshot | null | undefined;
     for (let restart = 0; ; restart++) {
-      let snapshot = this.records.known.get(cacheKey(tenant, threadId)) ?? null;
-      if (snapshot === null || writerRefusal(snapshot.record, put.runId, this.records.now()) !== null) {
+      let snapshot =
+        reread === undefined ? (this.records.known.get(cacheKey(tenant, threadId)) ?? null) : reread;
+      // Whether the snapshot was read for this put (rather than kept from an earlier request).
+      let read = reread !== undefined;
+      if (
+        !read &&
+        (snapshot === null || writerRefusal(snapshot.record, put.runId, this.records.now()) !== null)
+      ) {
         // Refuse only on the current record, never on a kept one.
         snapshot = await this.records.readThread(store, tenant, threadId);
+        read = true;
       }
       const now = this.records.now();
       const thread = snapshot?.record ?? newThreadRecord(threadId, now);
@@ -237,6 +264,7 @@ export class CheckpointCommits {
           store,
           tenant,
           snapshot,
+          read,
           thread,
           stored.record,
           stored.created,
@@ -246,7 +274,16 @@ export class CheckpointCommits {
         this.keepValues(tenant, thread, stored.record, put);
         return result;
       } catch (error) {
-        if (error instanceof LostCreation && restart === 0) continue;
+        if (error instanceof LostCreation && restart === 0) {
+          reread = error.current;
+          continue;
+        }
+        if (error instanceof StaleThread) {
+          // What this put stored went under the incarnation it was told of, which no name reaches
+          // any more: the prune's full pass removes it, as a deleted thread's data.
+          reread = error.current;
+          continue;
+        }
         // A put that certainly did not commit (refused, or every compare-and-swap lost) leaves no
         // visible record. (A storage fault leaves it: the commit may have happened.) A crash right
         // here would leave the record in the history, never as a head.
@@ -340,11 +377,15 @@ export class CheckpointCommits {
     return current;
   }
 
-  /** The commit of a put (see putCheckpoint): the head moves in a compare-and-swap, retried. */
+  /**
+   * The commit of a put (see putCheckpoint): the head moves in a compare-and-swap, retried.
+   * `read` tells whether `snapshot` was read for this put; a kept one may be stale.
+   */
   private async commitPut(
     store: KeyValueStore,
     tenant: string,
     snapshot: Snapshot | null,
+    read: boolean,
     thread: ThreadRecord,
     record: CheckpointRecord,
     created: boolean,
@@ -352,6 +393,7 @@ export class CheckpointCommits {
     chunks: HeadEntry['chunks'],
   ): Promise<PutResult> {
     let current = snapshot;
+    let checked = read;
     let base = thread;
     let parentSeen = false;
     // A time budget, not a count: many instances committing to one thread (each to its own
@@ -371,18 +413,31 @@ export class CheckpointCommits {
         checkpointId: record.id,
         head,
       });
-      if (next === null) return result(base.heads.get(record.ns)?.record.id ?? record.id);
-      try {
-        await this.records.commit(store, tenant, current, next);
-        return result(record.id);
-      } catch (error) {
-        if (!(error instanceof PreconditionFailedError)) throw error;
+      if (next === null) {
+        // A retry that leaves the head where it is writes nothing, so no compare-and-swap checks
+        // the record it was answered on. A kept record may be stale (the head moved back, the run
+        // fenced, the thread deleted elsewhere): it is answered only on the current one, read now.
+        if (checked) return result(base.heads.get(record.ns)?.record.id ?? record.id);
+      } else {
+        try {
+          await this.records.commit(store, tenant, current, next);
+          return result(record.id);
+        } catch (error) {
+          if (!(error instanceof PreconditionFailedError)) throw error;
+        }
       }
       const creating = current === null;
       current = await this.records.readThread(store, tenant, base.threadId);
+      if (!checked && current?.record.incarnation !== base.incarnation) {
+        // The thread was deleted (and maybe created again) since this instance kept its record,
+        // perhaps before this put came: the put is answered on the thread there is now, as an
+        // instance that kept nothing answers it, not refused for a change made while it was stored.
+        throw new StaleThread(current);
+      }
+      checked = true;
       if (current === null) throw noThread(base.threadId);
       if (current.record.incarnation !== base.incarnation) {
-        if (creating) throw new LostCreation();
+        if (creating) throw new LostCreation(current);
         throw new ConflictError(
           `thread ${base.threadId} was deleted and created again while the checkpoint was stored`,
         );

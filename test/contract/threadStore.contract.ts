@@ -1213,6 +1213,80 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         expect((await instance().putCheckpoint(A, 't', retried)).created).toBe(false);
         expect((await threads.getCheckpoint(A, 't', '')).values['a']?.data.equals(value('a'))).toBe(true);
       });
+
+      describe('a put on an instance whose kept thread record is stale is answered as on one that kept none', () => {
+        const reject = { onBusy: 'reject', busyTimeoutMs: 0, leaseMs: 60_000 } as const;
+
+        it('a retry after another instance deleted the thread (its data left by a storage fault) and created it again stores the checkpoint in the thread there is now', async () => {
+          const id = 'stale-recreated';
+          const c1 = put('c1', { versions: { m: 1 }, values: { m: 'one' } });
+          const kept = instance();
+          await kept.putCheckpoint(A, id, c1);
+          // The thread record goes first, then its data, whose removal fails: the old
+          // incarnation's records stay, for retention to collect.
+          const faulty = wrapped((inner) => ({
+            delete: async (key, conditions) => {
+              if (key.startsWith('d/')) throw new StorageUnavailableError('injected fault');
+              return inner.delete(key, conditions);
+            },
+          }));
+          await expect(faulty.deleteThread(A, id)).rejects.toBeInstanceOf(StorageUnavailableError);
+          await threads.createThread(A, id);
+
+          // As an instance that kept nothing answers: stored (201), in the thread there is now.
+          const stored = { created: true, threadId: id, ns: '', checkpointId: 'c1', head: 'c1' };
+          expect(await kept.putCheckpoint(A, id, c1)).toEqual(stored);
+          const read = await instance().getCheckpoint(A, id, '');
+          expect([read.checkpointId, text(read.values['m'])]).toEqual(['c1', 'one']);
+          expect(await instance().putCheckpoint(A, id, c1)).toEqual({ ...stored, created: false });
+        });
+
+        it('a put after another instance deleted the thread and created it again stores the checkpoint in the thread there is now, not a conflict', async () => {
+          const id = 'stale-deleted';
+          const c1 = put('c1', { versions: { m: 1 }, values: { m: 'one' } });
+          const kept = instance();
+          await kept.putCheckpoint(A, id, c1);
+          await instance().deleteThread(A, id);
+          await threads.createThread(A, id);
+
+          expect(await kept.putCheckpoint(A, id, c1)).toEqual({
+            created: true,
+            threadId: id,
+            ns: '',
+            checkpointId: 'c1',
+            head: 'c1',
+          });
+          expect(text((await instance().getCheckpoint(A, id, '')).values['m'])).toBe('one');
+          // And after a deletion with no thread created again: the put creates it, as any put does.
+          await instance().deleteThread(A, id);
+          expect((await kept.putCheckpoint(A, id, c1)).created).toBe(true);
+          expect((await instance().getCheckpoint(A, id, '')).checkpointId).toBe('c1');
+        });
+
+        it('a retry after another instance rewound the head to its parent moves the head back and says so', async () => {
+          const id = 'stale-rewound';
+          const c1 = put('c1', { parent: 'c0', versions: { m: 2 }, values: { m: 'one' } });
+          const kept = instance();
+          await kept.putCheckpoint(A, id, put('c0', { versions: { m: 1 }, values: { m: 'zero' } }));
+          await kept.putCheckpoint(A, id, c1);
+          await instance().rewind(A, id, { ns: '', checkpointId: 'c0' });
+
+          expect(await kept.putCheckpoint(A, id, c1)).toMatchObject({ created: false, head: 'c1' });
+          expect((await instance().getThread(A, id)).heads['']?.checkpointId).toBe('c1');
+        });
+
+        it('a retry of a fenced run (interrupted by another instance) is refused with run_fenced', async () => {
+          const id = 'stale-fenced';
+          const kept = instance();
+          const { run } = await kept.startRun(A, id, reject);
+          const c1 = put('c1', { runId: run.runId, versions: { m: 1 }, values: { m: 'one' } });
+          await kept.putCheckpoint(A, id, c1);
+          await instance().startRun(A, id, { ...reject, onBusy: 'interrupt' });
+
+          await expect(instance().putCheckpoint(A, id, c1)).rejects.toBeInstanceOf(RunFencedError);
+          await expect(kept.putCheckpoint(A, id, c1)).rejects.toBeInstanceOf(RunFencedError);
+        });
+      });
     });
 
     describe('values inline', () => {
@@ -1613,6 +1687,23 @@ export function describeThreadStoreContract(fixture: ThreadStoreFixture): void {
         });
         return { calls, counted, run };
       };
+
+      it('a retry that leaves the head makes 3 requests: the refused create, the stored record, the thread record (read, by the instance that kept it too)', async () => {
+        const c1 = put('c1', { versions: { a: 1 }, values: { a: 'a' } });
+        const calls: string[] = [];
+        const counted = instance(calls);
+        await counted.putCheckpoint(A, 't', c1);
+        // The instance that kept the thread record checks the head and the writer on the current one.
+        calls.length = 0;
+        expect((await counted.putCheckpoint(A, 't', c1)).created).toBe(false);
+        expect(calls, calls.join('\n')).toHaveLength(3);
+        expect(calls.filter((call) => call === `read ${threadKey('t')}`)).toHaveLength(1);
+        // An instance that kept nothing reads it first, and no more.
+        const freshCalls: string[] = [];
+        expect((await instance(freshCalls).putCheckpoint(A, 't', c1)).created).toBe(false);
+        expect(freshCalls, freshCalls.join('\n')).toHaveLength(3);
+        expect(freshCalls[0]).toBe(`read ${threadKey('t')}`);
+      });
 
       it('a put makes 2 requests (its record with the changed values inline, then the thread record), a getTuple of the latest 2 + one per record holding its values; a stale thread record costs a read and a retry', async () => {
         const { calls, counted, run } = await countedRun();
