@@ -10,9 +10,12 @@ import type { KeyValueStore, StoredValue, WriteConditions } from '../storage/key
  *   error such as a key that is another key's folder, a value over the limit, or a request the
  *   service rejected as malformed).
  * - `unknown`: it may or may not have landed. Every {@link StorageUnavailableError} from a write is
- *   unknown: it covers timeouts and dropped connections after the request was sent, and the SDK's
- *   own retries mean that even a final "connection refused" may follow an earlier attempt that
- *   reached the service. Nothing short of reading back can tell, so nothing here pretends to.
+ *   unknown: it covers timeouts and dropped connections after the request was sent that the store
+ *   could not settle itself. Nothing short of reading back can tell, so nothing here pretends to.
+ *
+ * A {@link PreconditionFailedError} is `lost` because the stores never answer it for the echo of
+ * their own write: the Blob store sends conditional writes without the SDK's retries (a retry of a
+ * write that landed would meet 412) and settles a lost answer by reading back.
  */
 export type WriteOutcome =
   | { readonly result: 'won'; readonly etag: string }

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 
 import type { BlobServiceClient, BlockBlobClient, ContainerClient } from '@azure/storage-blob';
 
@@ -26,7 +26,8 @@ import type {
   WriteResult,
 } from '../keyValueStore';
 import { decodeCursor, encodeCursor } from '../listCursor';
-import { isAzureError, isConditionFailure, isNotFound, storageCall } from './azureErrors';
+import { azureStatus, isAzureError, isConditionFailure, isNotFound, storageCall } from './azureErrors';
+import { withoutRetries } from './clients';
 
 /**
  * The Azure Blob implementation. Each tenant has its own container, `<base>-<first 20 hex of
@@ -43,6 +44,10 @@ import { isAzureError, isConditionFailure, isNotFound, storageCall } from './azu
  * a compare-and-swap loop (read with ETag, write the concatenation with If-Match), serialised per
  * key within this process so that one instance does not contend with itself; other instances are
  * handled by the compare-and-swap.
+ *
+ * A conditional write is sent without the SDK's retries and settles its own uncertain outcome (see
+ * {@link BlobKeyValueStore.conditionalUpload}): a 412 or 409 is thus always another writer's doing,
+ * never the echo of this write landing on a try whose answer was lost.
  *
  * Reads are revalidated, never served stale: a value this process wrote or read last is kept (see
  * {@link KnownVersions}), and a read of it is a conditional download (`If-None-Match` its ETag):
@@ -63,13 +68,18 @@ export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
    */
   private readonly stores = lru<string, KeyValueStore>(1000);
   private readonly blobClients: BlobClients = lru(4096);
+  private readonly writerClients: BlobClients = lru(4096);
+  /** The same account without the SDK's retries, for conditional writes (see `withoutRetries`). */
+  private readonly writer: BlobServiceClient;
 
   constructor(
     private readonly service: BlobServiceClient,
     private readonly baseContainer: string,
     readonly maxValueBytes: number,
     private readonly timeoutMs: number,
-  ) {}
+  ) {
+    this.writer = withoutRetries(service, timeoutMs);
+  }
 
   forTenant(tenant: string): KeyValueStore {
     return this.storeIn(tenantContainerName(this.baseContainer, tenant), { tenant });
@@ -85,12 +95,15 @@ export class BlobKeyValueStoreFactory implements KeyValueStoreFactory {
       container,
       () =>
         new BlobKeyValueStore(
-          this.service.getContainerClient(container),
+          {
+            reader: this.service.getContainerClient(container),
+            writer: this.writer.getContainerClient(container),
+          },
           metadata,
           this.maxValueBytes,
           this.timeoutMs,
           this.known,
-          this.blobClients,
+          { reader: this.blobClients, writer: this.writerClients },
         ),
     );
   }
@@ -143,16 +156,47 @@ type BlobClients = Lru<string, BlockBlobClient>;
 const APPEND_MAX_ATTEMPTS = 12;
 const appendLocks = new KeyedMutex();
 
+/**
+ * Tries of one conditional write whose earlier tries certainly did not land (see
+ * {@link BlobKeyValueStore.conditionalUpload}), as many as the SDK's own retries of other requests.
+ */
+const CONDITIONAL_WRITE_TRIES = 4;
+/**
+ * The blob metadata naming the conditional write that stored a version (a random id per write),
+ * so that a write whose answer was lost can tell its own version from another writer's.
+ */
+const WRITE_ID = 'cairnwrite';
+
+/** An answer after which a write may have landed: no answer at all, a timeout, throttling, a 5xx. */
+function mayHaveLanded(error: unknown): boolean {
+  const status = azureStatus(error);
+  return status === undefined || status === 408 || status === 429 || status >= 500;
+}
+
+/** The conditions of one upload: on a version, or create-only. */
+type UploadConditions = { readonly ifMatch: string } | { readonly ifNoneMatch: '*' };
+
 class BlobKeyValueStore implements KeyValueStore {
+  private readonly container: ContainerClient;
+  private readonly writerContainer: ContainerClient;
+  private readonly clients: BlobClients;
+  private readonly writerClients: BlobClients;
+
   constructor(
-    private readonly container: ContainerClient,
+    /** The container, through the retrying client and through its twin without retries. */
+    containers: { readonly reader: ContainerClient; readonly writer: ContainerClient },
     /** Set on the container when this store creates it (tenant, and space when not key/value). */
     private readonly containerMetadata: Record<string, string>,
     private readonly maxValueBytes: number,
     private readonly timeoutMs: number,
     private readonly known: KnownVersions,
-    private readonly clients: BlobClients,
-  ) {}
+    clients: { readonly reader: BlobClients; readonly writer: BlobClients },
+  ) {
+    this.container = containers.reader;
+    this.writerContainer = containers.writer;
+    this.clients = clients.reader;
+    this.writerClients = clients.writer;
+  }
 
   async read(key: string): Promise<StoredValue | null> {
     const blob = this.blob(key);
@@ -252,20 +296,57 @@ class BlobKeyValueStore implements KeyValueStore {
 
   async delete(key: string, conditions: Pick<WriteConditions, 'ifMatch'> = {}): Promise<boolean> {
     const blob = this.blob(key);
+    const { ifMatch } = conditions;
+    if (ifMatch !== undefined)
+      return this.call((abortSignal) => this.deleteVersion(blob, ifMatch, abortSignal));
     return this.call(async (abortSignal) => {
       try {
-        await blob.delete({
-          deleteSnapshots: 'include',
-          abortSignal,
-          ...(conditions.ifMatch === undefined ? {} : { conditions: { ifMatch: conditions.ifMatch } }),
-        });
+        await blob.delete({ deleteSnapshots: 'include', abortSignal });
         this.remember(blob, undefined);
         return true;
       } catch (error) {
         if (isNotFound(error)) {
           this.remember(blob, undefined);
-          if (conditions.ifMatch !== undefined) throw new PreconditionFailedError('the key does not exist');
           return false;
+        }
+        throw error;
+      }
+    });
+  }
+
+  /**
+   * A delete of the version `ifMatch`, without the SDK's retries (see `withoutRetries`). After an
+   * answer that leaves it uncertain, it is tried again only while the blob is still that version;
+   * else (the blob is gone or changed: perhaps by this very delete) it is unknown, thrown as
+   * StorageUnavailableError.
+   */
+  private async deleteVersion(
+    blob: BlockBlobClient,
+    ifMatch: string,
+    abortSignal: AbortSignal,
+  ): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
+      await casPause(attempt, abortSignal);
+      try {
+        await this.writerOf(blob).delete({
+          deleteSnapshots: 'include',
+          abortSignal,
+          conditions: { ifMatch },
+        });
+        this.remember(blob, undefined);
+        return true;
+      } catch (error) {
+        if (attempt > 0 || mayHaveLanded(error)) {
+          if (abortSignal.aborted || !mayHaveLanded(error) || attempt + 1 >= CONDITIONAL_WRITE_TRIES) {
+            throw notConfirmed(error);
+          }
+          const now = await this.settlingRead(blob, error, abortSignal);
+          if (now?.etag !== ifMatch) throw notConfirmed(error);
+          continue;
+        }
+        if (isNotFound(error)) {
+          this.remember(blob, undefined);
+          throw new PreconditionFailedError('the key does not exist');
         }
         if (isConditionFailure(error)) {
           const current = await this.properties(blob, abortSignal);
@@ -273,7 +354,7 @@ class BlobKeyValueStore implements KeyValueStore {
         }
         throw error;
       }
-    });
+    }
   }
 
   /** The keys of `listItems`' page: one listing request either way (a listing carries the details). */
@@ -312,6 +393,75 @@ class BlobKeyValueStore implements KeyValueStore {
         throw error;
       }
     });
+  }
+
+  /** The blob through the client without the SDK's retries: conditional writes only. */
+  private writerOf(blob: BlockBlobClient): BlockBlobClient {
+    return getOrCreate(this.writerClients, `${this.container.containerName}/${blob.name}`, () =>
+      this.writerContainer.getBlockBlobClient(blob.name),
+    );
+  }
+
+  /**
+   * The blob's current version and the id of the write that stored it, read to settle a write
+   * whose answer was lost; null when absent. A read that fails leaves the write unknown.
+   */
+  private async settlingRead(
+    blob: BlockBlobClient,
+    writeError: unknown,
+    abortSignal: AbortSignal,
+  ): Promise<{ readonly etag: string; readonly writeId: string | undefined } | null> {
+    try {
+      const properties = await blob.getProperties({ abortSignal });
+      return { etag: properties.etag ?? '', writeId: properties.metadata?.[WRITE_ID] };
+    } catch (error) {
+      if (isNotFound(error)) return null;
+      throw notConfirmed(writeError);
+    }
+  }
+
+  /**
+   * One conditional upload, sent without the SDK's retries; returns the new ETag. A first answer
+   * that settles it (412, 409, 404, another 4xx) is thrown as Azure gave it. After an answer that
+   * leaves it uncertain (none at all, a timeout, throttling, a 5xx) the blob's properties are read:
+   * - the version carries this write's id (metadata {@link WRITE_ID}): it landed; its ETag is
+   *   returned;
+   * - the blob is still the version the write was conditioned on (still absent, for a create): it
+   *   has not landed, and is tried again (the same id), at most {@link CONDITIONAL_WRITE_TRIES}
+   *   times;
+   * - anything else, or a read that fails: it may have landed and been replaced since; thrown as
+   *   StorageUnavailableError (an unknown outcome, which the caller settles or answers 503).
+   * A later try answered 412, 409 or 404 is settled the same way (the earlier try may have landed
+   * after the read): its own version is success, any other is unknown, never a lost race.
+   */
+  private async conditionalUpload(
+    blob: BlockBlobClient,
+    value: Buffer,
+    conditions: UploadConditions,
+    abortSignal: AbortSignal,
+  ): Promise<string> {
+    const writer = this.writerOf(blob);
+    const writeId = randomUUID();
+    for (let attempt = 0; ; attempt++) {
+      await casPause(attempt, abortSignal);
+      try {
+        const response = await writer.upload(value, value.length, {
+          conditions,
+          metadata: { [WRITE_ID]: writeId },
+          abortSignal,
+        });
+        return response.etag ?? '';
+      } catch (error) {
+        if (attempt === 0 && !mayHaveLanded(error)) throw error;
+        if (abortSignal.aborted) throw notConfirmed(error);
+        const now = await this.settlingRead(blob, error, abortSignal);
+        if (now !== null && now.writeId === writeId) return now.etag;
+        const unchanged = 'ifMatch' in conditions ? now?.etag === conditions.ifMatch : now === null;
+        if (!unchanged || !mayHaveLanded(error) || attempt + 1 >= CONDITIONAL_WRITE_TRIES) {
+          throw notConfirmed(error);
+        }
+      }
+    }
   }
 
   private blob(key: string): BlockBlobClient {
@@ -443,12 +593,9 @@ class BlobKeyValueStore implements KeyValueStore {
   private async create(blob: BlockBlobClient, value: Buffer, abortSignal: AbortSignal): Promise<WriteResult> {
     for (let attempt = 0; ; attempt++) {
       try {
-        const response = await blob.upload(value, value.length, {
-          conditions: { ifNoneMatch: '*' },
-          abortSignal,
-        });
-        this.remember(blob, response.etag, { value, written: true });
-        return { etag: response.etag ?? '', size: value.length, created: true };
+        const etag = await this.conditionalUpload(blob, value, { ifNoneMatch: '*' }, abortSignal);
+        this.remember(blob, etag, { value, written: true });
+        return { etag, size: value.length, created: true };
       } catch (error) {
         if (isConditionFailure(error)) throw new PreconditionFailedError('the key exists');
         if (isNotFound(error) && attempt === 0) {
@@ -495,12 +642,9 @@ class BlobKeyValueStore implements KeyValueStore {
     ours = false,
   ): Promise<WriteResult> {
     try {
-      const response = await blob.upload(value, value.length, {
-        conditions: { ifMatch },
-        abortSignal,
-      });
-      this.remember(blob, response.etag, { value, written: !ours });
-      return { etag: response.etag ?? '', size: value.length, created: false };
+      const etag = await this.conditionalUpload(blob, value, { ifMatch }, abortSignal);
+      this.remember(blob, etag, { value, written: !ours });
+      return { etag, size: value.length, created: false };
     } catch (error) {
       // 404: the blob (or the tenant's container) does not exist, so no version matches.
       if (isNotFound(error)) throw new PreconditionFailedError('the key does not exist');
@@ -508,4 +652,9 @@ class BlobKeyValueStore implements KeyValueStore {
       throw error;
     }
   }
+}
+
+/** A conditional write that may have landed: the caller cannot be told it won, nor that it lost. */
+function notConfirmed(cause: unknown): StorageUnavailableError {
+  return new StorageUnavailableError('the storage did not confirm the write; it may have landed', { cause });
 }

@@ -1,6 +1,11 @@
 import { AzureNamedKeyCredential, TableClient } from '@azure/data-tables';
 import { ManagedIdentityCredential } from '@azure/identity';
-import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
+import {
+  BlobServiceClient,
+  newPipeline,
+  type Pipeline,
+  StorageSharedKeyCredential,
+} from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
 
 import type { StorageServiceConfig } from '../../config';
@@ -33,6 +38,7 @@ const USER_AGENT = { userAgentPrefix: 'cairn' };
 /**
  * The Blob service client. Retries are the SDK's own, kept short: every operation also has a
  * deadline (CAIRN_STORAGE_TIMEOUT_MS), after which the caller is told 503 rather than left waiting.
+ * Conditional writes of the key/value store go through its {@link withoutRetries} twin.
  */
 export function createBlobServiceClient(service: StorageServiceConfig, timeoutMs: number): BlobServiceClient {
   const credential =
@@ -48,6 +54,28 @@ export function createBlobServiceClient(service: StorageServiceConfig, timeoutMs
     },
     userAgentOptions: USER_AGENT,
   });
+}
+
+/**
+ * The twin of a Blob service client (same endpoint and credential) whose SDK does not retry
+ * (`maxTries: 1`), for conditional writes (If-Match, If-None-Match: *, a delete on a version).
+ * Such a write is not idempotent: when its first try lands and the answer is lost (a dropped
+ * connection, a timeout), the SDK's retry of the identical request is answered 412 or 409 because
+ * of that very write, which would read as "another writer won". Without the SDK's retry the loss
+ * surfaces as an error, and the key/value store decides by reading back (see
+ * `BlobKeyValueStore`'s conditional upload), retrying itself only when the write certainly did not
+ * land. Reads and idempotent writes keep the retrying client.
+ */
+export function withoutRetries(client: BlobServiceClient, timeoutMs: number): BlobServiceClient {
+  // Built from the client's own pipeline (`pipeline` is a property every storage client has, typed
+  // protected): its options and any policy added to it carry over, only the retries differ.
+  const { pipeline } = client as unknown as { readonly pipeline: Pipeline };
+  const twin = newPipeline(client.credential, {
+    ...pipeline.options,
+    retryOptions: { maxTries: 1, tryTimeoutInMs: timeoutMs },
+  });
+  twin.factories.push(...pipeline.factories);
+  return new BlobServiceClient(client.url, twin);
 }
 
 /**
