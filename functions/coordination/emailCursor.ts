@@ -8,6 +8,7 @@ import {
   emailCursorRoute,
   emailCursorSettleRoute,
 } from '#shared/protocol/coordination';
+import { InvalidArgumentError } from '#shared/protocol/errors';
 
 import { json } from '../http/request';
 import { registerRoute, specHandler } from '../http/route';
@@ -47,6 +48,13 @@ export const emailCursorClaim = specHandler(emailCursorClaimRoute, {
   POST: async ({ body }, _request, call) => {
     const result = await claimEmailWindow(storeOf(call), { ...body, priorClaims: body.priorClaims ?? [] });
     call.log.info({ result, claimId: body.claimId }, 'email window claim');
+    if (result === 'backwards') {
+      // Windows are contiguous and never overlap: the cursor never moves back. Nothing was written.
+      throw new InvalidArgumentError(
+        'newCursor',
+        'must not be before the cursor of the version `etag` names',
+      );
+    }
     return json(200, { result });
   },
 });

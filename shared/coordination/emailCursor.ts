@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { CLAIM_ID_PATTERN } from '../protocol/coordination';
 import type { KeyValueStore } from '../storage/keyValueStore';
 import { conditionalWrite, decodeUtf8, parseJson, readOutcome, type WriteOutcome } from './conditionalWrite';
-import { isRfc3339 } from './timestamps';
+import { compareTimestamps, isRfc3339 } from './timestamps';
 
 /**
  * The shared email cursor of a tenant: the instant up to which mail has been
@@ -70,7 +70,7 @@ export type EmailCursorRead =
 
 export type PresentEmailCursor = Extract<EmailCursorRead, { outcome: 'present' }>;
 
-export type EmailClaim = 'won' | 'lost' | 'failed' | 'unknown';
+export type EmailClaim = 'won' | 'lost' | 'failed' | 'unknown' | 'backwards';
 
 /** What a caller asks to claim: `claim(newCursor, etag, claimId, priorClaims)`. */
 export interface EmailClaimRequest {
@@ -178,8 +178,12 @@ export function writeEmailCursor(
   return conditionalWrite(store, EMAIL_CURSOR_KEY, formatEmailCursorValue(state), { ifMatch: etag });
 }
 
-/** The value a caller's claim writes over `current`: its cursor and claims, the pending windows kept. */
-function claimedState(current: PresentEmailCursor, request: EmailClaimRequest): EmailCursorState {
+/**
+ * The value a caller's claim writes over `current`: its cursor and claims, the pending windows kept;
+ * null when `newCursor` is before the cursor (the window would overlap the last one claimed).
+ */
+function claimedState(current: PresentEmailCursor, request: EmailClaimRequest): EmailCursorState | null {
+  if (compareTimestamps(request.newCursor, current.cursor) < 0) return null;
   return {
     cursor: request.newCursor,
     recentClaims: recentClaimsWith(request.priorClaims, request.claimId),
@@ -196,6 +200,8 @@ function claimedState(current: PresentEmailCursor, request: EmailClaimRequest): 
  * - `failed`: nothing was written (the cursor could not be read, it is not understood, or the store
  *   refused the write).
  * - `unknown`: the write may have landed; call {@link settleEmailClaim} with the same request.
+ * - `backwards`: the cursor is at `etag` but `newCursor` is before it; nothing written. Windows are
+ *   contiguous and never overlap, so the cursor never moves back (the API answers 400 `newCursor`).
  *
  * The cursor is read first (no write) to carry its pending windows over; a version other than
  * `etag` is `lost` without writing, exactly as the conditional write would have answered.
@@ -207,12 +213,15 @@ export async function claimEmailWindow(
   const current = await readEmailCursor(store);
   if (current.outcome === 'unresolved') return 'failed';
   if (current.outcome === 'absent' || current.etag !== request.etag) return 'lost';
-  return (await writeEmailCursor(store, request.etag, claimedState(current, request))).result;
+  const state = claimedState(current, request);
+  if (state === null) return 'backwards';
+  return (await writeEmailCursor(store, request.etag, state)).result;
 }
 
 /**
  * Settles a claim whose outcome was `unknown`: true ours, false lost, null cannot tell. See
- * {@link settleEmailCursorWrite}; the value retried is the one {@link claimEmailWindow} wrote.
+ * {@link settleEmailCursorWrite}; the value retried is the one {@link claimEmailWindow} wrote. A
+ * `newCursor` before the unmoved cursor is false: such a claim is refused and never written.
  */
 export function settleEmailClaim(store: KeyValueStore, request: EmailClaimRequest): Promise<boolean | null> {
   return settleEmailCursorWrite(store, request.etag, request.claimId, (current) =>
@@ -229,18 +238,21 @@ export function settleEmailClaim(store: KeyValueStore, request: EmailClaimReques
  * - moved: true exactly when `claimId` is among its recent claims, else false.
  * - absent, unresolved, or a read or retry that fails: null (cannot tell).
  *
- * `stateFor` rebuilds the value the original write carried from the unmoved version.
+ * `stateFor` rebuilds the value the original write carried from the unmoved version; null when no
+ * such write is ever made from that version (false).
  */
 export async function settleEmailCursorWrite(
   store: KeyValueStore,
   etag: string,
   claimId: string,
-  stateFor: (current: PresentEmailCursor) => EmailCursorState,
+  stateFor: (current: PresentEmailCursor) => EmailCursorState | null,
 ): Promise<boolean | null> {
   const current = await readEmailCursor(store);
   if (current.outcome !== 'present') return null;
   if (current.etag !== etag) return current.recentClaims.includes(claimId);
-  const retry = await writeEmailCursor(store, etag, stateFor(current));
+  const state = stateFor(current);
+  if (state === null) return false;
+  const retry = await writeEmailCursor(store, etag, state);
   if (retry.result === 'won') return true;
   if (retry.result !== 'lost') return null;
   const after = await readEmailCursor(store);

@@ -316,7 +316,8 @@ export const emailCursorClaimRoute = route({
     POST: {
       operationId: 'claimEmailWindow',
       summary: 'Claim the window up to newCursor',
-      description: 'One conditional write on the ETag as read, no retry on conflict.',
+      description:
+        'One conditional write on the ETag as read, no retry on conflict. 400 naming `newCursor` when it is before the cursor of that version (the cursor never moves back; nothing is written).',
       tag: TAGS.coordination,
       auth: 'tenant',
       body: { kind: 'json', description: 'The claim.', schema: EmailClaim, limit: EMAIL_CURSOR_BODY_BYTES },

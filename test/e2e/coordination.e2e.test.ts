@@ -160,6 +160,22 @@ describe.each<Backend>(['local', 'blob'])('fleet coordination API on the %s back
     const after = await ok(await asAlpha('/api/poll/email-cursor'));
     expect(after).toMatchObject({ outcome: 'present', cursor: request.newCursor, recentClaims: ['claim-1'] });
 
+    // The cursor never moves back: a claim on the current version ending before it is 400, writes
+    // nothing, and settles as false.
+    const backwards = {
+      newCursor: start,
+      etag: after['etag'],
+      claimId: 'claim-back',
+      priorClaims: ['claim-1'],
+    };
+    const refused = await error(await post(asAlpha, '/api/poll/email-cursor/claim', backwards), 400);
+    expect(refused.code).toBe('invalid_argument');
+    expect(refused.message).toMatch(/^newCursor: /);
+    expect(await ok(await post(asAlpha, '/api/poll/email-cursor/settle', backwards))).toStrictEqual({
+      result: false,
+    });
+    expect(await ok(await asAlpha('/api/poll/email-cursor'))).toStrictEqual(after);
+
     // Readable with the key/value API, cursor first.
     const raw = await asAlpha('/api/kv/poll_state/email_cursor.txt');
     expect(JSON.parse(await raw.text())).toMatchObject({
