@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { MemoryFacts } from '../../shared/memory/memory';
 import { StorageUnavailableError } from '../../shared/protocol/errors';
-import { createTableClient } from '../../shared/storage/azure/clients';
+import { createTableClient, tableWithoutRetries } from '../../shared/storage/azure/clients';
 import { TableMemoryStore } from '../../shared/storage/azure/tableMemoryStore';
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { azurite } from '../support/azurite';
@@ -178,8 +178,9 @@ describe('TableMemoryStore: a forget whose listing in the feed fails', () => {
   for (const [name, fault] of faults) {
     it(`answers 503, not success, when ${name}; its retry lists the deletion, so no instance's search keeps the fact`, async () => {
       const table = azuriteTable(azurite().tableEndpoint);
-      const { client, arm } = failingListingAfterDelete(table, fault);
-      const writer = new MemoryFacts({ store: new TableMemoryStore(client, STORAGE_TIMEOUT_MS) });
+      // The faults are those of the client the store writes with (its twin without retries).
+      const { client, arm } = failingListingAfterDelete(tableWithoutRetries(table), fault);
+      const writer = new MemoryFacts({ store: new TableMemoryStore(table, STORAGE_TIMEOUT_MS, client) });
       const reader = new MemoryFacts({
         store: new TableMemoryStore(
           azuriteTable(azurite().tableEndpoint, table.tableName),
@@ -211,9 +212,9 @@ describe('TableMemoryStore: a forget whose listing in the feed fails', () => {
   it('a forget of a namespace with the audit trail on lists the rows it was deleting when it fails', async () => {
     const table = azuriteTable(azurite().tableEndpoint);
     const [, deadline] = faults[0] as [string, () => unknown];
-    const { client, arm } = failingListingAfterDelete(table, deadline);
+    const { client, arm } = failingListingAfterDelete(tableWithoutRetries(table), deadline);
     const writer = new MemoryFacts({
-      store: new TableMemoryStore(client, STORAGE_TIMEOUT_MS),
+      store: new TableMemoryStore(table, STORAGE_TIMEOUT_MS, client),
       audit: recordingAudit().log,
     });
     const reader = new MemoryFacts({

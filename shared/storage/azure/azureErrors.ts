@@ -39,6 +39,12 @@ export function isConditionFailure(error: unknown): boolean {
   return isAzureError(error, 412) || isAzureError(error, 409, 'BlobAlreadyExists');
 }
 
+/** An answer after which a write may have landed: no answer at all, a timeout, throttling, a 5xx. */
+export function mayHaveLanded(error: unknown): boolean {
+  const status = azureStatus(error);
+  return status === undefined || status === 408 || status === 429 || status >= 500;
+}
+
 /** An absent blob or container. */
 export function isNotFound(error: unknown): boolean {
   return isAzureError(error, 404);

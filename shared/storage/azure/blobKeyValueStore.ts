@@ -26,7 +26,7 @@ import type {
   WriteResult,
 } from '../keyValueStore';
 import { decodeCursor, encodeCursor } from '../listCursor';
-import { azureStatus, isAzureError, isConditionFailure, isNotFound, storageCall } from './azureErrors';
+import { isAzureError, isConditionFailure, isNotFound, mayHaveLanded, storageCall } from './azureErrors';
 import { withoutRetries } from './clients';
 
 /**
@@ -166,12 +166,6 @@ const CONDITIONAL_WRITE_TRIES = 4;
  * so that a write whose answer was lost can tell its own version from another writer's.
  */
 const WRITE_ID = 'cairnwrite';
-
-/** An answer after which a write may have landed: no answer at all, a timeout, throttling, a 5xx. */
-function mayHaveLanded(error: unknown): boolean {
-  const status = azureStatus(error);
-  return status === undefined || status === 408 || status === 429 || status >= 500;
-}
 
 /** The conditions of one upload: on a version, or create-only. */
 type UploadConditions = { readonly ifMatch: string } | { readonly ifNoneMatch: '*' };

@@ -1,4 +1,4 @@
-import { AzureNamedKeyCredential, TableClient } from '@azure/data-tables';
+import { AzureNamedKeyCredential, TableClient, type TableServiceClientOptions } from '@azure/data-tables';
 import { ManagedIdentityCredential } from '@azure/identity';
 import {
   BlobServiceClient,
@@ -97,7 +97,10 @@ export function createQueueServiceClient(
   });
 }
 
-/** A Table client of one table. Plain `http://` is allowed for Azurite. */
+/**
+ * A Table client of one table. Plain `http://` is allowed for Azurite. Conditional writes of the
+ * memory store go through its {@link tableWithoutRetries} twin.
+ */
 export function createTableClient(service: StorageServiceConfig, tableName: string): TableClient {
   const options = {
     allowInsecureConnection: service.endpoint.startsWith('http://'),
@@ -117,4 +120,26 @@ export function createTableClient(service: StorageServiceConfig, tableName: stri
         managedIdentityCredential(service.managedIdentityClientId),
         options,
       );
+}
+
+/**
+ * The twin of a Table client (same endpoint, table, credential and options) whose SDK does not
+ * retry (`maxRetries: 0`), for conditional writes (create-only, Replace on an etag, a delete on an
+ * etag, and the transactions holding them). Such a write is not idempotent: when its first try
+ * lands and the answer is lost (a dropped connection, a timeout), the SDK's retry of the identical
+ * request is answered 409 or 412 because of that very write, which would read as "another writer
+ * won". Without the SDK's retry the loss surfaces as an error, and the memory store decides by
+ * reading back (see `TableMemoryStore`'s transactions). Reads and idempotent writes keep the
+ * retrying client.
+ */
+export function tableWithoutRetries(client: TableClient): TableClient {
+  // The client keeps its credential and options (typed private): only the retries differ.
+  const { credential, clientOptions } = client as unknown as {
+    readonly credential?: AzureNamedKeyCredential;
+    readonly clientOptions?: TableServiceClientOptions;
+  };
+  const options: TableServiceClientOptions = { ...clientOptions, retryOptions: { maxRetries: 0 } };
+  return credential === undefined
+    ? new TableClient(client.url, client.tableName, options)
+    : new TableClient(client.url, client.tableName, credential, options);
 }

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 
 import {
   odata,
@@ -26,7 +26,8 @@ import { InternalError, PreconditionFailedError, StorageUnavailableError } from 
 import { forEachLimited } from '../../protocol/pool';
 import { casPause } from '../../retry';
 import { KeyedMutex } from '../keyedMutex';
-import { isAzureError, isNotFound, storageCall } from './azureErrors';
+import { isAzureError, isNotFound, mayHaveLanded, storageCall } from './azureErrors';
+import { tableWithoutRetries } from './clients';
 
 /** How long one namespace listing may scan before it answers what it found as incomplete. */
 const NAMESPACE_SCAN_BUDGET_MS = 4000;
@@ -64,7 +65,15 @@ const NAMESPACE_SCAN_BUDGET_MS = 4000;
  *   exception: a delete at a version, see `deleteRow`). A reader reads the 16 heads in one query;
  *   a shard whose `seq` moved from n to m has the ids of changes n+1..m in its ring.
  *
- * Writes are create-only inserts or replacements on the etag read, in that transaction. The
+ * Writes are create-only inserts or replacements on the etag read, in that transaction. Every
+ * conditional write (the transactions, a delete at a version) is sent without the SDK's retries
+ * (`tableWithoutRetries`): a retry of one whose first try landed would meet 409 or 412 because of
+ * it, and read as another writer's. Each transaction carries a random id (`wid`) in its fact rows,
+ * its head and its slot; after an answer that leaves it uncertain (none, a timeout, throttling, a
+ * 5xx) the slot is read: it carries the id -> the transaction landed (the fact rows' etags are
+ * read back); else the head is still the one it was conditioned on -> it did not land and is tried
+ * again ({@link CONDITIONAL_WRITE_TRIES} tries in all); anything else -> StorageUnavailableError,
+ * since it may have landed. A 409 or 412 is thus always another writer's doing. The
  * API's ETag is the table's ETag, quoted and base64url-encoded (the table's own contains quotes).
  * Deletions of a subtree go in transactions of up to 98 unconditional deletes (with the two feed
  * rows). The table is created on first write; reads of a table that does not exist yet answer
@@ -82,6 +91,8 @@ export class TableMemoryStore implements MemoryStore {
   constructor(
     private readonly table: TableClient,
     private readonly timeoutMs: number,
+    /** The same table without the SDK's retries, for conditional writes (see `tableWithoutRetries`). */
+    private readonly writer: TableClient = tableWithoutRetries(table),
   ) {}
 
   async readIndex(tenant: string): Promise<MemoryIndex | null> {
@@ -226,7 +237,7 @@ export class TableMemoryStore implements MemoryStore {
       if (etag === '*') {
         await this.transact(tenant, [['delete', { partitionKey: tenant, rowKey }]], [rowKey], abortSignal);
       } else {
-        await this.table.deleteEntity(tenant, rowKey, { etag, abortSignal });
+        await this.deleteVersion(tenant, rowKey, etag, abortSignal);
       }
     } catch (error) {
       if (isNotFound(error)) return 'absent';
@@ -242,6 +253,57 @@ export class TableMemoryStore implements MemoryStore {
       });
     }
     return 'deleted';
+  }
+
+  /**
+   * A delete of the row at `etag`, without the SDK's retries. After an answer that leaves it
+   * uncertain it is tried again only while the row is still that version; else (the row is gone
+   * or changed: perhaps by this very delete) the row is listed in the feed (listing a row that did
+   * not change costs a reader one read) and the delete is unknown: StorageUnavailableError.
+   */
+  private async deleteVersion(
+    tenant: string,
+    rowKey: string,
+    etag: string,
+    abortSignal: AbortSignal,
+  ): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      await casPause(attempt, abortSignal);
+      try {
+        await this.writer.deleteEntity(tenant, rowKey, { etag, abortSignal });
+        return;
+      } catch (error) {
+        // A 404 or 412 after a try that may have landed may be this delete's own doing.
+        if (attempt === 0 && !mayHaveLanded(error)) throw error;
+        if (
+          abortSignal.aborted ||
+          isDeadline(error) ||
+          !mayHaveLanded(error) ||
+          attempt + 1 >= CONDITIONAL_WRITE_TRIES
+        ) {
+          throw notConfirmed(error);
+        }
+        const now = await this.readRow(tenant, rowKey, abortSignal);
+        if (now?.etag !== etag) {
+          await this.transact(tenant, [], [rowKey], abortSignal).catch(() => undefined);
+          throw notConfirmed(error);
+        }
+      }
+    }
+  }
+
+  /** One row as stored, or null when it (or the table) does not exist. */
+  private async readRow(
+    tenant: string,
+    rowKey: string,
+    abortSignal: AbortSignal,
+  ): Promise<TableEntityResult<Record<string, unknown>> | null> {
+    try {
+      return await this.table.getEntity<Record<string, unknown>>(tenant, rowKey, { abortSignal });
+    } catch (error) {
+      if (isNotFound(error)) return null;
+      throw error;
+    }
   }
 
   /**
@@ -262,35 +324,49 @@ export class TableMemoryStore implements MemoryStore {
     this.nextShard = (shard + 1) % FEED_SHARDS;
     const turn = `${tenant}\n${shard}`;
     return this.feedTurns.run(turn, async () => {
+      let uncertain = 0;
       for (let attempt = 0; ; attempt++) {
         await casPause(attempt, abortSignal);
         const head = this.heads.get(turn) ?? (await this.readHead(tenant, shard, abortSignal));
+        // This transaction's id, in each row it writes: what tells it apart when its answer is lost.
+        const wid = randomUUID();
         const next = { epoch: head.etag === null ? newEpoch() : head.epoch, seq: head.seq + 1 };
         const headRow = {
           partitionKey: tenant,
           rowKey: headKeyOf(shard),
           epoch: next.epoch,
           seq: int64(next.seq),
+          wid,
         };
         const slotRow = {
           partitionKey: tenant,
           rowKey: slotKeyOf(shard, next.seq),
           seq: int64(next.seq),
           ...idProperties(ids),
+          wid,
         };
         const feed: TransactionAction[] = [
           head.etag === null ? ['create', headRow] : ['update', headRow, 'Replace', { etag: head.etag }],
           // Replace, not merge: the ids of the slot's earlier change go.
           ['upsert', slotRow, 'Replace'],
         ];
+        const ours = actions.map((action) => withWriteId(action, wid));
         try {
-          const { subResponses } = await this.table.submitTransaction([...actions, ...feed], { abortSignal });
+          const { subResponses } = await this.writer.submitTransaction([...ours, ...feed], { abortSignal });
           const headEtag = subResponses[actions.length]?.etag;
           if (headEtag === undefined) this.heads.delete(turn);
           else this.heads.set(turn, { ...next, etag: headEtag });
           return subResponses.slice(0, actions.length);
         } catch (error) {
           this.heads.delete(turn);
+          if (mayHaveLanded(error)) {
+            if (abortSignal.aborted || isDeadline(error)) throw notConfirmed(error);
+            const landed = await this.settle(tenant, shard, head, next.seq, wid, ours, error, abortSignal);
+            if (landed !== null) return landed;
+            // Certainly not written: tried again, as the SDK would have.
+            if (++uncertain >= CONDITIONAL_WRITE_TRIES) throw error;
+            continue;
+          }
           if (isAzureError(error, 404, 'TableNotFound') && attempt === 0) {
             await this.createTable(abortSignal);
             continue;
@@ -304,6 +380,42 @@ export class TableMemoryStore implements MemoryStore {
         }
       }
     });
+  }
+
+  /**
+   * Whether the transaction `wid` (the change `seq` of `shard`, conditioned on `head`), whose
+   * answer was lost, landed: its sub-responses of `actions` when it did (the fact rows' etags read
+   * back), null when it certainly did not (the head is still `head`). When that cannot be told
+   * (the slot was written again, a fact row was replaced since), StorageUnavailableError.
+   */
+  private async settle(
+    tenant: string,
+    shard: number,
+    head: FeedHead,
+    seq: number,
+    wid: string,
+    actions: readonly TransactionAction[],
+    cause: unknown,
+    abortSignal: AbortSignal,
+  ): Promise<TableTransactionEntityResponse[] | null> {
+    const slot = await this.readRow(tenant, slotKeyOf(shard, seq), abortSignal);
+    if (slot?.['wid'] !== wid) {
+      const fresh = await this.readHead(tenant, shard, abortSignal);
+      if (fresh.etag === head.etag) return null;
+      throw notConfirmed(cause);
+    }
+    const responses: TableTransactionEntityResponse[] = [];
+    for (const [kind, { rowKey }] of actions) {
+      if (kind === 'delete') {
+        responses.push({ status: 204, rowKey });
+        continue;
+      }
+      const row = await this.readRow(tenant, rowKey, abortSignal);
+      // Written, and written again since: its version is not ours to hand out.
+      if (row?.['wid'] !== wid) throw notConfirmed(cause);
+      responses.push({ status: 204, rowKey, etag: row.etag });
+    }
+    return responses;
   }
 
   /** One shard's feed head; a shard that never changed has none (`seq` 0, no etag). */
@@ -630,6 +742,30 @@ export class TableMemoryStore implements MemoryStore {
   private call<T>(operation: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
     return storageCall(this.timeoutMs, operation);
   }
+}
+
+/**
+ * Tries of one conditional write whose earlier tries certainly did not land (see `transact`), as
+ * many as the SDK's own tries of other requests.
+ */
+const CONDITIONAL_WRITE_TRIES = 4;
+
+/** The action with the transaction's id in the row it writes (a delete writes none). */
+function withWriteId(action: TransactionAction, wid: string): TransactionAction {
+  if (action[0] === 'delete') return action;
+  const [kind, entity, ...rest] = action;
+  return [kind, { ...entity, wid }, ...rest] as TransactionAction;
+}
+
+/** The operation's deadline (see `storageCall`): no time is left to settle the write. */
+function isDeadline(error: unknown): boolean {
+  const name = (error as { name?: unknown } | null)?.name;
+  return name === 'TimeoutError' || name === 'AbortError';
+}
+
+/** A conditional write that may have landed: the caller cannot be told it won, nor that it lost. */
+function notConfirmed(cause: unknown): StorageUnavailableError {
+  return new StorageUnavailableError('the storage did not confirm the write; it may have landed', { cause });
 }
 
 /** Deletes per transaction: a transaction holds at most 100 operations, two of them the feed's. */
