@@ -133,13 +133,15 @@ export function createTableClient(service: StorageServiceConfig, tableName: stri
  * retrying client.
  */
 export function tableWithoutRetries(client: TableClient): TableClient {
-  // The client keeps its credential and options (typed private): only the retries differ.
+  // The client keeps its credential (an account key or the managed identity, as createTableClient
+  // gives it) and its options, both typed private: only the retries differ.
   const { credential, clientOptions } = client as unknown as {
-    readonly credential?: AzureNamedKeyCredential;
+    readonly credential?: AzureNamedKeyCredential | ManagedIdentityCredential;
     readonly clientOptions?: TableServiceClientOptions;
   };
   const options: TableServiceClientOptions = { ...clientOptions, retryOptions: { maxRetries: 0 } };
-  return credential === undefined
-    ? new TableClient(client.url, client.tableName, options)
+  if (credential === undefined) return new TableClient(client.url, client.tableName, options);
+  return credential instanceof ManagedIdentityCredential
+    ? new TableClient(client.url, client.tableName, credential, options)
     : new TableClient(client.url, client.tableName, credential, options);
 }
