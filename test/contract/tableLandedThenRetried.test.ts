@@ -1,6 +1,3 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
@@ -10,6 +7,7 @@ import { StorageUnavailableError } from '../../shared/protocol/errors';
 import { createTableClient } from '../../shared/storage/azure/clients';
 import { TableMemoryStore } from '../../shared/storage/azure/tableMemoryStore';
 import { azurite } from '../support/azurite';
+import { type FaultyProxy, startFaultyProxy } from '../support/faultyProxy';
 import { azuriteTable, freshTableName } from '../support/tables';
 import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 
@@ -19,77 +17,13 @@ import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
  * the answer. The Table client is the production one (createTableClient), so the SDK would send the
  * identical transaction again, which meets 409/412 because the first one landed.
  */
-let proxy: http.Server;
-let proxyEndpoint: string;
-let dropNext: ((method: string, path: string, status: number, body: string) => boolean) | null = null;
-const dropped: string[] = [];
-/** Runs once a dropped request has landed, before its connection is closed (another writer). */
-let onDrop: (() => Promise<void>) | null = null;
-/** Answers the next matching request 503 ServerBusy without forwarding it (nothing lands). */
-let busyNext: ((method: string, path: string) => boolean) | null = null;
-const refused: string[] = [];
+let proxy: FaultyProxy;
 
 beforeAll(async () => {
-  const upstream = new URL(azurite().tableEndpoint);
-  proxy = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const requested = decodeURIComponent(req.url ?? '');
-      if (busyNext?.(req.method ?? '', requested) === true) {
-        busyNext = null;
-        refused.push(`${req.method} ${requested.split('?')[0]}`);
-        res.writeHead(503, { 'x-ms-error-code': 'ServerBusy' });
-        res.end();
-        return;
-      }
-      const forward = http.request(
-        {
-          host: upstream.hostname,
-          port: upstream.port,
-          method: req.method,
-          path: req.url,
-          headers: req.headers,
-        },
-        (answer) => {
-          const body: Buffer[] = [];
-          answer.on('data', (chunk: Buffer) => body.push(chunk));
-          answer.on('end', () => {
-            const status = answer.statusCode ?? 0;
-            const text = Buffer.concat(body).toString('utf8');
-            if (dropNext?.(req.method ?? '', requested, status, text) === true) {
-              dropNext = null;
-              dropped.push(`${req.method} ${requested.split('?')[0]} ${status}`);
-              const before = onDrop ?? (() => Promise.resolve());
-              onDrop = null;
-              // the write landed; its answer never arrives
-              void before().finally(() => req.socket.destroy());
-              return;
-            }
-            res.writeHead(status, answer.headers);
-            res.end(Buffer.concat(body));
-          });
-        },
-      );
-      forward.on('error', () => res.destroy());
-      forward.end(Buffer.concat(chunks));
-    });
-  });
-  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-  proxyEndpoint = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}${upstream.pathname.replace(/\/$/, '')}`;
+  proxy = await startFaultyProxy(azurite().tableEndpoint);
 });
-
-afterEach(() => {
-  dropNext = null;
-  onDrop = null;
-  busyNext = null;
-  dropped.length = 0;
-  refused.length = 0;
-});
-
-afterAll(async () => {
-  await new Promise<void>((resolve) => proxy.close(() => resolve()));
-});
+afterEach(() => proxy.reset());
+afterAll(() => proxy.close());
 
 const T = { tenant: 't1' };
 
@@ -99,7 +33,7 @@ async function world() {
   const truthClient = azuriteTable(azurite().tableEndpoint, name);
   await truthClient.createTable();
   const viaProxy = createTableClient(
-    { endpoint: proxyEndpoint, accountName: AZURITE_ACCOUNT, accountKey: AZURITE_ACCOUNT_KEY },
+    { endpoint: proxy.endpoint, accountName: AZURITE_ACCOUNT, accountKey: AZURITE_ACCOUNT_KEY },
     name,
   );
   const truth = new TableMemoryStore(truthClient, STORAGE_TIMEOUT_MS);
@@ -136,11 +70,11 @@ describe('a conditional Table write whose first try landed and whose answer was 
     const { memory, truth, cleanup } = await world();
     try {
       await memory.remember(T, 'notes', 'warm', 0);
-      dropNext = landedBatch;
+      proxy.dropNext = landedBatch;
       const answer = await memory
         .remember(T, 'notes', 'a', 1, { conditions: { ifAbsent: true } })
         .catch((error: unknown) => error);
-      expect(dropped).toHaveLength(1);
+      expect(proxy.dropped).toHaveLength(1);
       const stored = await truth.get(T.tenant, 'notes', 'a');
       expect(stored).not.toBeNull();
       // It landed: success (its own version), or 503 when that could not be told; never 412.
@@ -155,11 +89,11 @@ describe('a conditional Table write whose first try landed and whose answer was 
     const { memory, truth, cleanup } = await world();
     try {
       const { item } = await memory.remember(T, 'notes', 'a', 1);
-      dropNext = landedBatch;
+      proxy.dropNext = landedBatch;
       const answer = await memory
         .remember(T, 'notes', 'a', 2, { conditions: { ifMatch: item.etag } })
         .catch((error: unknown) => error);
-      expect(dropped).toHaveLength(1);
+      expect(proxy.dropped).toHaveLength(1);
       const stored = await truth.get(T.tenant, 'notes', 'a');
       expect(stored?.etag).not.toBe(item.etag);
       if (answer instanceof Error) expect(answer).toBeInstanceOf(StorageUnavailableError);
@@ -174,9 +108,9 @@ describe('a conditional Table write whose first try landed and whose answer was 
     try {
       await memory.remember(T, 'notes', 'warm', 0);
       const before = await feedLength(truth);
-      dropNext = landedBatch;
+      proxy.dropNext = landedBatch;
       const answer = await memory.remember(T, 'notes', 'a', 1);
-      expect(dropped).toHaveLength(1);
+      expect(proxy.dropped).toHaveLength(1);
       expect(answer.created).toBe(true);
       const stored = await truth.get(T.tenant, 'notes', 'a');
       expect(answer.item.etag).toBe(stored?.etag);
@@ -192,7 +126,7 @@ describe('a conditional Table write whose first try landed and whose answer was 
     try {
       const { item } = await memory.remember(T, 'notes', 'a', 1);
       const { position } = await truth.changes(T.tenant, null);
-      dropNext = (method, path, status) =>
+      proxy.dropNext = (method, path, status) =>
         method === 'DELETE' && path.includes("RowKey='") && status >= 200 && status < 300;
       // A delete leaves nothing to read back: it cannot be told from another writer's, so 503.
       const answer = await memory
@@ -200,7 +134,7 @@ describe('a conditional Table write whose first try landed and whose answer was 
         .catch((error: unknown) => error);
       if (answer instanceof Error) expect(answer).toBeInstanceOf(StorageUnavailableError);
       else expect(answer).toBe(true);
-      expect(dropped).toHaveLength(1);
+      expect(proxy.dropped).toHaveLength(1);
       expect(await truth.get(T.tenant, 'notes', 'a')).toBeNull();
       expect((await truth.changes(T.tenant, position)).ids).toContain(factId('notes', 'a'));
     } finally {
@@ -212,8 +146,8 @@ describe('a conditional Table write whose first try landed and whose answer was 
     const { memory, truth, cleanup } = await world();
     try {
       const { item } = await memory.remember(T, 'notes', 'a', 1);
-      dropNext = landedBatch;
-      onDrop = async () => {
+      proxy.dropNext = landedBatch;
+      proxy.onDrop = async () => {
         const other = await truth.get(T.tenant, 'notes', 'a');
         if (other === null) throw new Error('the write did not land');
         await truth.write(T.tenant, { ...other, updatedAt: other.updatedAt + 1 }, other.etag);
@@ -222,7 +156,7 @@ describe('a conditional Table write whose first try landed and whose answer was 
       await expect(
         memory.remember(T, 'notes', 'a', 2, { conditions: { ifMatch: item.etag } }),
       ).rejects.toBeInstanceOf(StorageUnavailableError);
-      expect(dropped).toHaveLength(1);
+      expect(proxy.dropped).toHaveLength(1);
       // Ours and the other writer's: two changes, nothing written again.
       expect(await feedLength(truth)).toBe(before + 2);
     } finally {
@@ -235,9 +169,9 @@ describe('a conditional Table write whose first try landed and whose answer was 
     try {
       await memory.remember(T, 'notes', 'warm', 0);
       const before = await feedLength(truth);
-      busyNext = (method, path) => method === 'POST' && path.includes('$batch');
+      proxy.busyNext = (method, path) => method === 'POST' && path.includes('$batch');
       const { created, item } = await memory.remember(T, 'notes', 'a', 1, { conditions: { ifAbsent: true } });
-      expect(refused).toHaveLength(1);
+      expect(proxy.refused).toHaveLength(1);
       expect(created).toBe(true);
       expect((await truth.get(T.tenant, 'notes', 'a'))?.etag).toBe(item.etag);
       expect(await feedLength(truth)).toBe(before + 1);

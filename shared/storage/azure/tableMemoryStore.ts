@@ -28,6 +28,7 @@ import { casPause } from '../../retry';
 import { KeyedMutex } from '../keyedMutex';
 import { isAzureError, isNotFound, mayHaveLanded, storageCall } from './azureErrors';
 import { tableWithoutRetries } from './clients';
+import { TableRows } from './tableRows';
 
 /** How long one namespace listing may scan before it answers what it found as incomplete. */
 const NAMESPACE_SCAN_BUDGET_MS = 4000;
@@ -87,13 +88,17 @@ export class TableMemoryStore implements MemoryStore {
   private readonly feedTurns = new KeyedMutex();
   /** The shard of this instance's next change (starting anywhere, so instances spread). */
   private nextShard = Math.floor(Math.random() * FEED_SHARDS);
+  /** Single rows read as they are (a missing row or table: null). */
+  private readonly rows: TableRows;
 
   constructor(
     private readonly table: TableClient,
     private readonly timeoutMs: number,
     /** The same table without the SDK's retries, for conditional writes (see `tableWithoutRetries`). */
     private readonly writer: TableClient = tableWithoutRetries(table),
-  ) {}
+  ) {
+    this.rows = new TableRows(table);
+  }
 
   async readIndex(tenant: string): Promise<MemoryIndex | null> {
     return this.call(async (abortSignal) => {
@@ -283,26 +288,12 @@ export class TableMemoryStore implements MemoryStore {
         ) {
           throw notConfirmed(error);
         }
-        const now = await this.readRow(tenant, rowKey, abortSignal);
+        const now = await this.rows.get(tenant, rowKey, abortSignal);
         if (now?.etag !== etag) {
           await this.transact(tenant, [], [rowKey], abortSignal).catch(() => undefined);
           throw notConfirmed(error);
         }
       }
-    }
-  }
-
-  /** One row as stored, or null when it (or the table) does not exist. */
-  private async readRow(
-    tenant: string,
-    rowKey: string,
-    abortSignal: AbortSignal,
-  ): Promise<TableEntityResult<Record<string, unknown>> | null> {
-    try {
-      return await this.table.getEntity<Record<string, unknown>>(tenant, rowKey, { abortSignal });
-    } catch (error) {
-      if (isNotFound(error)) return null;
-      throw error;
     }
   }
 
@@ -398,7 +389,7 @@ export class TableMemoryStore implements MemoryStore {
     cause: unknown,
     abortSignal: AbortSignal,
   ): Promise<TableTransactionEntityResponse[] | null> {
-    const slot = await this.readRow(tenant, slotKeyOf(shard, seq), abortSignal);
+    const slot = await this.rows.get(tenant, slotKeyOf(shard, seq), abortSignal);
     if (slot?.['wid'] !== wid) {
       const fresh = await this.readHead(tenant, shard, abortSignal);
       if (fresh.etag === head.etag) return null;
@@ -410,7 +401,7 @@ export class TableMemoryStore implements MemoryStore {
         responses.push({ status: 204, rowKey });
         continue;
       }
-      const row = await this.readRow(tenant, rowKey, abortSignal);
+      const row = await this.rows.get(tenant, rowKey, abortSignal);
       // Written, and written again since: its version is not ours to hand out.
       if (row?.['wid'] !== wid) throw notConfirmed(cause);
       responses.push({ status: 204, rowKey, etag: row.etag });
