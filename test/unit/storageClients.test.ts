@@ -2,7 +2,12 @@ import { ManagedIdentityCredential } from '@azure/identity';
 import { describe, expect, it } from 'vitest';
 
 import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
-import { createTableClient, tableWithoutRetries } from '../../shared/storage/azure/clients';
+import {
+  createBlobServiceClient,
+  createTableClient,
+  tableWithoutRetries,
+  withoutRetries,
+} from '../../shared/storage/azure/clients';
 
 /** What a Table client holds (typed private in the SDK): its credential and options. */
 const insides = (client: object) =>
@@ -33,6 +38,38 @@ describe('tableWithoutRetries', () => {
       expect(insides(twin).credential).toBe(insides(client).credential);
       expect(insides(twin).clientOptions?.retryOptions).toEqual({ maxRetries: 0 });
       expect(insides(client).clientOptions?.retryOptions).not.toEqual({ maxRetries: 0 });
+    }
+  });
+});
+
+describe('withoutRetries (Blob)', () => {
+  it('keeps the endpoint and credential (account key or managed identity); only the retries differ', () => {
+    const keyed = createBlobServiceClient(
+      {
+        endpoint: 'http://127.0.0.1:10000/devstoreaccount1',
+        accountName: AZURITE_ACCOUNT,
+        accountKey: AZURITE_ACCOUNT_KEY,
+      },
+      5_000,
+    );
+    const identity = createBlobServiceClient(
+      {
+        endpoint: 'https://account.blob.core.windows.net',
+        accountName: 'account',
+        managedIdentityClientId: 'client-id',
+      },
+      5_000,
+    );
+    expect(identity.credential).toBeInstanceOf(ManagedIdentityCredential);
+    const retries = (client: object) =>
+      (client as unknown as { pipeline: { options: { retryOptions?: { maxTries?: number } } } }).pipeline
+        .options.retryOptions?.maxTries;
+    for (const client of [keyed, identity]) {
+      const twin = withoutRetries(client, 5_000);
+      expect(twin.url).toBe(client.url);
+      expect(twin.credential).toBe(client.credential);
+      expect(retries(twin)).toBe(1);
+      expect(retries(client)).toBe(4);
     }
   });
 });
