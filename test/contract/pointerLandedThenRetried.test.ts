@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto';
 
+import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { StorageUnavailableError } from '../../shared/protocol/errors';
 import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
+import { createBlobServiceClient } from '../../shared/storage/azure/clients';
 import { azurite } from '../support/azurite';
-import { blobClients, type FaultyProxy, landed, startFaultyProxy } from '../support/faultyProxy';
+import { type FaultyProxy, startFaultyProxy } from '../support/faultyProxy';
 import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 
 /**
@@ -25,7 +28,14 @@ afterAll(() => proxy.close());
 
 function stores() {
   const container = `p${randomUUID().replaceAll('-', '').slice(0, 20)}`;
-  const { viaProxy, direct } = blobClients(proxy);
+  const viaProxy = createBlobServiceClient(
+    { endpoint: proxy.endpoint, accountName: AZURITE_ACCOUNT, accountKey: AZURITE_ACCOUNT_KEY },
+    STORAGE_TIMEOUT_MS,
+  );
+  const direct = new BlobServiceClient(
+    azurite().blobEndpoint,
+    new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
+  );
   return {
     store: new BlobImmutableObjectStore(
       viaProxy.getContainerClient(container),
@@ -40,6 +50,11 @@ function stores() {
     cleanup: () => direct.getContainerClient(container).deleteIfExists(),
   };
 }
+
+const landedPut = (fragment: string) => (method: string, path: string, status: number) =>
+  method === 'PUT' && path.includes(fragment) && status >= 200 && status < 300;
+const landedDelete = (fragment: string) => (method: string, path: string, status: number) =>
+  method === 'DELETE' && path.includes(fragment) && status >= 200 && status < 300;
 
 describe('a pointer move whose first try landed and whose answer was lost', () => {
   it('(control) through the proxy without a fault, a pointer moves', async () => {
@@ -57,7 +72,7 @@ describe('a pointer move whose first try landed and whose answer was lost', () =
     const { store, truth, cleanup } = stores();
     try {
       await truth.swapPointer('s/latest', null, 'c1');
-      proxy.dropNext = landed('PUT', 's/latest');
+      proxy.dropNext = landedPut('s/latest');
       // Another publisher reads c2 (ours, landed) and moves on to c3 before our answer is settled.
       proxy.onDrop = async () => {
         expect(await truth.swapPointer('s/latest', 'c2', 'c3')).toEqual({ swapped: true });
@@ -77,7 +92,7 @@ describe('a pointer move whose first try landed and whose answer was lost', () =
     const { store, truth, cleanup } = stores();
     try {
       await truth.put('s/warm', Buffer.from('x'));
-      proxy.dropNext = landed('PUT', 's/latest');
+      proxy.dropNext = landedPut('s/latest');
       const answer = await store.swapPointer('s/latest', null, 'c1');
       expect(proxy.dropped).toHaveLength(1);
       expect(answer).toEqual({ swapped: true });
@@ -91,7 +106,7 @@ describe('a pointer move whose first try landed and whose answer was lost', () =
     const { store, truth, cleanup } = stores();
     try {
       await truth.swapPointer('s/latest', null, 'c1');
-      proxy.dropNext = landed('DELETE', 's/latest');
+      proxy.dropNext = landedDelete('s/latest');
       const answer = await store.swapPointer('s/latest', 'c1', null);
       expect(proxy.dropped).toHaveLength(1);
       expect(answer).toEqual({ swapped: true });
