@@ -68,27 +68,26 @@ export function createBlobServiceClient(service: StorageServiceConfig, timeoutMs
  * land. Reads and idempotent writes keep the retrying client.
  */
 export function withoutRetries(client: BlobServiceClient, timeoutMs: number): BlobServiceClient {
-  return new BlobServiceClient(client.url, pipelineWithoutRetries(client, timeoutMs));
-}
-
-/** {@link withoutRetries} for one container's client (the object stores' pointer moves). */
-export function containerWithoutRetries(container: ContainerClient, timeoutMs: number): ContainerClient {
-  return new ContainerClient(container.url, pipelineWithoutRetries(container, timeoutMs));
-}
-
-/**
- * A storage client's pipeline with the SDK's retries off. Built from the client's own (`pipeline`
- * is a property every storage client has, typed protected): its credential, options and any policy
- * added to it carry over, only the retries differ.
- */
-function pipelineWithoutRetries(client: BlobServiceClient | ContainerClient, timeoutMs: number): Pipeline {
+  // Built from the client's own pipeline (`pipeline` is a property every storage client has, typed
+  // protected): its options and any policy added to it carry over, only the retries differ.
   const { pipeline } = client as unknown as { readonly pipeline: Pipeline };
   const twin = newPipeline(client.credential, {
     ...pipeline.options,
     retryOptions: { maxTries: 1, tryTimeoutInMs: timeoutMs },
   });
   twin.factories.push(...pipeline.factories);
-  return twin;
+  return new BlobServiceClient(client.url, twin);
+}
+
+/** {@link withoutRetries} for one container's client (the object stores' pointer moves). */
+export function containerWithoutRetries(container: ContainerClient, timeoutMs: number): ContainerClient {
+  const { pipeline } = container as unknown as { readonly pipeline: Pipeline };
+  const twin = newPipeline(container.credential, {
+    ...pipeline.options,
+    retryOptions: { maxTries: 1, tryTimeoutInMs: timeoutMs },
+  });
+  twin.factories.push(...pipeline.factories);
+  return new ContainerClient(container.url, twin);
 }
 
 /**
