@@ -2,7 +2,6 @@ import { AzureNamedKeyCredential, TableClient, type TableServiceClientOptions } 
 import { ManagedIdentityCredential } from '@azure/identity';
 import {
   BlobServiceClient,
-  ContainerClient,
   newPipeline,
   type Pipeline,
   StorageSharedKeyCredential,
@@ -77,17 +76,6 @@ export function withoutRetries(client: BlobServiceClient, timeoutMs: number): Bl
   });
   twin.factories.push(...pipeline.factories);
   return new BlobServiceClient(client.url, twin);
-}
-
-/** {@link withoutRetries} for one container's client (the object stores' pointer moves). */
-export function containerWithoutRetries(container: ContainerClient, timeoutMs: number): ContainerClient {
-  const { pipeline } = container as unknown as { readonly pipeline: Pipeline };
-  const twin = newPipeline(container.credential, {
-    ...pipeline.options,
-    retryOptions: { maxTries: 1, tryTimeoutInMs: timeoutMs },
-  });
-  twin.factories.push(...pipeline.factories);
-  return new ContainerClient(container.url, twin);
 }
 
 /**
