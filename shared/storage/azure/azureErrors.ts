@@ -39,6 +39,17 @@ export function isConditionFailure(error: unknown): boolean {
   return isAzureError(error, 412) || isAzureError(error, 409, 'BlobAlreadyExists');
 }
 
+/**
+ * Tries of one conditional write sent without the SDK's retries whose earlier tries certainly did
+ * not land (the Blob key/value store's and the Table memory store's), as many as the SDK's own.
+ */
+export const CONDITIONAL_WRITE_TRIES = 4;
+
+/** A conditional write that may have landed: the caller cannot be told it won, nor that it lost. */
+export function writeNotConfirmed(cause: unknown): StorageUnavailableError {
+  return new StorageUnavailableError('the storage did not confirm the write; it may have landed', { cause });
+}
+
 /** An answer after which a write may have landed: no answer at all, a timeout, throttling, a 5xx. */
 export function mayHaveLanded(error: unknown): boolean {
   const status = azureStatus(error);

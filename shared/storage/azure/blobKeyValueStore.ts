@@ -26,7 +26,15 @@ import type {
   WriteResult,
 } from '../keyValueStore';
 import { decodeCursor, encodeCursor } from '../listCursor';
-import { isAzureError, isConditionFailure, isNotFound, mayHaveLanded, storageCall } from './azureErrors';
+import {
+  CONDITIONAL_WRITE_TRIES,
+  isAzureError,
+  isConditionFailure,
+  isNotFound,
+  mayHaveLanded,
+  storageCall,
+  writeNotConfirmed,
+} from './azureErrors';
 import { withoutRetries } from './clients';
 
 /**
@@ -156,11 +164,6 @@ type BlobClients = Lru<string, BlockBlobClient>;
 const APPEND_MAX_ATTEMPTS = 12;
 const appendLocks = new KeyedMutex();
 
-/**
- * Tries of one conditional write whose earlier tries certainly did not land (see
- * {@link BlobKeyValueStore.conditionalUpload}), as many as the SDK's own retries of other requests.
- */
-const CONDITIONAL_WRITE_TRIES = 4;
 /**
  * The blob metadata naming the conditional write that stored a version (a random id per write),
  * so that a write whose answer was lost can tell its own version from another writer's.
@@ -332,10 +335,10 @@ class BlobKeyValueStore implements KeyValueStore {
       } catch (error) {
         if (attempt > 0 || mayHaveLanded(error)) {
           if (abortSignal.aborted || !mayHaveLanded(error) || attempt + 1 >= CONDITIONAL_WRITE_TRIES) {
-            throw notConfirmed(error);
+            throw writeNotConfirmed(error);
           }
           const now = await this.settlingRead(blob, error, abortSignal);
-          if (now?.etag !== ifMatch) throw notConfirmed(error);
+          if (now?.etag !== ifMatch) throw writeNotConfirmed(error);
           continue;
         }
         if (isNotFound(error)) {
@@ -410,7 +413,7 @@ class BlobKeyValueStore implements KeyValueStore {
       return { etag: properties.etag ?? '', writeId: properties.metadata?.[WRITE_ID] };
     } catch (error) {
       if (isNotFound(error)) return null;
-      throw notConfirmed(writeError);
+      throw writeNotConfirmed(writeError);
     }
   }
 
@@ -447,12 +450,12 @@ class BlobKeyValueStore implements KeyValueStore {
         return response.etag ?? '';
       } catch (error) {
         if (attempt === 0 && !mayHaveLanded(error)) throw error;
-        if (abortSignal.aborted) throw notConfirmed(error);
+        if (abortSignal.aborted) throw writeNotConfirmed(error);
         const now = await this.settlingRead(blob, error, abortSignal);
         if (now !== null && now.writeId === writeId) return now.etag;
         const unchanged = 'ifMatch' in conditions ? now?.etag === conditions.ifMatch : now === null;
         if (!unchanged || !mayHaveLanded(error) || attempt + 1 >= CONDITIONAL_WRITE_TRIES) {
-          throw notConfirmed(error);
+          throw writeNotConfirmed(error);
         }
       }
     }
@@ -646,9 +649,4 @@ class BlobKeyValueStore implements KeyValueStore {
       throw error;
     }
   }
-}
-
-/** A conditional write that may have landed: the caller cannot be told it won, nor that it lost. */
-function notConfirmed(cause: unknown): StorageUnavailableError {
-  return new StorageUnavailableError('the storage did not confirm the write; it may have landed', { cause });
 }

@@ -26,7 +26,14 @@ import { InternalError, PreconditionFailedError, StorageUnavailableError } from 
 import { forEachLimited } from '../../protocol/pool';
 import { casPause } from '../../retry';
 import { KeyedMutex } from '../keyedMutex';
-import { isAzureError, isNotFound, mayHaveLanded, storageCall } from './azureErrors';
+import {
+  CONDITIONAL_WRITE_TRIES,
+  isAzureError,
+  isNotFound,
+  mayHaveLanded,
+  storageCall,
+  writeNotConfirmed,
+} from './azureErrors';
 import { tableWithoutRetries } from './clients';
 import { TableRows } from './tableRows';
 
@@ -286,12 +293,12 @@ export class TableMemoryStore implements MemoryStore {
           !mayHaveLanded(error) ||
           attempt + 1 >= CONDITIONAL_WRITE_TRIES
         ) {
-          throw notConfirmed(error);
+          throw writeNotConfirmed(error);
         }
         const now = await this.rows.get(tenant, rowKey, abortSignal);
         if (now?.etag !== etag) {
           await this.transact(tenant, [], [rowKey], abortSignal).catch(() => undefined);
-          throw notConfirmed(error);
+          throw writeNotConfirmed(error);
         }
       }
     }
@@ -351,7 +358,7 @@ export class TableMemoryStore implements MemoryStore {
         } catch (error) {
           this.heads.delete(turn);
           if (mayHaveLanded(error)) {
-            if (abortSignal.aborted || isDeadline(error)) throw notConfirmed(error);
+            if (abortSignal.aborted || isDeadline(error)) throw writeNotConfirmed(error);
             const landed = await this.settle(tenant, shard, head, next.seq, wid, ours, error, abortSignal);
             if (landed !== null) return landed;
             // Certainly not written: tried again, as the SDK would have.
@@ -393,7 +400,7 @@ export class TableMemoryStore implements MemoryStore {
     if (slot?.['wid'] !== wid) {
       const fresh = await this.readHead(tenant, shard, abortSignal);
       if (fresh.etag === head.etag) return null;
-      throw notConfirmed(cause);
+      throw writeNotConfirmed(cause);
     }
     const responses: TableTransactionEntityResponse[] = [];
     for (const [kind, { rowKey }] of actions) {
@@ -403,7 +410,7 @@ export class TableMemoryStore implements MemoryStore {
       }
       const row = await this.rows.get(tenant, rowKey, abortSignal);
       // Written, and written again since: its version is not ours to hand out.
-      if (row?.['wid'] !== wid) throw notConfirmed(cause);
+      if (row?.['wid'] !== wid) throw writeNotConfirmed(cause);
       responses.push({ status: 204, rowKey, etag: row.etag });
     }
     return responses;
@@ -735,12 +742,6 @@ export class TableMemoryStore implements MemoryStore {
   }
 }
 
-/**
- * Tries of one conditional write whose earlier tries certainly did not land (see `transact`), as
- * many as the SDK's own tries of other requests.
- */
-const CONDITIONAL_WRITE_TRIES = 4;
-
 /** The action with the transaction's id in the row it writes (a delete writes none). */
 function withWriteId(action: TransactionAction, wid: string): TransactionAction {
   if (action[0] === 'delete') return action;
@@ -752,11 +753,6 @@ function withWriteId(action: TransactionAction, wid: string): TransactionAction 
 function isDeadline(error: unknown): boolean {
   const name = (error as { name?: unknown } | null)?.name;
   return name === 'TimeoutError' || name === 'AbortError';
-}
-
-/** A conditional write that may have landed: the caller cannot be told it won, nor that it lost. */
-function notConfirmed(cause: unknown): StorageUnavailableError {
-  return new StorageUnavailableError('the storage did not confirm the write; it may have landed', { cause });
 }
 
 /** Deletes per transaction: a transaction holds at most 100 operations, two of them the feed's. */
