@@ -1,9 +1,7 @@
 import { randomUUID } from 'node:crypto';
 
-import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { claimDelivery } from '../../shared/coordination/chatCursors';
 import {
   claimEmailWindow,
@@ -12,9 +10,8 @@ import {
 } from '../../shared/coordination/emailCursor';
 import { StorageUnavailableError } from '../../shared/protocol/errors';
 import { BlobKeyValueStoreFactory, tenantContainerName } from '../../shared/storage/azure/blobKeyValueStore';
-import { createBlobServiceClient } from '../../shared/storage/azure/clients';
 import { azurite } from '../support/azurite';
-import { type FaultyProxy, startFaultyProxy } from '../support/faultyProxy';
+import { blobClients, type FaultyProxy, landed, startFaultyProxy } from '../support/faultyProxy';
 import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 
 /**
@@ -35,23 +32,13 @@ afterAll(() => proxy.close());
 /** The production Blob client, through the proxy, and a direct one to look at what is stored. */
 function stores() {
   const base = `c${randomUUID().replaceAll('-', '').slice(0, 20)}`;
-  const viaProxy = createBlobServiceClient(
-    { endpoint: proxy.endpoint, accountName: AZURITE_ACCOUNT, accountKey: AZURITE_ACCOUNT_KEY },
-    STORAGE_TIMEOUT_MS,
-  );
-  const direct = new BlobServiceClient(
-    azurite().blobEndpoint,
-    new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
-  );
+  const { viaProxy, direct } = blobClients(proxy);
   return {
     store: new BlobKeyValueStoreFactory(viaProxy, base, 1 << 20, STORAGE_TIMEOUT_MS).forTenant('t1'),
     truth: new BlobKeyValueStoreFactory(direct, base, 1 << 20, STORAGE_TIMEOUT_MS).forTenant('t1'),
     cleanup: () => direct.getContainerClient(tenantContainerName(base, 't1')).deleteIfExists(),
   };
 }
-
-const landedPut = (fragment: string) => (method: string, path: string, status: number) =>
-  method === 'PUT' && path.includes(fragment) && status >= 200 && status < 300;
 
 describe('a conditional Blob write whose first try landed and whose answer was lost', () => {
   it('(control) through the proxy without a fault, an append is stored once', async () => {
@@ -69,7 +56,7 @@ describe('a conditional Blob write whose first try landed and whose answer was l
     const { store, truth, cleanup } = stores();
     try {
       await store.write('log.jsonl', Buffer.from('first\n'));
-      proxy.dropNext = landedPut('log.jsonl');
+      proxy.dropNext = landed('PUT', 'log.jsonl');
       await store.append('log.jsonl', Buffer.from('second\n'));
       expect(proxy.dropped).toHaveLength(1);
       expect((await truth.read('log.jsonl'))?.value.toString()).toBe('first\nsecond\n');
@@ -83,7 +70,7 @@ describe('a conditional Blob write whose first try landed and whose answer was l
     const { store, cleanup } = stores();
     try {
       const chat = '19:abc@thread.v2';
-      proxy.dropNext = landedPut('chat_cursors/');
+      proxy.dropNext = landed('PUT', 'chat_cursors/');
       const claim = await claimDelivery(store, chat, ['1764450000000']);
       expect(proxy.dropped).toHaveLength(1);
       // The id is now recorded as delivered; a later claim never hands it out.
@@ -102,7 +89,7 @@ describe('a conditional Blob write whose first try landed and whose answer was l
       await initializeEmailCursor(store, '2026-11-29T21:15:51.123Z');
       const before = await readEmailCursor(store);
       if (before.outcome !== 'present') throw new Error('no cursor');
-      proxy.dropNext = landedPut('email_cursor');
+      proxy.dropNext = landed('PUT', 'email_cursor');
       const result = await claimEmailWindow(store, {
         newCursor: '2026-11-29T21:16:51.123Z',
         etag: before.etag,
@@ -126,7 +113,7 @@ describe('a conditional Blob write whose first try landed and whose answer was l
     const { store, truth, cleanup } = stores();
     try {
       await store.write('log.jsonl', Buffer.from('first\n'));
-      proxy.dropNext = landedPut('log.jsonl');
+      proxy.dropNext = landed('PUT', 'log.jsonl');
       proxy.onDrop = async () => {
         await truth.append('log.jsonl', Buffer.from('other\n'));
       };

@@ -1,6 +1,13 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
+import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
+
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { createBlobServiceClient } from '../../shared/storage/azure/clients';
+import { azurite } from './azurite';
+import { STORAGE_TIMEOUT_MS } from './timeouts';
+
 /**
  * A real storage fault, made on demand: an HTTP proxy in front of an Azurite endpoint that
  * forwards each request and returns its answer, except that it can
@@ -90,4 +97,27 @@ export async function startFaultyProxy(upstreamEndpoint: string): Promise<Faulty
     },
   };
   return proxy;
+}
+
+/** A `dropNext` rule: the next `method` request whose path contains `fragment` and that succeeded. */
+export const landed =
+  (method: string, fragment: string) =>
+  (requestMethod: string, path: string, status: number): boolean =>
+    requestMethod === method && path.includes(fragment) && status >= 200 && status < 300;
+
+/**
+ * The production Blob client (createBlobServiceClient, its SDK retries included) through `proxy`,
+ * and a direct one to look at what is stored.
+ */
+export function blobClients(proxy: FaultyProxy): { viaProxy: BlobServiceClient; direct: BlobServiceClient } {
+  return {
+    viaProxy: createBlobServiceClient(
+      { endpoint: proxy.endpoint, accountName: AZURITE_ACCOUNT, accountKey: AZURITE_ACCOUNT_KEY },
+      STORAGE_TIMEOUT_MS,
+    ),
+    direct: new BlobServiceClient(
+      azurite().blobEndpoint,
+      new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
+    ),
+  };
 }

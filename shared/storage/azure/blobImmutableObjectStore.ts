@@ -16,7 +16,16 @@ import {
   type RewriteOutcome,
   type SwapResult,
 } from '../immutableObjectStore';
-import { isAzureError, isConditionFailure, isNotFound, storageCall } from './azureErrors';
+import {
+  CONDITIONAL_WRITE_TRIES,
+  isAzureError,
+  isConditionFailure,
+  isNotFound,
+  mayHaveLanded,
+  storageCall,
+  writeNotConfirmed,
+} from './azureErrors';
+import { containerWithoutRetries } from './clients';
 
 /** Azure's largest list page: 2,000 blocks are checked with one request. */
 const LIST_PAGE_SIZE = 5000;
@@ -31,7 +40,11 @@ const REWRITE_ATTEMPTS = 5;
  *   412) when the blob exists; then the stored bytes are read and compared, so that a retry of the
  *   same bytes succeeds and different bytes are refused.
  * - A pointer moves by If-Match on the ETag of the version whose value was compared (never
- *   `If-Match: *`, which Azurite ignores on an absent blob); its first value is create-only.
+ *   `If-Match: *`, which Azurite ignores on an absent blob); its first value is create-only. A move
+ *   is sent without the SDK's retries (a retry of a move that landed would meet 412/409 caused by
+ *   that very move and read as another writer's); after an answer that leaves it uncertain the
+ *   pointer is read: holding the new value (absent, for a removal) -> moved; still the version
+ *   moved from -> tried again; anything else -> StorageUnavailableError (503).
  * - Uploads send no content type: Azure stores `application/octet-stream` by default, and the
  *   routes set their own (one header less for the storage to handle per 64 KiB block).
  * - `storedAt` is the blob's Last-Modified (blobs are never rewritten), to the second. `delete` with
@@ -51,7 +64,12 @@ export class BlobImmutableObjectStore implements RewritableObjectStore {
     /** Tests make it small to prove that listing follows continuations. */
     private readonly listPageSize = LIST_PAGE_SIZE,
     private readonly maxObjectBytes = MAX_OBJECT_BYTES,
-  ) {}
+  ) {
+    this.writer = containerWithoutRetries(container, timeoutMs);
+  }
+
+  /** The container without the SDK's retries, for pointer moves. */
+  private readonly writer: ContainerClient;
 
   async put(key: string, bytes: Buffer): Promise<PutResult> {
     checkObject(key, bytes, this.maxObjectBytes);
@@ -127,29 +145,60 @@ export class BlobImmutableObjectStore implements RewritableObjectStore {
       const current = await this.download(blob, abortSignal);
       const currentValue = current?.value.toString('utf8') ?? null;
       if (currentValue !== expected) return { swapped: false, current: currentValue };
-      if (next === null) {
-        if (current === null) return { swapped: true };
-        try {
-          await blob.delete({ conditions: { ifMatch: current.etag }, abortSignal });
-          return { swapped: true };
-        } catch (error) {
-          if (!isConditionFailure(error) && !isNotFound(error)) throw error;
-        }
-        const now = await this.download(blob, abortSignal);
-        return { swapped: false, current: now?.value.toString('utf8') ?? null };
-      }
-      const bytes = Buffer.from(next, 'utf8');
-      if (
-        current === null
-          ? await this.create(blob, bytes, abortSignal)
-          : await this.replaceAt(blob, current.etag, bytes, abortSignal)
-      ) {
-        return { swapped: true };
-      }
+      if (next === null && current === null) return { swapped: true };
+      if (await this.movePointer(key, current?.etag ?? null, next, abortSignal)) return { swapped: true };
       // Another writer moved it between our read and our write: tell the caller where it is now.
       const now = await this.download(blob, abortSignal);
       return { swapped: false, current: now?.value.toString('utf8') ?? null };
     });
+  }
+
+  /**
+   * Moves the pointer from the version `etag` (null: absent) to `next` (null: removed); false when
+   * another writer changed it first. Sent without the SDK's retries; an uncertain answer is settled
+   * by reading the pointer back (see the class comment).
+   */
+  private async movePointer(
+    key: string,
+    etag: string | null,
+    next: string | null,
+    abortSignal: AbortSignal,
+  ): Promise<boolean> {
+    const writer = this.writer.getBlockBlobClient(this.namePrefix + key);
+    const bytes = next === null ? null : Buffer.from(next, 'utf8');
+    let madeContainer = false;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (bytes === null) await writer.delete({ conditions: { ifMatch: etag ?? '' }, abortSignal });
+        else
+          await writer.upload(bytes, bytes.length, {
+            conditions: etag === null ? { ifNoneMatch: '*' } : { ifMatch: etag },
+            abortSignal,
+          });
+        return true;
+      } catch (error) {
+        if (attempt > 0 || mayHaveLanded(error)) {
+          if (abortSignal.aborted || !mayHaveLanded(error) || attempt + 1 >= CONDITIONAL_WRITE_TRIES) {
+            throw writeNotConfirmed(error);
+          }
+          const now = await this.download(this.blob(key), abortSignal);
+          if ((now?.value.toString('utf8') ?? null) === next) return true;
+          if ((now?.etag ?? null) !== etag) throw writeNotConfirmed(error);
+          continue;
+        }
+        if (isConditionFailure(error)) return false;
+        if (isNotFound(error)) {
+          // The container is made on the first write (a first value: nothing to be conditioned on).
+          if (etag !== null) return false;
+          if (madeContainer) throw error;
+          await this.container.createIfNotExists({ abortSignal });
+          madeContainer = true;
+          attempt = -1;
+          continue;
+        }
+        throw error;
+      }
+    }
   }
 
   async delete(key: string, options: DeleteOptions = {}): Promise<boolean> {

@@ -2,6 +2,7 @@ import { AzureNamedKeyCredential, TableClient, type TableServiceClientOptions } 
 import { ManagedIdentityCredential } from '@azure/identity';
 import {
   BlobServiceClient,
+  ContainerClient,
   newPipeline,
   type Pipeline,
   StorageSharedKeyCredential,
@@ -67,15 +68,27 @@ export function createBlobServiceClient(service: StorageServiceConfig, timeoutMs
  * land. Reads and idempotent writes keep the retrying client.
  */
 export function withoutRetries(client: BlobServiceClient, timeoutMs: number): BlobServiceClient {
-  // Built from the client's own pipeline (`pipeline` is a property every storage client has, typed
-  // protected): its options and any policy added to it carry over, only the retries differ.
+  return new BlobServiceClient(client.url, pipelineWithoutRetries(client, timeoutMs));
+}
+
+/** {@link withoutRetries} for one container's client (the object stores' pointer moves). */
+export function containerWithoutRetries(container: ContainerClient, timeoutMs: number): ContainerClient {
+  return new ContainerClient(container.url, pipelineWithoutRetries(container, timeoutMs));
+}
+
+/**
+ * A storage client's pipeline with the SDK's retries off. Built from the client's own (`pipeline`
+ * is a property every storage client has, typed protected): its credential, options and any policy
+ * added to it carry over, only the retries differ.
+ */
+function pipelineWithoutRetries(client: BlobServiceClient | ContainerClient, timeoutMs: number): Pipeline {
   const { pipeline } = client as unknown as { readonly pipeline: Pipeline };
   const twin = newPipeline(client.credential, {
     ...pipeline.options,
     retryOptions: { maxTries: 1, tryTimeoutInMs: timeoutMs },
   });
   twin.factories.push(...pipeline.factories);
-  return new BlobServiceClient(client.url, twin);
+  return twin;
 }
 
 /**
