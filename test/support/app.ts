@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 
@@ -62,6 +62,10 @@ export interface RunningApp {
  * (plus PATH/HOME, and the tests' storage deadline unless `env` sets one): no ambient CAIRN_*
  * setting of the machine leaks in. It runs in a temp folder
  * of its own (`cwd`, unless given), where the runtime keeps its host key (`.cairn/host-key`).
+ *
+ * `keepOutput: false` (the benchmarks) sends the app's output to `output.log` in that folder
+ * instead of through a pipe to this process: read from a pipe, every request's log line would wake
+ * the measuring process, a cost the app's callers never pay. `output()` reads the file.
  */
 export async function startApp(
   env: Record<string, string>,
@@ -69,6 +73,8 @@ export async function startApp(
   options: { keepOutput?: boolean; args?: string[]; cwd?: string } = {},
 ): Promise<RunningApp> {
   const cwd = options.cwd ?? tempDir('app');
+  const logFile = options.keepOutput === false ? path.join(cwd, 'output.log') : undefined;
+  const logFd = logFile === undefined ? undefined : openSync(logFile, 'a');
   const child = spawn(process.execPath, [...EXIT_WITH_PARENT, script, ...(options.args ?? [])], {
     cwd,
     env: {
@@ -79,41 +85,54 @@ export async function startApp(
       ...env,
     },
     // stdin: the pipe EXIT_WITH_PARENT watches (the app stops if this process dies first).
-    stdio: ['pipe', 'pipe', 'pipe'],
+    stdio: ['pipe', logFd ?? 'pipe', logFd ?? 'pipe'],
   });
-  let output = '';
-  let keep = true;
-  child.stdout?.on('data', (data: Buffer) => {
-    if (keep) output += data.toString();
-  });
-  child.stderr?.on('data', (data: Buffer) => (output += data.toString()));
+  // The child holds its own copy of the file's descriptor.
+  if (logFd !== undefined) closeSync(logFd);
+  let piped = '';
+  child.stdout?.on('data', (data: Buffer) => (piped += data.toString()));
+  child.stderr?.on('data', (data: Buffer) => (piped += data.toString()));
+  const output = () => {
+    if (logFile === undefined) return piped;
+    try {
+      return readFileSync(logFile, 'utf8');
+    } catch {
+      return '';
+    }
+  };
   const forget = onCleanUp(() => stopProcess(child));
   const url = await new Promise<string>((resolve, reject) => {
+    const settle = () => {
+      clearTimeout(timer);
+      clearInterval(poll);
+      child.stdout?.off('data', check);
+    };
     const timer = setTimeout(() => {
+      settle();
       // Never leave a child that did not start in time running.
       void stopProcess(child, 'SIGKILL');
-      reject(new Error(`app did not start:\n${output}`));
+      reject(new Error(`app did not start:\n${output()}`));
     }, scaled(30_000));
     const check = () => {
-      const match = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(output);
+      const match = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(output());
       if (match?.[1] !== undefined) {
-        clearTimeout(timer);
+        settle();
         resolve(match[1]);
       }
     };
+    // A file has no events to wait on: it is looked at every 20 ms until the app prints its URL.
+    const poll = logFile === undefined ? undefined : setInterval(check, 20);
     child.stdout?.on('data', check);
     child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`app exited (${code}):\n${output}`));
+      settle();
+      reject(new Error(`app exited (${code}):\n${output()}`));
     });
   });
-  // Benchmarks drop the request log after start-up: collecting it would load the measuring process.
-  keep = options.keepOutput ?? true;
   return {
     url,
     child,
     hostKey: readFileSync(path.join(cwd, '.cairn', 'host-key'), 'utf8').trim(),
-    output: () => output,
+    output,
     stop: async () => {
       forget();
       await stopProcess(child);
