@@ -132,8 +132,10 @@ export class LocalMemoryStore implements MemoryStore {
           Buffer.from(JSON.stringify({ dims: index.dims }), 'utf8'),
         );
         try {
-          await fs.mkdir(path.dirname(file), { recursive: true });
+          // Durable like a fact before it is answered: every later vector is checked against it.
+          await makeFoldersDurably(path.dirname(file));
           await fs.rename(temp, file);
+          await syncFolder(path.dirname(file));
         } catch (error) {
           await fs.rm(temp, { force: true });
           throw error;
