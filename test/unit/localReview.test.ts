@@ -3,6 +3,7 @@ import path from 'node:path';
 
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
+import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { tempDir } from '../support/cleanup';
 
@@ -31,5 +32,23 @@ describe('local stores after a crash between two steps, and durability of every 
     // The index decides the dimension count of every later vector: losing it in a crash would let
     // the next first vector make another index, beside vectors of the old one.
     expect(synced).toEqual(expect.arrayContaining([path.join(dir, 'memory-index'), dir]));
+  });
+
+  it('key/value: a folder left empty by a delete killed before removing it does not block its name as a key', async () => {
+    const dir = tempDir('leftover-folder');
+    const store = new LocalKeyValueStoreFactory(dir, 1024).forTenant('t1');
+    await store.write('notes/old', Buffer.from('x'));
+    // A delete unlinks the key's file, then removes the folders that leaves empty: killed between
+    // the two, it leaves `notes/` empty (as here, where the second step is not run).
+    await fs.unlink(path.join(dir, 'kv', 't1', 'notes', 'old'));
+    expect((await store.list({ prefix: '', limit: 10 })).keys).toEqual([]);
+    // No key is below `notes`, so it can be a key (as on Blob).
+    await store.write('notes', Buffer.from('now a key'));
+    expect((await store.read('notes'))?.value.toString()).toBe('now a key');
+    await store.write('tasks/old', Buffer.from('x'));
+    await fs.unlink(path.join(dir, 'kv', 't1', 'tasks', 'old'));
+    await store.write('tasks', Buffer.from('created'), { ifAbsent: true });
+    await store.append('tasks', Buffer.from('+'));
+    expect((await store.read('tasks'))?.value.toString()).toBe('created+');
   });
 });

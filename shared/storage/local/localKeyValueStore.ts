@@ -254,11 +254,14 @@ class LocalKeyValueStore implements KeyValueStore {
             await makeParentFolders(file);
             continue;
           }
-          if (code === 'EEXIST') {
-            if ((await statItem(file)) === null) throw folderConflict();
+          if (code === 'EEXIST' && (await statItem(file)) !== null) {
             throw new PreconditionFailedError('the key exists');
           }
-          if (code === 'EISDIR' || code === 'ENOTDIR' || code === 'ENOTEMPTY') throw folderConflict();
+          // A folder stands at the key. An empty one holds no key: a delete killed before removing
+          // the folders it emptied leaves it. It goes, and the key takes its place.
+          const folderAtKey = code === 'EEXIST' || code === 'EISDIR' || code === 'ENOTEMPTY';
+          if (folderAtKey && attempt < 3 && (await removeIfEmpty(file))) continue;
+          if (folderAtKey || code === 'ENOTDIR') throw folderConflict();
           throw error;
         }
       }
@@ -293,6 +296,18 @@ class LocalKeyValueStore implements KeyValueStore {
         throw error;
       }
     }
+  }
+}
+
+/** Removes the folder `folder` when it is empty (or gone); false when it holds anything. */
+async function removeIfEmpty(folder: string): Promise<boolean> {
+  try {
+    await fs.rmdir(folder);
+    return true;
+  } catch (error) {
+    if (isAbsence(error)) return true;
+    if (errnoOf(error) === 'ENOTEMPTY' || errnoOf(error) === 'EEXIST') return false;
+    throw error;
   }
 }
 
