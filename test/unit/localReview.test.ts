@@ -52,3 +52,16 @@ describe('local stores after a crash between two steps, and durability of every 
     expect((await store.read('tasks'))?.value.toString()).toBe('created+');
   });
 });
+
+describe('local stores and their temp folder', () => {
+  it('keep writing after the temp folder is removed (clearing what crashes left there)', async () => {
+    const dir = tempDir('tmp-removed');
+    const store = new LocalKeyValueStoreFactory(dir, 1024).forTenant('t1');
+    await store.write('k', Buffer.from('1'));
+    // What a crash leaves in tmp/ is never read: an operator may clear it, folder and all.
+    await fs.rm(path.join(dir, 'tmp'), { recursive: true, force: true });
+    await store.write('k', Buffer.from('2'));
+    await store.append('k', Buffer.from('3'));
+    expect((await store.read('k'))?.value.toString()).toBe('23');
+  });
+});

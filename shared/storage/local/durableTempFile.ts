@@ -21,7 +21,15 @@ export async function writeDurableTempFile<T = undefined>(
     readyTmpDirs.add(tmpDir);
   }
   const temp = path.join(tmpDir, randomUUID());
-  const handle = await open(temp, 'wx');
+  let handle: FileHandle;
+  try {
+    handle = await open(temp, 'wx');
+  } catch (error) {
+    // The folder went since it was made (cleared with what crashes left in it): make it again.
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    await mkdir(tmpDir, { recursive: true });
+    handle = await open(temp, 'wx');
+  }
   try {
     await handle.writeFile(bytes);
     const extra = (finish === undefined ? undefined : await finish(handle)) as T;
