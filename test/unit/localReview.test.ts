@@ -3,6 +3,7 @@ import path from 'node:path';
 
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
+import { PreconditionFailedError } from '../../shared/protocol/errors';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { tempDir } from '../support/cleanup';
@@ -63,5 +64,32 @@ describe('local stores and their temp folder', () => {
     await store.write('k', Buffer.from('2'));
     await store.append('k', Buffer.from('3'));
     expect((await store.read('k'))?.value.toString()).toBe('23');
+  });
+});
+
+describe('local key/value ETags', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it('a compare-and-swap on the ETag of a deleted version fails on the key created again, also within one millisecond', async () => {
+    const store = new LocalKeyValueStoreFactory(tempDir('etag-aba'), 1024).forTenant('t1');
+    // Writes within one millisecond (fast storage, or a clock stepped back) get consecutive stamps;
+    // a deleted file's inode is commonly given to the next file made.
+    vi.spyOn(Date, 'now').mockReturnValue(Date.now());
+    const swappedOnAStaleVersion: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      const deleted = await store.write('k', Buffer.from('A'));
+      await store.delete('k');
+      await store.write('k', Buffer.from('B'));
+      try {
+        await store.write('k', Buffer.from('C'), { ifMatch: deleted.etag });
+        swappedOnAStaleVersion.push(deleted.etag);
+      } catch (error) {
+        if (!(error instanceof PreconditionFailedError)) throw error;
+      }
+      await store.delete('k');
+    }
+    expect(swappedOnAStaleVersion).toEqual([]);
   });
 });

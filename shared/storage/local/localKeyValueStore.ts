@@ -102,10 +102,16 @@ export function localInternalStore(dataDir: string, folder: string, maxValueByte
 const locks = new KeyedMutex();
 let lastStampMicros = 0;
 
-/** A modification time (seconds) unique within this process and increasing. */
+/**
+ * A modification time (seconds) unique within this process and increasing. It is set in the middle
+ * of its microsecond: Node cuts a time it sets down to whole microseconds, and seconds as a double
+ * (about a quarter of a microsecond apart at today's dates) often fall just below a whole one, so
+ * `n` and `n + 1` µs were both stored as `n`. Two writes within one millisecond then shared a
+ * stamp, and a key deleted and created again (its new file given the freed inode) its old ETag.
+ */
 function nextStamp(): number {
   lastStampMicros = Math.max(Date.now() * 1000, lastStampMicros + 1);
-  return lastStampMicros / 1e6;
+  return (lastStampMicros + 0.5) / 1e6;
 }
 
 function etagOf(stat: { ino: bigint; mtimeNs: bigint }): string {
