@@ -1,10 +1,11 @@
-import { constants, promises as fs } from 'node:fs';
+import { constants, promises as fs, readdirSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
-import { PreconditionFailedError } from '../../shared/protocol/errors';
+import { IntegrityError, PreconditionFailedError } from '../../shared/protocol/errors';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
+import { LocalMemorySnapshots } from '../../shared/storage/local/localMemorySnapshots';
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { tempDir } from '../support/cleanup';
 
@@ -91,5 +92,19 @@ describe('local key/value ETags', () => {
       await store.delete('k');
     }
     expect(swappedOnAStaleVersion).toEqual([]);
+  });
+});
+
+describe('local memory search snapshots and symbolic links', () => {
+  it('never write, read or delete through a link in the data folder', async () => {
+    const dataDir = tempDir('snapshot-links');
+    const outside = tempDir('snapshot-outside');
+    symlinkSync(outside, path.join(dataDir, 'memory-snapshots'));
+    const snapshots = new LocalMemorySnapshots(dataDir);
+    await expect(snapshots.write('t1', '', Buffer.from('cache'))).rejects.toBeInstanceOf(IntegrityError);
+    expect(readdirSync(outside)).toEqual([]);
+    await expect(snapshots.read('t1', '', 1024)).rejects.toBeInstanceOf(IntegrityError);
+    await expect(snapshots.delete('t1', '')).rejects.toBeInstanceOf(IntegrityError);
+    await expect(snapshots.list('t1')).rejects.toBeInstanceOf(IntegrityError);
   });
 });
