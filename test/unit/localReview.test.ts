@@ -108,3 +108,47 @@ describe('local memory search snapshots and symbolic links', () => {
     await expect(snapshots.list('t1')).rejects.toBeInstanceOf(IntegrityError);
   });
 });
+
+describe('local key/value durability with concurrent writers', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it('answers a write only once the folders its key is in are synced, also when another write made them', async () => {
+    const dir = tempDir('durable-concurrent');
+    const synced: string[] = [];
+    const open = fs.open.bind(fs);
+    vi.spyOn(fs, 'open').mockImplementation(async (file, flags, mode) => {
+      const handle = await open(file, flags, mode);
+      if (typeof flags === 'number' && (flags & constants.O_DIRECTORY) !== 0) {
+        const sync = handle.sync.bind(handle);
+        handle.sync = async () => {
+          // The data folder's sync (the entry of `kv/` made by the first write) is slow.
+          if (String(file) === dir) await new Promise((resolve) => setTimeout(resolve, 300));
+          await sync();
+          synced.push(String(file));
+        };
+      }
+      return handle;
+    });
+    const store = new LocalKeyValueStoreFactory(dir, 1024).forTenant('t1');
+    const first = store.write('d/x', Buffer.from('x'));
+    // The second write starts once the first has made the folders, before it has synced them.
+    const folder = path.join(dir, 'kv', 't1', 'd');
+    while (
+      !(await fs.stat(folder).then(
+        () => true,
+        () => false,
+      ))
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    await store.write('d/y', Buffer.from('y'));
+    // Answered: the entries on its path, down from the data folder, must be on disk.
+    const answered = [...synced];
+    await first;
+    expect(answered).toEqual(
+      expect.arrayContaining([dir, path.join(dir, 'kv'), path.join(dir, 'kv', 't1'), folder]),
+    );
+  });
+});

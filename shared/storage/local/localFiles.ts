@@ -194,10 +194,27 @@ export async function makeParentFolders(file: string): Promise<void> {
  */
 
 /**
- * Syncs `folder` (its entries: a rename, link or unlink into it) to disk. A folder that is gone
- * has nothing to sync: a concurrent deletion emptied and removed it, the entry with it.
+ * Syncs `folder` (its entries: a rename, link or unlink into it) to disk, and waits for the folders
+ * on its path that another write of this process made and is still syncing into their parents
+ * ({@link makeFoldersDurably}): a write that found its folders made already is answered only once
+ * they are on disk too. A folder that is gone has nothing to sync: a concurrent deletion emptied
+ * and removed it, the entry with it.
  */
 export async function syncFolder(folder: string): Promise<void> {
+  await syncOne(folder);
+  for (let current = folder; ; current = path.dirname(current)) {
+    const made = foldersSyncing.get(current);
+    if (made !== undefined && !(await made)) {
+      throw new Error(`the folder ${current} was made but could not be synced`);
+    }
+    if (path.dirname(current) === current) return;
+  }
+}
+
+/** Folders being made by {@link makeFoldersDurably}, each with whether their entries got synced. */
+const foldersSyncing = new Map<string, Promise<boolean>>();
+
+async function syncOne(folder: string): Promise<void> {
   let handle: fs.FileHandle;
   try {
     handle = await fs.open(folder, constants.O_RDONLY | constants.O_DIRECTORY);
@@ -217,10 +234,24 @@ export async function makeFoldersDurably(folder: string): Promise<void> {
   const first = await fs.mkdir(folder, { recursive: true });
   if (first === undefined) return;
   // `first` is the topmost folder made: its parent and every folder from it down gained an entry.
-  await syncFolder(path.dirname(first));
+  const made: string[] = [];
   for (let current = folder; current.length >= first.length; current = path.dirname(current)) {
-    if (current !== folder) await syncFolder(current);
+    made.push(current);
     if (current === first) break;
+  }
+  const synced = (async () => {
+    await syncOne(path.dirname(first));
+    for (const current of made) if (current !== folder) await syncOne(current);
+  })();
+  const outcome = synced.then(
+    () => true,
+    () => false,
+  );
+  for (const current of made) foldersSyncing.set(current, outcome);
+  try {
+    await synced;
+  } finally {
+    for (const current of made) if (foldersSyncing.get(current) === outcome) foldersSyncing.delete(current);
   }
 }
 
