@@ -3,7 +3,7 @@ import path from 'node:path';
 
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
-import { IntegrityError, PreconditionFailedError } from '../../shared/protocol/errors';
+import { ConflictError, IntegrityError, PreconditionFailedError } from '../../shared/protocol/errors';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { LocalMemorySnapshots } from '../../shared/storage/local/localMemorySnapshots';
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
@@ -52,6 +52,15 @@ describe('local stores after a crash between two steps, and durability of every 
     await store.write('tasks', Buffer.from('created'), { ifAbsent: true });
     await store.append('tasks', Buffer.from('+'));
     expect((await store.read('tasks'))?.value.toString()).toBe('created+');
+    // Killed before removing two folders: `deep/er/` is empty, `deep/` holds only it.
+    await store.write('deep/er/old', Buffer.from('x'));
+    await fs.unlink(path.join(dir, 'kv', 't1', 'deep', 'er', 'old'));
+    await store.write('deep', Buffer.from('a key'));
+    expect((await store.read('deep'))?.value.toString()).toBe('a key');
+    // A folder that still holds a key stays one.
+    await store.write('kept/a/b', Buffer.from('x'));
+    await expect(store.write('kept', Buffer.from('y'))).rejects.toBeInstanceOf(ConflictError);
+    expect((await store.read('kept/a/b'))?.value.toString()).toBe('x');
   });
 });
 

@@ -263,8 +263,8 @@ class LocalKeyValueStore implements KeyValueStore {
           if (code === 'EEXIST' && (await statItem(file)) !== null) {
             throw new PreconditionFailedError('the key exists');
           }
-          // A folder stands at the key. An empty one holds no key: a delete killed before removing
-          // the folders it emptied leaves it. It goes, and the key takes its place.
+          // A folder stands at the key. One without a file holds no key: a delete killed before
+          // removing the folders it emptied leaves it. It goes, and the key takes its place.
           const folderAtKey = code === 'EEXIST' || code === 'EISDIR' || code === 'ENOTEMPTY';
           if (folderAtKey && attempt < 3 && (await removeIfEmpty(file))) continue;
           if (folderAtKey || code === 'ENOTDIR') throw folderConflict();
@@ -305,8 +305,21 @@ class LocalKeyValueStore implements KeyValueStore {
   }
 }
 
-/** Removes the folder `folder` when it is empty (or gone); false when it holds anything. */
+/**
+ * Removes the folder `folder` when no file is in it or below it (only empty folders, or nothing,
+ * or it is gone); false when it holds a file (or a link), which stays.
+ */
 async function removeIfEmpty(folder: string): Promise<boolean> {
+  let entries;
+  try {
+    entries = await fs.readdir(folder, { withFileTypes: true });
+  } catch (error) {
+    if (isAbsence(error)) return true;
+    throw error;
+  }
+  for (const entry of entries) {
+    if (!entry.isDirectory() || !(await removeIfEmpty(path.join(folder, entry.name)))) return false;
+  }
   try {
     await fs.rmdir(folder);
     return true;
