@@ -100,7 +100,9 @@ export class SessionArchive {
     await this.claimForWrite(tenant, sessionId);
     const key = `${sessionId}/${objectKey}`;
     const result = await this.storage.objectsOf(tenant).put(key, bytes);
-    this.stored.set(key, { size: bytes.length, at: performance.now() });
+    // Only an object this put created is known to be young: the same bytes stored already keep
+    // their first storage time, however old, and retention may collect them at any moment.
+    if (result.created) this.stored.set(key, { size: bytes.length, at: performance.now() });
     return result;
   }
 
