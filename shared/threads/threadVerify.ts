@@ -60,10 +60,11 @@ export async function verifyThreads(
     }
   }
   await forEachLimited(threadIds, 4, async (threadId) => {
-    const stored = await store.read(`${THREAD_RECORD_PREFIX}${threadId}`);
+    const stored = await readOpened(store, `${THREAD_RECORD_PREFIX}${threadId}`);
     if (stored === null) return;
     let thread: ThreadRecord;
     try {
+      if (stored instanceof IntegrityError) throw stored;
       thread = decodeThreadRecord(stored.value, threadId);
     } catch (error) {
       collector.finding({
@@ -111,9 +112,10 @@ async function verifyThread(
     .map((i) => i.key);
   const records: CheckpointRecord[] = [];
   await forEachLimited(recordKeys, READ_CONCURRENCY, async (key) => {
-    const stored = await store.read(key);
+    const stored = await readOpened(store, key);
     if (stored === null) return;
     try {
+      if (stored instanceof IntegrityError) throw stored;
       records.push(decodeCheckpointRecord(stored.value, key));
     } catch (error) {
       collector.finding({
@@ -233,6 +235,20 @@ async function verifyThread(
       );
       if (!head) collector.orphan('threads', item.key, item.size, item.modifiedAt);
     }
+  }
+}
+
+/**
+ * The value at `key` (null when absent), or the IntegrityError of one that does not open (a sealed
+ * value changed or moved), which is damage to report as `unreadable`, as a record that does not
+ * decode is. Storage faults throw: a verification that could not read is no verification.
+ */
+async function readOpened(store: KeyValueStore, key: string): Promise<StoredValue | IntegrityError | null> {
+  try {
+    return await store.read(key);
+  } catch (error) {
+    if (error instanceof IntegrityError) return error;
+    throw error;
   }
 }
 
