@@ -233,8 +233,14 @@ export interface SessionContents {
   /** The chain from `latest` back, as far as manifests are stored. */
   readonly chain: string[];
   /**
+   * The checkpoint of the chain (`latest`, or a parent one names) whose manifest is not stored, or
+   * null when the chain reaches its first checkpoint.
+   */
+  readonly gap: string | null;
+  /**
    * The manifests kept: the chain, those published onto `latest`, and those younger than the grace;
-   * every manifest when `latest` names one that is not stored.
+   * every manifest when the chain does not reach its first checkpoint (a manifest of it is not
+   * stored or not readable).
    */
   readonly kept: Set<string>;
 }
@@ -279,14 +285,24 @@ export async function readSession(
   });
   const chain: string[] = [];
   const live = latest !== null && latest !== SESSION_TOMBSTONE ? latest : null;
-  for (let id = live; id !== null && manifests.get(id) !== undefined && !chain.includes(id);) {
+  let gap: string | null = null;
+  let unreadable = false;
+  for (let id = live; id !== null && !chain.includes(id);) {
+    const manifest = manifests.get(id);
+    if (manifest === undefined) {
+      gap = id;
+      break;
+    }
     chain.push(id);
-    id = manifests.get(id)?.parent ?? null;
+    unreadable = manifest === null;
+    id = manifest?.parent ?? null;
   }
   const kept = new Set(chain);
-  // `latest` names a manifest that is not stored (damage): what is kept cannot be known, so every
-  // manifest counts as kept and nothing of the session is collected.
-  const dangling = live !== null && !manifests.has(live);
+  // The chain does not reach its first checkpoint (damage: retention never removes a manifest of
+  // the chain): `latest` or a parent names a manifest that is not stored, or one that cannot be
+  // read. What the checkpoints beyond reference cannot be known, so every manifest counts as kept
+  // and nothing of the session is collected.
+  const dangling = gap !== null || unreadable;
   for (const [id, manifest] of manifests) {
     if (dangling) {
       kept.add(id);
@@ -297,7 +313,7 @@ export async function readSession(
     // Unreadable manifests are kept: what they reference cannot be known.
     if (manifest === null || young || (live !== null && manifest.parent === live)) kept.add(id);
   }
-  return { latest, objects: listed, manifests, chain, kept };
+  return { latest, objects: listed, manifests, chain, gap, kept };
 }
 
 /** Collects the garbage of a kept session; false when the budget cut it short. */

@@ -58,6 +58,16 @@ async function verifySession(
           : `latest names checkpoint ${contents.latest}, which is not stored`,
     });
   }
+  if (contents.gap !== null && contents.gap !== contents.latest) {
+    const child = contents.chain.at(-1) ?? '';
+    collector.finding({
+      domain: 'sessions',
+      kind: 'missing',
+      where,
+      key: `${sessionId}/checkpoints/${contents.gap}`,
+      detail: `checkpoint ${child} names checkpoint ${contents.gap} as its parent; its manifest is not stored`,
+    });
+  }
   const referenced = new Set<string>();
   for (const id of contents.kept) {
     const manifest = contents.manifests.get(id);
