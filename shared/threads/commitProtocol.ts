@@ -33,10 +33,13 @@ import {
   encodeValue,
   type HeadEntry,
   isChunkedSource,
+  isInlineSource,
   ownValue,
+  producerOf,
   sameCheckpoint,
   setOwn,
   type ThreadRecord,
+  type TypedBytes,
   withoutInline,
 } from './records';
 import {
@@ -54,7 +57,7 @@ import {
 import type { CheckpointPut, PutResult, ThreadStoreOptions, WritesPut } from './threadTypes';
 import { checkPut, checkWrites } from './validation';
 import { ValueCache } from './valueCache';
-import { ValueReader } from './valueReader';
+import { MissingValueError, ValueReader } from './valueReader';
 
 /**
  * The commit protocol: how a checkpoint put and a pending-writes put reach storage so that a crash
@@ -457,6 +460,12 @@ export class CheckpointCommits {
    * collector that removes it later lists this put's record (stored before) and keeps the values it
    * names; or it is gone, and the put is refused (409, its record removed) rather than committing a
    * checkpoint whose inherited values may go. A head is never removed.
+   *
+   * The values it inherits that are held inline in another record are first stored at their value
+   * keys (as a put stores a value apart): a collector decides which inline values to keep before it
+   * removes records, from the records it listed then, which this put's may postdate; the record
+   * holding such a value goes with its bytes unless something else stored them apart. An inherited
+   * value that cannot be read any more is gone already: the put is refused as above.
    */
   private async checkParentStored(
     store: KeyValueStore,
@@ -464,7 +473,26 @@ export class CheckpointCommits {
     record: CheckpointRecord,
   ): Promise<void> {
     const parent = record.parent as string;
-    if ((await store.head(keysOf(thread).record(parent, record.ns))) === null) {
+    const keys = keysOf(thread);
+    const reader = new ValueReader(store, keys);
+    const inherited = Object.entries(record.valueSources).filter(
+      ([, source]) => isInlineSource(source) && producerOf(source) !== record.id,
+    );
+    await Promise.all(
+      inherited.map(async ([channel, source]) => {
+        let value: TypedBytes;
+        try {
+          value = await reader.value(record, channel);
+        } catch (error) {
+          if (!(error instanceof MissingValueError)) throw error;
+          throw new ConflictError(
+            `parent: thread ${thread.threadId} has no value of channel ${channel} for checkpoint ${parent} in namespace "${record.ns}" any more (retention removed it)`,
+          );
+        }
+        await storeValue(store, keys.value(record.ns, source, channel), encodeValue(value));
+      }),
+    );
+    if ((await store.head(keys.record(parent, record.ns))) === null) {
       throw new ConflictError(
         `parent: thread ${thread.threadId} has no checkpoint ${parent} in namespace "${record.ns}" any more (retention removed it)`,
       );

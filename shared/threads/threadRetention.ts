@@ -47,9 +47,10 @@ import {
  * - Nothing younger than the grace period is collected (records of puts in flight, their values),
  *   and values are deleted only in the version listed (a put that names a stored value writes it
  *   again first: see ThreadStore). The values referenced are computed from the records listed
- *   after the records were removed, and a put whose parent is not the head checks that its parent
- *   is still stored after writing its own record: so a value a put in flight inherits is never
- *   collected (see ThreadStore.checkParentStored).
+ *   after the records were removed, and a put whose parent is not the head stores apart the values
+ *   it inherits held inline (the records holding them may go with their bytes) and checks that its
+ *   parent is still stored after writing its own record: so a value a put in flight inherits is
+ *   never collected (see CheckpointCommits.checkParentStored).
  * - Every deletion counts only when this run's delete removed the item: overlapping runs add up to
  *   what one run alone would count.
  */
