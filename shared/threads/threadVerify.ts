@@ -74,6 +74,9 @@ export async function verifyThreads(
         key: `${THREAD_RECORD_PREFIX}${threadId}`,
         detail: error instanceof Error ? error.message : String(error),
       });
+      // Which incarnation it names cannot be told: its data is no orphan (the prune refuses the
+      // thread as well, and collects none of it).
+      data.delete(threadId);
       return;
     }
     collector.checked.threads += 1;

@@ -81,9 +81,11 @@ describe.each<Backend>(['local', 'blob'])('verify of sealed threads on the %s ba
     expect(collector.checked.threads).toBe(1);
   });
 
-  it('a thread record that does not open is reported unreadable', async () => {
+  it('a thread record that does not open is reported unreadable, its data not as garbage', async () => {
     await tamper('t/t');
     const collector = await verify();
     expect(collector.findings.map(({ kind, key }) => [kind, key])).toContainEqual(['unreadable', 't/t']);
+    // Whose data it is cannot be told (the prune refuses the thread too): none of it is collectable.
+    expect(collector.orphans.filter((orphan) => orphan.key.startsWith('d/t/'))).toEqual([]);
   });
 });
