@@ -161,7 +161,12 @@ async function verifyThread(
       referenced.set(key, `checkpoint ${record.id} channel ${channel}`);
       if (!isInlineSource(source)) continue;
       const holder = holders.get(keys.record(source.slice(0, source.lastIndexOf('/')), record.ns));
-      const bytes = holder?.inline === undefined ? undefined : ownValue(holder.inline, channel);
+      // Only the record whose source it is holds it: a record stored again under a removed
+      // record's checkpoint id holds its own value (see ValueReader.inline).
+      const bytes =
+        holder?.inline === undefined || ownValue(holder.valueSources, channel) !== source
+          ? undefined
+          : ownValue(holder.inline, channel);
       if (bytes === undefined) continue;
       inlineHeld.add(key);
       const digest = createHash('sha256').update(bytes).digest().subarray(0, 16).toString('base64url');

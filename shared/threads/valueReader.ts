@@ -87,7 +87,7 @@ export class ValueReader {
     if (isChunkedSource(source)) return this.chunked(record, channel, what);
     const valueKey = this.keys.value(record.ns, source, channel);
     if (!isInlineSource(source)) return this.read(valueKey, what);
-    return this.inline(this.keys.record(producerOf(source), record.ns), valueKey, channel, what);
+    return this.inline(this.keys.record(producerOf(source), record.ns), valueKey, channel, source, what);
   }
 
   private read(key: string, what: string): Promise<TypedBytes> {
@@ -118,15 +118,22 @@ export class ValueReader {
 
   /**
    * A value held inline in the record at `recordKey`; once retention removed that record, the
-   * value is at `valueKey` (retention put it there first).
+   * value is at `valueKey` (retention put it there first). A record stored there since under the
+   * same checkpoint id (a put may store the id again once its record is gone) holds its own value
+   * of the channel, under another source: only the record whose source it is holds it.
    */
   private async inline(
     recordKey: string,
     valueKey: string,
     channel: string,
+    source: string,
     what: string,
   ): Promise<TypedBytes> {
-    const bytes = ownValue((await this.record(recordKey))?.inline ?? {}, channel);
+    const holder = await this.record(recordKey);
+    const bytes =
+      holder !== null && ownValue(holder.valueSources, channel) === source
+        ? ownValue(holder.inline ?? {}, channel)
+        : undefined;
     return bytes === undefined ? this.read(valueKey, what) : decodeValue(bytes, what);
   }
 
