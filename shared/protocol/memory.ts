@@ -268,10 +268,19 @@ export const forgetAllQuery = z.object({
     .describe('`true` to allow the empty namespace (the whole tenant).'),
 });
 
-/** The conditions of a batch operation, as the headers of its route. */
+/** An If-Match: `*`, or one quoted ETag (the header of a fact's route, a batch operation's `ifMatch`). */
+// eslint-disable-next-line no-control-regex
+const IF_MATCH_PATTERN = /^(\*|"[^"\u0000-\u001F\u007F]*")$/;
+const IF_MATCH_RULE = 'must be "*" or one quoted ETag as returned by Cairn';
+
+/**
+ * The conditions of a batch operation, as the headers of its route, with the same checks: an
+ * `ifMatch` that is no ETag is a 400 naming it, as the header is, not a 412 against the fact.
+ */
 export const batchConditions = {
   ifMatch: z
-    .string({ error: 'must be an ETag or "*"' })
+    .string({ error: IF_MATCH_RULE })
+    .regex(IF_MATCH_PATTERN, IF_MATCH_RULE)
     .optional()
     .describe('As the `If-Match` header: an ETag, or `*`.'),
   ifNoneMatch: z
@@ -431,8 +440,7 @@ const conditions = {
   'If-Match': {
     description:
       "Write only if the fact's current ETag is this one (an absent fact fails), or with `*` only if it exists. Not met: 412, nothing written. Not with If-None-Match (400).",
-    // eslint-disable-next-line no-control-regex
-    schema: z.string().regex(/^(\*|"[^"\u0000-\u001F\u007F]*")$/),
+    schema: z.string().regex(IF_MATCH_PATTERN),
   },
   'If-None-Match': {
     description: 'Only `*`: write only if no live fact is there. Not met: 412, nothing written.',

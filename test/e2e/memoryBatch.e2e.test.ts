@@ -122,6 +122,29 @@ describe.each<Backend>(['local', 'blob'])('memory batches on the %s backend', (b
     expect(second[5]?.item?.value).toBe('jasmine');
   });
 
+  it("checks an operation's ifMatch as its route checks If-Match: 400 naming it, nothing written", async () => {
+    const put = await results(asAlpha, [{ op: 'put', namespace: 'cas', key: 'k', value: 'first' }]);
+    const etag = put[0]?.item?.etag;
+    // The route refuses an If-Match that is neither "*" nor a quoted ETag before any storage request.
+    const route = await asAlpha(factPath('cas', 'k'), {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json', 'if-match': 'not-quoted' },
+      body: JSON.stringify({ value: 'second' }),
+    });
+    expect(route.status).toBe(400);
+    const answered = await results(asAlpha, [
+      { op: 'put', namespace: 'cas', key: 'k', value: 'second', ifMatch: 'not-quoted' },
+      { op: 'put', namespace: 'cas', key: 'k', value: 'second', ifMatch: '' },
+      { op: 'delete', namespace: 'cas', key: 'k', ifMatch: 'not-quoted' },
+      { op: 'get', namespace: 'cas', key: 'k' },
+    ]);
+    expect(answered.map((result) => result.status)).toEqual([400, 400, 400, 200]);
+    expect(answered[0]?.error?.message).toMatch(/^operations\.0\.ifMatch: /);
+    expect(answered[1]?.error?.message).toMatch(/^operations\.1\.ifMatch: /);
+    expect(answered[2]?.error?.message).toMatch(/^operations\.2\.ifMatch: /);
+    expect(answered[3]?.item?.etag).toBe(etag);
+  });
+
   it('refuses a body that is no batch: 400 naming operations, 413 past the body limit, nothing written', async () => {
     for (const [body, field] of [
       [{}, 'operations'],
