@@ -17,6 +17,7 @@ import {
 import { type BaseStore, InMemoryStore, type Item, type Operation } from '@langchain/langgraph-checkpoint';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { namespaceProblem } from '../../shared/protocol/memory';
 import {
   apiKeysSetting,
   type Backend,
@@ -106,6 +107,29 @@ describe.each<Subject>(['reference', 'local', 'blob'])('LangGraph store behaviou
     }
     expect((await store.search(['a/b'])).map(({ value }) => value)).toEqual([{ i: 0 }]);
     expect((await store.search(['a'])).map(({ value }) => value)).toEqual([{ i: 1 }]);
+  });
+
+  it('keeps labels and keys with Unicode noncharacters and lone surrogates apart and intact', async () => {
+    // Characters a Cairn name may not hold (docs/memory.md, "Names and values"), but a label may.
+    const namespaces = [
+      ['nc', '\uFFFF'],
+      ['nc', 'x\uFDD0y'],
+      ['nc', '\u{1FFFE}'],
+      ['nc', 'lone\uD800'],
+    ];
+    for (const [i, namespace] of namespaces.entries()) {
+      await store.put(namespace, `key\uFFFE${i}\uDC00`, { i });
+    }
+    for (const [i, namespace] of namespaces.entries()) {
+      const item = await store.get(namespace, `key\uFFFE${i}\uDC00`);
+      expect(item?.namespace).toEqual(namespace);
+      expect(item?.key).toBe(`key\uFFFE${i}\uDC00`);
+      expect(item?.value).toEqual({ i });
+    }
+    const found = await store.search(['nc'], { limit: 10 });
+    expect(found.map(({ value }) => value as { i: number }).sort((a, b) => a.i - b.i)).toEqual(
+      namespaces.map((_, i) => ({ i })),
+    );
   });
 
   it('searches a namespace prefix and below by whole labels, with filters, limit and offset', async () => {
@@ -270,12 +294,15 @@ describe.each<Subject>(['reference', 'local', 'blob'])('LangGraph store behaviou
 describe('CairnStore label encoding', () => {
   it('is injective and undone by decodeName', () => {
     const labels = ['', '%', '/', 'a/b', 'a%2Fb', '%25', 'x\u0000y', 'tab\t', '日本', 'plain'];
+    labels.push('\uFFFF', '%U00FFFF', '\u{10FFFF}', '\uD800', 'a\uDFFFb', '\uFDEF');
     const encoded = labels.map(encodeName);
     expect(new Set(encoded).size).toBe(labels.length);
     for (const segment of encoded) {
       // eslint-disable-next-line no-control-regex
       expect(segment).not.toMatch(/[/\u0000-\u001f\u007f]/);
       expect(segment).not.toBe('');
+      // A segment the service takes, whatever the label held.
+      expect(namespaceProblem(segment)).toBeNull();
     }
     expect(encoded.map(decodeName)).toEqual(labels);
   });

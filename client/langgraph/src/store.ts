@@ -33,7 +33,8 @@ import {
  * - A LangGraph namespace `["users", "42"]` is the Cairn namespace `<scope>/users/42`. `scope`
  *   (default `langgraph`, a Cairn namespace path) keeps one store's items apart from another's in
  *   the same tenant. Labels may hold any character: `%`, `/` and control characters are written as
- *   `%XX` (and an empty label as a lone `%`), an encoding that maps different labels to different
+ *   `%XX`, Unicode noncharacters and unpaired surrogates as `%U` and six hex digits (and an empty
+ *   label as a lone `%`), an encoding that maps different labels to different
  *   segments and is undone on the way back. Keys are encoded the same way (except `/`, which keys
  *   may hold). The encoded namespace must fit Cairn's limits (at most 16 segments with the
  *   scope, 512 bytes); longer ones are refused by the service (400).
@@ -370,25 +371,33 @@ export class CairnStore extends BaseStore {
 }
 
 // eslint-disable-next-line no-control-regex
-const ESCAPED = /[%/\u0000-\u001f\u007f]/g;
+const ESCAPED = /[%/\u0000-\u001f\u007f]|\p{Noncharacter_Code_Point}|\p{Surrogate}/gu;
 
 /**
- * A LangGraph label (or key) as a Cairn segment: `%`, `/` and control characters as `%XX`, the
- * empty label as a lone `%` (which no other label encodes to). Different labels give different
- * segments.
+ * A LangGraph label (or key) as a Cairn segment: `%`, `/` and control characters as `%XX`; Unicode
+ * noncharacters and unpaired surrogates, which Cairn names may not hold either, as `%U` and six hex
+ * digits of the code point; the empty label as a lone `%` (which no other label encodes to).
+ * Different labels give different segments: every `%` of a segment starts an escape, and `U` is no
+ * hex digit.
  */
 export function encodeName(label: string): string {
   if (label === '') return '%';
-  return label.replace(
-    ESCAPED,
-    (char) => `%${char.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`,
-  );
+  return label.replace(ESCAPED, (char) => {
+    const code = char.codePointAt(0) as number;
+    const hex = code.toString(16).toUpperCase();
+    return code < 0x80 ? `%${hex.padStart(2, '0')}` : `%U${hex.padStart(6, '0')}`;
+  });
 }
 
 /** The label a segment made by {@link encodeName} stands for. */
 export function decodeName(segment: string): string {
   if (segment === '%') return '';
-  return segment.replace(/%([0-9A-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+  return segment.replace(/%(?:([0-9A-F]{2})|U([0-9A-F]{6}))/g, (_, byte?: string, code?: string) =>
+    // A code point of an escape is a noncharacter or one surrogate: fromCodePoint makes either.
+    byte === undefined
+      ? String.fromCodePoint(parseInt(code as string, 16))
+      : String.fromCharCode(parseInt(byte, 16)),
+  );
 }
 
 function matches(condition: MatchCondition, labels: readonly string[]): boolean {
