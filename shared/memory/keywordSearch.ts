@@ -5,8 +5,11 @@ import { jsonStrings } from '../json';
  * computed in-process over the facts a search reads (so nothing derived from values is stored next
  * to them, which would defeat encrypting the values).
  *
- * Words are maximal runs of letters and digits after Unicode NFKC normalisation and lower-casing;
- * `French`, `french,` and `FRENCH` are one word. A query word matches whole words only (no stems,
+ * Words are maximal runs of letters, combining marks and digits after Unicode NFKC normalisation
+ * and lower-casing; `French`, `french,` and `FRENCH` are one word. Marks belong to the word they
+ * are in (as in Unicode's word boundaries): without them, a word of a script that writes its vowels
+ * as marks (Devanagari, Thai, Arabic with its vowel signs) would fall apart into its letters, and
+ * `हिन्दी` would match `दिन`, which shares only two letters with it. A query word matches whole words only (no stems,
  * no prefixes). Scores are BM25 (k1 = 1.2, b = 0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5)))
  * divided by the largest sum the query's words could reach, so they lie in [0, 1): 0 means no
  * query word occurs (such facts are not results), and a fact matching more, and rarer, query words
@@ -15,7 +18,7 @@ import { jsonStrings } from '../json';
 
 const K1 = 1.2;
 const B = 0.75;
-const WORD_SEPARATOR = /[^\p{L}\p{N}]+/u;
+const WORD_SEPARATOR = /[^\p{L}\p{M}\p{N}]+/u;
 
 export function words(text: string): string[] {
   return text

@@ -274,6 +274,25 @@ describe.each<Backend>(['local', 'blob'])('memory API on the %s backend', (backe
     expect(await again.json()).toEqual({ deleted: 0, more: false });
   });
 
+  it('matches whole words in scripts written with combining marks, not the letters between the marks', async () => {
+    // Devanagari vowel signs and viramas are marks (\p{M}), part of the word as in Unicode's word
+    // boundaries: "हिन्दी" (Hindi) and "दिन" (day) share the letters द and न, not a word.
+    const facts: [string, unknown][] = [
+      ['hindi', { text: 'हिन्दी भाषा' }],
+      ['day', { text: 'दिन' }],
+      ['thai', { text: 'ภาษาไทย' }],
+    ];
+    for (const [key, value] of facts)
+      expect((await put(asAlpha, 'scripts', key, { value })).status).toBe(201);
+    const keysFor = async (text: string) =>
+      (await searchItems(asAlpha, { namespace: 'scripts', text })).map(({ key }) => key);
+    expect(await keysFor('हिन्दी')).toEqual(['hindi']);
+    expect(await keysFor('दिन')).toEqual(['day']);
+    expect(await keysFor('भाषा')).toEqual(['hindi']);
+    // A word's letters alone are another word.
+    expect(await keysFor('ह')).toEqual([]);
+  });
+
   it("isolates tenants: another tenant's facts are absent on every route and untouched by its writes", async () => {
     await put(asAlpha, 'private/notes', 'secret', { value: 'alpha only' });
     expect((await asBeta(factPath('private/notes', 'secret'))).status).toBe(404);
