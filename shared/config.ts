@@ -132,7 +132,7 @@ export const SETTINGS = {
   },
   CAIRN_MEMORY_TABLE: {
     description:
-      'Name of the table of memory facts on CAIRN_TABLE_ENDPOINT (default cairnmemory; 3-63 letters and digits, starting with a letter; created when missing). Without CAIRN_TABLE_ENDPOINT the local backend keeps facts under CAIRN_DATA_DIR and the Blob backend answers the memory routes with 500.',
+      'Name of the table of memory facts on CAIRN_TABLE_ENDPOINT (default cairnmemory; 3-63 letters and digits, starting with a letter; created when missing). Without CAIRN_TABLE_ENDPOINT the local backend keeps facts under CAIRN_DATA_DIR and the Blob backend answers the memory routes with 501 not_configured.',
   },
   CAIRN_PRUNE_SCHEDULE: {
     description:
