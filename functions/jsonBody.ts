@@ -28,7 +28,7 @@ export async function readJsonBody<T>(
 export function parseJsonBody<T>(
   bytes: Buffer,
   schema: z.ZodType<T>,
-  options: { emptyIsObject?: boolean; wholeField?: string } = {},
+  options: { emptyIsObject?: boolean; wholeField?: string; maxDepth?: number } = {},
 ): T {
   let value: unknown;
   if (bytes.length === 0 && options.emptyIsObject === true) {
@@ -39,7 +39,7 @@ export function parseJsonBody<T>(
     } catch {
       throw new InvalidArgumentError('body', 'must be a JSON object');
     }
-    checkJsonDepth(value, 'body');
+    checkJsonDepth(value, 'body', options.maxDepth);
   }
   const result = schema.safeParse(value);
   if (result.success) return result.data;

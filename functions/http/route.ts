@@ -1,5 +1,6 @@
 import type { FunctionInput, HttpRequest, HttpResponseInit } from '@azure/functions';
 
+import { MAX_JSON_DEPTH } from '#shared/json';
 import { InvalidArgumentError } from '#shared/protocol/errors';
 import type { Method, OperationInput, RouteSpec } from '#shared/protocol/spec';
 
@@ -102,6 +103,7 @@ export function specHandler<R extends RouteSpec>(
                 : parseJsonBody(bytes, body.schema, {
                     emptyIsObject: body.emptyIsObject === true,
                     ...(body.wholeField === undefined ? {} : { wholeField: body.wholeField }),
+                    ...(body.wrapDepth === undefined ? {} : { maxDepth: MAX_JSON_DEPTH + body.wrapDepth }),
                   });
           }
           const input = { params, query, body: parsedBody } as OperationInput<R, keyof R['operations']>;

@@ -562,6 +562,9 @@ export const memoryBatchRoute = route({
         description: 'The operations, in order.',
         schema: batchBody,
         limit: MAX_BATCH_BODY_BYTES,
+        // The array and the object around each operation's fields: an operation nests as deep as
+        // its route's body (a put's value 63 levels, as `PUT /api/memory/facts` takes it).
+        wrapDepth: 2,
       },
       answers: { 200: { description: 'One result per operation, in order.', body: MemoryBatchResults } },
       errors: [400, 501],

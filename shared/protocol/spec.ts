@@ -47,6 +47,11 @@ export interface JsonBodySpec<S extends z.ZodType = z.ZodType> {
   readonly emptyIsObject?: boolean;
   /** The field a 400 names when the body as a whole is not what `schema` takes; default `body`. */
   readonly wholeField?: string;
+  /**
+   * Levels the body wraps around bodies of other routes (a batch: its array and each operation),
+   * allowed past `MAX_JSON_DEPTH` so that each of those may nest as deep as on its own route.
+   */
+  readonly wrapDepth?: number;
 }
 
 /** A body of bytes, handed to the handler as read. */

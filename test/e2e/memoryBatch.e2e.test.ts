@@ -145,6 +145,37 @@ describe.each<Backend>(['local', 'blob'])('memory batches on the %s backend', (b
     expect(answered[3]?.item?.etag).toBe(etag);
   });
 
+  it('takes a value nested as deep as its route takes it; a deeper one refuses the batch', async () => {
+    const nested = (levels: number): unknown => {
+      let value: unknown = 'deep';
+      for (let i = 0; i < levels; i++) value = [value];
+      return value;
+    };
+    // The route: a body {"value": …} nests at most 64 levels, so the value 63.
+    const route = await asAlpha(factPath('depth', 'route'), {
+      method: 'PUT',
+      body: JSON.stringify({ value: nested(63) }),
+    });
+    expect(route.status).toBe(201);
+    const answered = await results(asAlpha, [
+      { op: 'put', namespace: 'depth', key: 'a', value: nested(63) },
+      { op: 'put', namespace: 'depth', key: 'c', value: 'shallow' },
+      { op: 'search', namespace: 'depth', filter: { x: nested(62) } },
+    ]);
+    expect(answered.map((result) => result.status)).toEqual([201, 201, 200]);
+    // Deeper than any route takes: the whole body is refused, naming operations, nothing written.
+    const deeper = await batch(asAlpha, [
+      { op: 'put', namespace: 'depth', key: 'b', value: nested(64) },
+      { op: 'put', namespace: 'depth', key: 'd', value: 'shallow' },
+    ]);
+    expect(deeper.status).toBe(400);
+    expect(((await deeper.json()) as { error: { message: string } }).error.message).toMatch(
+      /^operations: must not nest/,
+    );
+    expect((await asAlpha(factPath('depth', 'b'))).status).toBe(404);
+    expect((await asAlpha(factPath('depth', 'd'))).status).toBe(404);
+  });
+
   it('refuses a body that is no batch: 400 naming operations, 413 past the body limit, nothing written', async () => {
     for (const [body, field] of [
       [{}, 'operations'],
