@@ -58,12 +58,14 @@ export function checkFactKey(key: string, field = 'key'): void {
 
 /**
  * The value as the bytes to store: its JSON in UTF-8. `undefined` (no value) is a 400, and so is a
- * value nested deeper than `MAX_JSON_DEPTH`; a value over {@link MAX_FACT_VALUE_BYTES} is a 413,
- * like any body over its limit.
+ * value nested deeper than 63 levels (`MAX_JSON_DEPTH` with the body around it); a value over
+ * {@link MAX_FACT_VALUE_BYTES} is a 413, like any body over its limit.
  */
 export function serialiseValue(value: unknown, field = 'value'): Buffer {
   if (value === undefined) throw new InvalidArgumentError(field, 'is required (any JSON value)');
-  checkJsonDepth(value, field);
+  // Checked as its route's body `{"value": …}` is (docs/api.md, "Nesting"): the value at most 63
+  // levels, with the route's answer, also where no body bounds it first (an MCP tool's arguments).
+  checkJsonDepth({ [field]: value }, 'body');
   const bytes = Buffer.from(JSON.stringify(value), 'utf8');
   if (bytes.length > MAX_FACT_VALUE_BYTES) throw new PayloadTooLargeError(MAX_FACT_VALUE_BYTES, field);
   return bytes;

@@ -68,6 +68,13 @@ async function ok(mcp: Client, name: string, args: Record<string, unknown> = {})
   return answer.json;
 }
 
+/** `levels` arrays around a string. */
+function nested(levels: number): unknown {
+  let value: unknown = 'deep';
+  for (let i = 0; i < levels; i++) value = [value];
+  return value;
+}
+
 /** The API error of a tool that must fail. */
 async function failure(mcp: Client, name: string, args: Record<string, unknown>) {
   const answer = await call(mcp, name, args);
@@ -484,6 +491,8 @@ describe.each<Backend>(['local', 'blob'])('MCP server on the %s backend', (backe
         { namespace: 'bad', key: 'k', value: 1, colour: 'red' },
         /^colour: is not a known argument$/,
       ],
+      // As deep as no body {"value": …} of the remember route may nest (docs/api.md, "Nesting").
+      ['remember', { namespace: 'bad', key: 'k', value: { a: nested(63) } }, /^value: must not nest/],
       ['search_memory', { text: 'x', vector: [] }, /^vector: must be an array of 1 to 4096 numbers/],
       ['search_memory', { limit: 0 }, /^limit: /],
       ['kv_put', { key: 'a/../b', value: 'x' }, /^key: /],
