@@ -196,6 +196,9 @@ describe.each<Subject>(['reference', 'local', 'blob'])('LangGraph store behaviou
       ['ln', 'a', 'y'],
       ['ln', 'b'],
     ]);
+    // A depth no namespace reaches cuts nothing, whatever the store adds in front of the labels.
+    for (const maxDepth of [15, 16, 100])
+      expect(await list({ prefix: ['ln'], maxDepth })).toEqual(await list({ prefix: ['ln'] }));
   });
 
   it('runs batches of mixed operations, one answer per operation', async () => {

@@ -7,6 +7,7 @@ import type {
 } from '@cairn-state/client';
 import { CairnClient, type CairnClientOptions, vectorBase64 } from '@cairn-state/client';
 import { CairnHttpError } from '@cairn-state/client';
+import { MAX_NAMESPACE_SEGMENTS } from '@cairn-state/protocol/memory';
 import {
   BaseStore,
   getTextAtPath,
@@ -308,7 +309,10 @@ export class CairnStore extends BaseStore {
         op: 'listNamespaces',
         prefix: this.cairnNamespace(prefix),
         ...(suffix.length === 0 ? {} : { suffix: suffix.map(encodeName).join('/') }),
-        ...(operation.maxDepth === undefined ? {} : { maxDepth: operation.maxDepth + this.scope.length }),
+        // Past the deepest a namespace goes, a depth cuts nothing: the service takes at most that.
+        ...(operation.maxDepth === undefined
+          ? {}
+          : { maxDepth: Math.min(MAX_NAMESPACE_SEGMENTS, operation.maxDepth + this.scope.length) }),
         limit: operation.limit,
         offset: operation.offset,
       },
