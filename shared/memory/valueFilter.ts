@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 
+import { stringifyJson } from '../json';
 import { InvalidArgumentError } from '../protocol/errors';
 import { MAX_FILTER_FIELDS } from '../protocol/memory';
 
@@ -32,7 +33,11 @@ function isOperatorObject(condition: unknown): condition is Record<string, unkno
   return names.length > 0 && names.every((name) => name.startsWith('$'));
 }
 
-/** Throws InvalidArgumentError (field `filter.<name>`) unless `filter` is a valid filter. */
+/**
+ * Throws InvalidArgumentError (field `filter.<name>`) unless `filter` is a valid filter; answers
+ * it as JSON holds it: a -0 (which a body may hold, `-0` or `-0.0`) is 0, as in every stored value
+ * (written by `JSON.stringify`), since deep equality tells -0 from 0 and JSON has one zero.
+ */
 export function checkFilter(filter: unknown): ValueFilter {
   if (typeof filter !== 'object' || filter === null || Array.isArray(filter)) {
     throw new InvalidArgumentError('filter', 'must be an object of field conditions');
@@ -56,7 +61,8 @@ export function checkFilter(filter: unknown): ValueFilter {
       }
     }
   }
-  return filter as ValueFilter;
+  // Without recursion: an MCP tool's filter comes with no body bounding its depth.
+  return JSON.parse(stringifyJson(filter)) as ValueFilter;
 }
 
 function ordered(field: unknown, operand: unknown, holds: (order: number) => boolean): boolean {

@@ -293,6 +293,25 @@ describe.each<Backend>(['local', 'blob'])('memory API on the %s backend', (backe
     expect(await keysFor('ह')).toEqual([]);
   });
 
+  it('compares numbers in filters by value: -0 in a filter is 0, as JSON has one zero', async () => {
+    expect((await put(asAlpha, 'zero', 'z', { value: { n: 0, list: [0] } })).status).toBe(201);
+    // A body holding -0 (JSON.stringify writes 0; other languages' encoders write -0 or -0.0).
+    const keysFor = async (filter: string) => {
+      const response = await asAlpha('/api/memory/search', {
+        method: 'POST',
+        body: `{"namespace":"zero","filter":${filter}}`,
+      });
+      expect(response.status).toBe(200);
+      return ((await response.json()) as { items: Item[] }).items.map(({ key }) => key);
+    };
+    expect(await keysFor('{"n":-0}')).toEqual(['z']);
+    expect(await keysFor('{"n":{"$eq":-0.0}}')).toEqual(['z']);
+    expect(await keysFor('{"n":{"$in":[-0]}}')).toEqual(['z']);
+    expect(await keysFor('{"list":[-0]}')).toEqual(['z']);
+    expect(await keysFor('{"n":{"$ne":-0}}')).toEqual([]);
+    expect(await keysFor('{"n":{"$nin":[-0]}}')).toEqual([]);
+  });
+
   it("isolates tenants: another tenant's facts are absent on every route and untouched by its writes", async () => {
     await put(asAlpha, 'private/notes', 'secret', { value: 'alpha only' });
     expect((await asBeta(factPath('private/notes', 'secret'))).status).toBe(404);
