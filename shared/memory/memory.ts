@@ -388,7 +388,10 @@ export class MemoryFacts {
     if (conditions.ifMatch !== undefined && conditions.ifAbsent === true) {
       throw new InvalidArgumentError('If-Match', 'cannot be combined with If-None-Match');
     }
-    if (dims !== null) await this.checkIndex(caller.tenant, dims, vectors);
+    // A conditional write makes the tenant's index only once its condition held (`store1`): made
+    // here, it would outlive a write refused with 412, which is to write nothing.
+    const unconditional = conditions.ifMatch === undefined && conditions.ifAbsent !== true;
+    if (dims !== null) await this.checkIndex(caller.tenant, dims, vectors, unconditional);
     await this.codec.prepare?.(caller.tenant);
     const sealed = this.codec.seal(packFact(plain, vectors), placeOf(caller.tenant, namespace, key));
     return {
@@ -397,6 +400,7 @@ export class MemoryFacts {
       sealed,
       parsed: JSON.parse(plain.toString('utf8')) as unknown,
       vectors,
+      dims,
       ttl: options.ttl,
       conditions,
       versionKey: versionKeyOf(caller.tenant, namespace, key),
@@ -423,6 +427,9 @@ export class MemoryFacts {
       const current = usable ? known : await this.store.get(caller.tenant, namespace, key);
       const live = current !== null && !isExpired(current, now) ? current : null;
       checkWriteConditions(conditions, live);
+      // The index of a conditional write, made now that its condition held (read by `prepare`
+      // already, or made here once: no further request).
+      if (write.dims !== null) await this.checkIndex(caller.tenant, write.dims, write.vectors);
       const created = live === null;
       const event = this.audit.enabled
         ? pendingEvent(
@@ -706,11 +713,13 @@ export class MemoryFacts {
 
   /**
    * Throws 400 naming the first vector unless its dimension count is the tenant's; the first
-   * vector of a tenant makes its index (create-only: of two first writers, one index holds).
+   * vector of a tenant makes its index (create-only: of two first writers, one index holds), unless
+   * `create` is false (then a tenant without one passes).
    */
-  private async checkIndex(tenant: string, dims: number, vectors: FactVectors): Promise<void> {
+  private async checkIndex(tenant: string, dims: number, vectors: FactVectors, create = true): Promise<void> {
     let indexed = await this.indexDims(tenant);
     if (indexed === null) {
+      if (!create) return;
       indexed = (await this.store.createIndex(tenant, { dims })).dims;
       this.indexes.set(tenant, indexed);
     }
@@ -986,6 +995,8 @@ interface PreparedWrite {
   /** The value as the answer gives it back. */
   readonly parsed: unknown;
   readonly vectors: FactVectors;
+  /** The vectors' dimension count; null without vectors. */
+  readonly dims: number | null;
   readonly ttl: number | undefined;
   readonly conditions: WriteConditions;
   readonly versionKey: string;

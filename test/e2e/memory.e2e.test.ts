@@ -386,6 +386,22 @@ describe.each<Backend>(['local', 'blob'])('memory API on the %s backend', (backe
     expect((await asAlpha(factPath('a', 'k'))).status).toBe(404);
   });
 
+  it("fixes the tenant's dimension count by a vector stored, not by a write its condition refused", async () => {
+    // Before the tenant's first vector: a compare-and-swap that fails writes nothing at all.
+    const ifMatch = { 'if-match': '"not-the-etag"' };
+    const refused = await put(asBeta, 'dims', 'k', { value: 1, vectors: { t: [1, 2, 3] } }, ifMatch);
+    expect(refused.status).toBe(412);
+    expect((await put(asBeta, 'dims', 'other', { value: 0 })).status).toBe(201);
+    const create = { 'if-none-match': '*' };
+    const exists = await put(asBeta, 'dims', 'other', { value: 1, vectors: { t: [1, 2] } }, create);
+    expect(exists.status).toBe(412);
+    // The first vector stored fixes it.
+    expect((await put(asBeta, 'dims', 'k', { value: 2, vectors: { t: [1, 2, 3, 4] } })).status).toBe(201);
+    const other = await put(asBeta, 'dims', 'k', { value: 3, vectors: { t: [1, 2, 3] } });
+    expect(other.status).toBe(400);
+    expect((await errorOf(other)).message).toMatch(/^vectors\.t: must have 4 dimensions/);
+  });
+
   it('is reachable through CairnClient.memory with typed answers and errors', async () => {
     const cairn = new CairnClient({ url: app.url, token: alpha.key });
     const fact = await cairn.memory.remember(['client', 'u1'], 'name', { first: 'Ada' }, { ttl: 3600 });
