@@ -91,6 +91,12 @@ export class SealedObjectStore implements ImmutableObjectStore {
     return this.raw.delete(key, options);
   }
 
+  /** Touches the sealed object (its seal is unchanged); its plain size, as `head` gives it. */
+  async touch(key: string): Promise<ObjectInfo | null> {
+    const info = await this.raw.touch(key);
+    return info === null ? null : { ...info, size: plainSize(info.size) };
+  }
+
   private place(key: string): ValuePlace {
     return { tenant: this.tenant, kind: this.kind, key };
   }

@@ -23,7 +23,12 @@ import { validateKey, validatePrefix } from '../protocol/keys';
  * - move a pointer only from the expected value (`null`: only if absent), atomically; the loser is
  *   told the current value; moving it to `null` removes it, under the same rule;
  * - report when each object was stored (`storedAt`, to the second at least): objects are never
- *   rewritten, so this is when its bytes were first stored;
+ *   rewritten, so this is when its bytes were first stored, or when it was last touched;
+ * - `touch` an object: make its `storedAt` the storage's present time, bytes and size unchanged,
+ *   atomically with respect to `delete` (a delete with `storedBefore` earlier than the touch
+ *   leaves a touched object; a touch never brings back a deleted one: it answers null). A publish
+ *   touches an old object it relies on before storing the manifest that references it, so that a
+ *   collector that decided to delete it before that manifest existed cannot;
  * - delete idempotently: `delete` of an absent key is `false`, never an error; with `storedBefore`
  *   an object stored at or after that instant stays (checked atomically where the storage can), so
  *   that a collector of unreferenced objects can spare young ones. A deleted key is free again: the
@@ -36,7 +41,7 @@ export { MAX_OBJECT_BYTES };
 export interface ObjectInfo {
   readonly key: string;
   readonly size: number;
-  /** When the object was stored (its bytes never change afterwards). */
+  /** When the object was stored, or last touched (its bytes never change afterwards). */
   readonly storedAt: Date;
 }
 
@@ -74,6 +79,11 @@ export interface ImmutableObjectStore {
    * it was absent or, with `storedBefore`, younger than that. Storage faults throw.
    */
   delete(key: string, options?: DeleteOptions): Promise<boolean>;
+  /**
+   * Makes the object's `storedAt` now (bytes and size unchanged), so that a later `delete` with
+   * `storedBefore` earlier than now leaves it; answers its info, or null when it is absent.
+   */
+  touch(key: string): Promise<ObjectInfo | null>;
 }
 
 /**

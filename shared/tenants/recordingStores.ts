@@ -123,5 +123,6 @@ function recordingObjectStore(
       return inner.swapPointer(key, expected, next);
     },
     delete: (key, options) => inner.delete(key, options),
+    touch: (key) => inner.touch(key),
   };
 }

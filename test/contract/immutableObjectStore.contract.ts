@@ -219,6 +219,53 @@ export function describeImmutableObjectStoreContract(fixture: ImmutableObjectSto
       expect(await store.delete('young/x', { storedBefore: new Date(Date.now() + 60 * 1000) })).toBe(false);
     });
 
+    it('touch of an absent or deleted object answers null and stores nothing', async () => {
+      expect(await store.touch('touched/never')).toBeNull();
+      await store.put('touched/gone', Buffer.from('x'));
+      expect(await store.delete('touched/gone')).toBe(true);
+      expect(await store.touch('touched/gone')).toBeNull();
+      expect(await store.get('touched/gone')).toBeNull();
+      expect(await listAll(store, 'touched/')).toEqual([]);
+    });
+
+    it('touch makes storedAt now, bytes and size unchanged: a delete with storedBefore before the touch leaves it', async () => {
+      const bytes = randomBytes(65_536);
+      await store.put('touched/a', bytes);
+      await store.put('touched/b', bytes);
+      const stored = (await store.head('touched/a'))?.storedAt.getTime() ?? NaN;
+      // Blob storage keeps times to the second: the touch comes more than a second after the put,
+      // and the cutoff lies between them (sent to the second, it is still after the put's time).
+      const cutoff = new Date(stored + 1500);
+      while (Date.now() < stored + 2050) await new Promise((resolve) => setTimeout(resolve, 50));
+      const before = Date.now();
+      const touched = await store.touch('touched/a');
+      expect(touched).toMatchObject({ key: 'touched/a', size: 65_536 });
+      expect(touched?.storedAt.getTime()).toBeGreaterThanOrEqual(before - CLOCK_SLACK_MS);
+      expect(touched?.storedAt.getTime()).toBeGreaterThan(cutoff.getTime());
+      expect((await store.head('touched/a'))?.storedAt.getTime()).toBe(touched?.storedAt.getTime());
+      // The untouched twin, stored at the same time, goes; the touched one stays, whole.
+      expect(await store.delete('touched/b', { storedBefore: cutoff })).toBe(true);
+      expect(await store.delete('touched/a', { storedBefore: cutoff })).toBe(false);
+      expect((await store.get('touched/a'))?.equals(bytes)).toBe(true);
+      expect(await listAll(store, 'touched/')).toEqual([{ key: 'touched/a', size: 65_536 }]);
+      // A put of the same bytes is still a retry, not a new object.
+      expect(await store.put('touched/a', bytes)).toEqual({ created: false });
+    });
+
+    it('a touch racing a delete never brings the object back', async () => {
+      for (let round = 0; round < 5; round++) {
+        const key = `touched/race-${round}`;
+        await store.put(key, Buffer.from(key));
+        const [touched, deleted] = await Promise.all([
+          store.touch(key),
+          store.delete(key, { storedBefore: new Date(Date.now() + 60 * 60 * 1000) }),
+        ]);
+        if (deleted) expect(await store.get(key)).toBeNull();
+        else expect(touched).not.toBeNull();
+        if (touched === null) expect(deleted).toBe(true);
+      }
+    });
+
     it('of 10 concurrent deletes of one object exactly one reports it deleted', async () => {
       await store.put('race/x', Buffer.from('x'));
       const results = await Promise.all(Array.from({ length: 10 }, () => store.delete('race/x')));

@@ -100,3 +100,30 @@ describe('immutable object stores on failing storage', () => {
     await expect(store.head('objects/a/0')).rejects.toBeInstanceOf(StorageUnavailableError);
   });
 });
+
+describe('Blob touch', () => {
+  it('keeps the metadata of the blob (Set Blob Metadata replaces all of it) and its bytes', async () => {
+    const service = new BlobServiceClient(
+      azurite().blobEndpoint,
+      new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
+    );
+    const container = service.getContainerClient(`t${randomUUID().replaceAll('-', '').slice(0, 20)}`);
+    try {
+      const store = new BlobImmutableObjectStore(container, 'snapshots/', STORAGE_TIMEOUT_MS);
+      const bytes = randomBytes(1000);
+      await store.put('objects/ab/0', bytes);
+      const blob = container.getBlockBlobClient('snapshots/objects/ab/0');
+      await blob.setMetadata({ origin: 'first', kept: 'yes' });
+      const before = await blob.getProperties();
+      const touched = await store.touch('objects/ab/0');
+      expect(touched).toMatchObject({ key: 'objects/ab/0', size: 1000 });
+      const after = await blob.getProperties();
+      expect(after.metadata).toEqual({ origin: 'first', kept: 'yes' });
+      expect(after.etag).not.toBe(before.etag);
+      expect(after.lastModified?.getTime()).toBe(touched?.storedAt.getTime());
+      expect((await store.get('objects/ab/0'))?.equals(bytes)).toBe(true);
+    } finally {
+      await container.deleteIfExists();
+    }
+  });
+});

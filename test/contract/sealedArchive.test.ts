@@ -398,6 +398,7 @@ describe.each(storeBackends(() => azurite().blobEndpoint))(
         readPointer: (name) => objects.readPointer(name),
         swapPointer: (name, expected, next) => objects.swapPointer(name, expected, next),
         delete: (name, options) => objects.delete(name, options),
+        touch: (name) => objects.touch(name),
         async *list(prefix) {
           yield* objects.list(prefix);
           if (!rewrapped && prefix === 'old/') {

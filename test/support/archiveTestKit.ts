@@ -31,7 +31,7 @@ import { STORAGE_TIMEOUT_MS } from './timeouts';
 
 /** Test support for the archive: real stores wrapped to count calls and to fail at a chosen step. */
 
-type Method = 'put' | 'get' | 'head' | 'list' | 'readPointer' | 'swapPointer' | 'delete';
+type Method = 'put' | 'get' | 'head' | 'list' | 'readPointer' | 'swapPointer' | 'delete' | 'touch';
 
 /**
  * A real store, observed: counts calls per method, and throws StorageUnavailableError (as a real
@@ -46,6 +46,7 @@ export class ObservedObjectStore implements ImmutableObjectStore {
     readPointer: 0,
     swapPointer: 0,
     delete: 0,
+    touch: 0,
   };
   failWhen: (method: Method, key: string) => boolean = () => false;
 
@@ -87,6 +88,10 @@ export class ObservedObjectStore implements ImmutableObjectStore {
   async delete(key: string, options?: DeleteOptions): Promise<boolean> {
     this.enter('delete', key);
     return this.inner.delete(key, options);
+  }
+  async touch(key: string): Promise<ObjectInfo | null> {
+    this.enter('touch', key);
+    return this.inner.touch(key);
   }
 }
 

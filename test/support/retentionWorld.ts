@@ -134,6 +134,7 @@ export function instrumentedObjects(
     readPointer: async (key) => (seen('read'), inner.readPointer(key)),
     swapPointer: async (key, expected, next) => (seen('write'), inner.swapPointer(key, expected, next)),
     delete: async (key, options) => (seen('delete'), inner.delete(key, options)),
+    touch: async (key) => (seen('touch'), inner.touch(key)),
   };
 }
 

@@ -31,6 +31,8 @@ import { containerWithoutRetries } from './clients';
 const LIST_PAGE_SIZE = 5000;
 /** Rewrites lost to a concurrent rewrite before giving up (objects only change by rewrap). */
 const REWRITE_ATTEMPTS = 5;
+/** Touches lost to a concurrent change of the blob (a rewrite, another touch) before giving up. */
+const TOUCH_ATTEMPTS = 5;
 
 /**
  * The Azure Blob implementation: key `k` is the blob `<namePrefix>k` in one container (CAIRN_BLOB_CONTAINER
@@ -50,6 +52,10 @@ const REWRITE_ATTEMPTS = 5;
  * - `storedAt` is the blob's Last-Modified (blobs are never rewritten), to the second. `delete` with
  *   `storedBefore` is one conditional delete (`If-Unmodified-Since`), so a blob stored after the
  *   check cannot be deleted by it. A pointer is removed by a delete on the ETag it was compared at.
+ * - `touch` moves Last-Modified by setting the blob's metadata: it reads the properties (metadata
+ *   and ETag), then sets the same metadata (Set Blob Metadata replaces all of it) with If-Match on
+ *   that ETag, so a concurrent rewrite is not undone (it reads again); a delete wins (404: null).
+ *   Two requests; the bytes and the size stay (the ETag changes).
  * - Every operation has the CAIRN_STORAGE_TIMEOUT_MS deadline and Azure errors are translated once:
  *   404 is absent, timeouts and 5xx are StorageUnavailableError (503), never absent.
  * - `rewrite` (the rewrap job's re-seal) uploads with If-Match on the ETag of the bytes it
@@ -217,6 +223,34 @@ export class BlobImmutableObjectStore implements RewritableObjectStore {
         throw error;
       }
     });
+  }
+
+  async touch(key: string): Promise<ObjectInfo | null> {
+    const blob = this.blob(key);
+    for (let attempt = 0; attempt < TOUCH_ATTEMPTS; attempt++) {
+      const outcome = await this.call(async (abortSignal): Promise<ObjectInfo | 'absent' | null> => {
+        try {
+          const properties = await blob.getProperties({ abortSignal });
+          const response = await blob.setMetadata(properties.metadata ?? {}, {
+            conditions: { ifMatch: properties.etag ?? '' },
+            abortSignal,
+          });
+          return {
+            key,
+            size: properties.contentLength ?? 0,
+            storedAt: response.lastModified ?? new Date(),
+          };
+        } catch (error) {
+          if (isNotFound(error)) return 'absent';
+          // Changed (or deleted) between the read and the write: the next attempt reads it again.
+          if (isConditionFailure(error)) return null;
+          throw error;
+        }
+      });
+      if (outcome === 'absent') return null;
+      if (outcome !== null) return outcome;
+    }
+    throw new StorageUnavailableError(`${key} kept changing while it was touched; retry`);
   }
 
   async rewrite(key: string, transform: (stored: Buffer) => Buffer | null): Promise<RewriteOutcome> {

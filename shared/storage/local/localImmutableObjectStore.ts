@@ -1,4 +1,4 @@
-import { promises as fs } from 'node:fs';
+import { constants as fsConstants, promises as fs } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 
@@ -49,6 +49,9 @@ import {
  *   linked, never written again. `delete` unlinks the file (under the pointer lock, so that it never
  *   interleaves with a pointer's move) and removes the folders it leaves empty; a put that races
  *   with that removal makes its folders again.
+ * - `touch` sets the file's modification time to now (and syncs it), under the same lock as
+ *   `delete`: a delete with `storedBefore` that read the old time has unlinked the file before the
+ *   touch looks (the touch answers null), or reads the new time after it (and leaves the file).
  * - `rewrite` (the rewrap job's re-seal) replaces the file by a temp file and `rename`, under the
  *   same lock as `delete` (a deleted object is never written back), and gives the new file the old
  *   one's modification time, so `storedAt` stays when its bytes were first stored.
@@ -165,6 +168,26 @@ export class LocalImmutableObjectStore implements RewritableObjectStore {
         const { storedBefore } = options;
         if (storedBefore !== undefined && stat.storedAt.getTime() >= storedBefore.getTime()) return false;
         return this.unlink(file);
+      }),
+    );
+  }
+
+  async touch(key: string): Promise<ObjectInfo | null> {
+    const file = this.pathOf(key);
+    return guarded(() =>
+      pointerLocks.run(file, async () => {
+        if ((await this.statIfFile(file)) === null) return null;
+        // No link is followed (the path was checked, and the last segment is opened without following).
+        const handle = await fs.open(file, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
+        try {
+          const now = new Date();
+          await handle.utimes(now, now);
+          await handle.sync();
+          const stat = await handle.stat();
+          return { key, size: stat.size, storedAt: stat.mtime };
+        } finally {
+          await handle.close();
+        }
       }),
     );
   }
