@@ -14,6 +14,7 @@ import {
   InvalidArgumentError,
   MissingObjectsError,
   NotFoundError,
+  StorageUnavailableError,
 } from '../protocol/errors';
 import { forEachLimited } from '../protocol/pool';
 import {
@@ -38,7 +39,11 @@ import {
 } from '../protocol/snapshots/identifiers';
 import { parseManifest, type SnapshotFile, snapshotIdOf } from '../protocol/snapshots/manifest';
 import { SIGNATURE_BYTES, verifiesWith } from '../protocol/snapshots/signatures';
-import { type ImmutableObjectStore, ObjectExistsError } from '../storage/immutableObjectStore';
+import {
+  type ImmutableObjectStore,
+  ObjectExistsError,
+  type ObjectInfo,
+} from '../storage/immutableObjectStore';
 import type { TrustedSnapshotKeys } from './trustedKeys';
 
 /**
@@ -60,8 +65,24 @@ import type { TrustedSnapshotKeys } from './trustedKeys';
  * - Deleting a snapshot moves `latest` off it first (to the newest remaining snapshot, or removes
  *   it), then deletes the manifest (the commit point), the signature and the id's entry, then the
  *   parts no other manifest of the tenant references. Parts stored less than {@link GRACE_MS} ago are
- *   never deleted, so that an upload or a publish in flight never loses its parts; this instance
- *   vouches for parts it stored for a shorter time than that ({@link KNOWN_PART_MS}).
+ *   never deleted, so that an upload in flight never loses its parts; this instance vouches for
+ *   parts it stored for a shorter time than that ({@link KNOWN_PART_MS}).
+ * - A publish relies on parts stored long ago too (content addresses are shared: another
+ *   workspace's snapshot may have stored them a year ago), and a collector that read the manifests
+ *   before this publish's manifest existed may be about to delete them. So every part the publish
+ *   checked in storage and found older than {@link TOUCH_OLDER_THAN_MS} is touched (its storage time
+ *   made now) after the check and before anything is written: a collector's delete, conditioned on
+ *   the part being older than its cutoff, then leaves it, and a part deleted before its touch is
+ *   missing (422, nothing written). The same holds for the id entry, the signature and the parent
+ *   record a retry finds stored already. Parts this instance vouches for, and young parts, are not
+ *   touched (no extra request on the common path).
+ * - The parent's parts are trusted, neither checked nor touched: a stored manifest's parts are
+ *   never collected, and a delete of the parent moves `latest` off it before it deletes its
+ *   manifest and collects. A publish answered 201 moved `latest` from the parent before that, so
+ *   its manifest was stored before the delete read the manifests, and the parts stay. A publish
+ *   that loses `latest` to the delete is answered 409 (not acknowledged); its stored manifest may
+ *   then lack parts only the parent referenced, and publishing it again onto the new `latest`
+ *   checks them (422 names those to upload again).
  * - With the audit trail on, a publish is recorded as `snapshot.published` (subject
  *   `<workspaceId>/<snapshotId>`) by the pending-marker protocol of shared/audit/pending.ts. Its
  *   commit point is the manifest's create-only put (the snapshot exists from then on; of several
@@ -131,6 +152,15 @@ export const GRACE_MS = 60 * 60 * 1000;
  * {@link GRACE_MS} by a margin for clocks (this instance's, another instance's, the storage's).
  */
 const KNOWN_PART_MS = 45 * 60 * 1000;
+/**
+ * A publish touches the parts it found in storage that are older than this (half of
+ * {@link GRACE_MS}) before it writes. A collector deletes only parts older than the grace by its
+ * own clock; a part younger than this when checked would have to age another half hour, by the
+ * collector's clock against the publisher's and the storage's, before the publish stores its
+ * manifest. That half hour is the margin for clocks and for the time a publish takes between its
+ * check and its manifest.
+ */
+const TOUCH_OLDER_THAN_MS = GRACE_MS / 2;
 /** Parts an instance remembers having stored (about 10 MB). */
 const KNOWN_PARTS = 65_536;
 /** Unknown parts of one hash bucket (the first two hex digits) up to this many are probed one by one; more are listed. */
@@ -266,8 +296,11 @@ export class WorkspaceSnapshots {
     const checked = parentManifest === null ? new Set<string>() : new Set(referencedHashes(parentManifest));
     const missing = await this.findMissingParts(tenant, store, manifest.files, checked);
     if (missing.count > 0) throw new MissingObjectsError(missing.keys, missing.count);
+    // Old parts are touched before anything is written (see the class comment).
+    const gone = await this.touchOldParts(store, missing.found);
+    if (gone.length > 0) throw new MissingObjectsError(gone, gone.length);
 
-    await store.put(idIndexKey(id), Buffer.from(workspaceId, 'utf8'));
+    await putKept(store, idIndexKey(id), Buffer.from(workspaceId, 'utf8'));
     await storeParent(store, workspaceId, id, parent);
     await this.storeSignature(store, workspaceId, id, request.signature);
     // The commit point. Its marker first, unless `latest` shows a retry of a publish that got past
@@ -415,7 +448,7 @@ export class WorkspaceSnapshots {
     store: ImmutableObjectStore,
     files: readonly SnapshotFile[],
     checked: ReadonlySet<string>,
-  ): Promise<{ keys: string[]; count: number }> {
+  ): Promise<{ keys: string[]; count: number; found: FoundPart[] }> {
     const sizes = new Map<string, number>();
     for (const file of files)
       if (file.size > 0 && !checked.has(file.sha256)) sizes.set(file.sha256, file.size);
@@ -432,23 +465,40 @@ export class WorkspaceSnapshots {
       }
     }
     const missing: string[] = [];
+    const found: FoundPart[] = [];
     await forEachLimited([...buckets], CONCURRENCY, async ([bucket, parts]) => {
+      const stored = new Map<string, ObjectInfo>();
       if (parts.length <= PROBE_AT_MOST) {
-        const found = await Promise.all(parts.map((part) => store.head(part.key)));
-        parts.forEach((part, index) => {
-          if (found[index]?.size !== part.size) missing.push(part.name);
-        });
-        return;
+        const probed = await Promise.all(parts.map((part) => store.head(part.key)));
+        for (const info of probed) if (info !== null) stored.set(info.key, info);
+      } else {
+        const wanted = new Set(parts.map((part) => part.key));
+        for await (const item of store.list(`objects/${bucket}`)) {
+          if (wanted.has(item.key)) stored.set(item.key, item);
+        }
       }
-      const wanted = new Map(parts.map((part) => [part.key, part]));
-      const stored = new Map<string, number>();
-      for await (const item of store.list(`objects/${bucket}`)) {
-        if (wanted.has(item.key)) stored.set(item.key, item.size);
+      for (const part of parts) {
+        const info = stored.get(part.key);
+        if (info?.size !== part.size) missing.push(part.name);
+        else found.push({ key: part.key, name: part.name, storedAt: info.storedAt });
       }
-      for (const part of parts) if (stored.get(part.key) !== part.size) missing.push(part.name);
     });
     missing.sort();
-    return { keys: missing, count: missing.length };
+    return { keys: missing, count: missing.length, found };
+  }
+
+  /**
+   * Touches the parts of `found` stored more than {@link TOUCH_OLDER_THAN_MS} ago (by this
+   * instance's clock); returns the names of those that were gone by then, sorted.
+   */
+  private async touchOldParts(store: ImmutableObjectStore, found: readonly FoundPart[]): Promise<string[]> {
+    const cutoff = this.now().getTime() - TOUCH_OLDER_THAN_MS;
+    const old = found.filter((part) => part.storedAt.getTime() < cutoff);
+    const gone: string[] = [];
+    await forEachLimited(old, CONCURRENCY, async (part) => {
+      if ((await store.touch(part.key)) === null) gone.push(part.name);
+    });
+    return gone.sort();
   }
 
   private vouchesFor(tenant: string, key: string, size: number): boolean {
@@ -465,7 +515,7 @@ export class WorkspaceSnapshots {
   ): Promise<void> {
     const key = signatureKey(workspaceId, id);
     try {
-      await store.put(key, signature);
+      await putKept(store, key, signature);
     } catch (error) {
       if (!(error instanceof ObjectExistsError)) throw error;
       if ((await store.head(manifestKey(workspaceId, id))) !== null) {
@@ -529,6 +579,30 @@ export class WorkspaceSnapshots {
   }
 }
 
+/** A part found stored with its size, and when it was stored. */
+interface FoundPart {
+  readonly key: string;
+  readonly name: string;
+  readonly storedAt: Date;
+}
+
+/** Times a put and touch of an object that keeps being deleted in between is tried. */
+const PUT_KEPT_ATTEMPTS = 3;
+
+/**
+ * Puts an object the publish writes before its manifest (id entry, signature, parent record). When
+ * it is stored already (a retry of a publish that stopped before its manifest, maybe long ago), it
+ * is touched, so that the prune, which collects these once older than the grace while no manifest
+ * names them, leaves it; deleted before the touch, it is put again.
+ */
+async function putKept(store: ImmutableObjectStore, key: string, bytes: Buffer): Promise<void> {
+  for (let attempt = 0; attempt < PUT_KEPT_ATTEMPTS; attempt++) {
+    const { created } = await store.put(key, bytes);
+    if (created || (await store.touch(key)) !== null) return;
+  }
+  throw new StorageUnavailableError(`${key} keeps being deleted while it is stored; retry`);
+}
+
 interface ListedSnapshot {
   readonly id: string;
   readonly storedAt: Date;
@@ -545,10 +619,12 @@ async function storeParent(
   id: string,
   parent: string | null,
 ): Promise<void> {
+  const key = parentKey(workspaceId, id);
   try {
-    await store.put(parentKey(workspaceId, id), Buffer.from(parent ?? '', 'utf8'));
+    await putKept(store, key, Buffer.from(parent ?? '', 'utf8'));
   } catch (error) {
     if (!(error instanceof ObjectExistsError)) throw error;
+    await store.touch(key);
   }
 }
 

@@ -1,0 +1,191 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+
+import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+
+import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
+import { TrustedSnapshotKeys } from '../../shared/snapshots/trustedKeys';
+import { GRACE_MS, WorkspaceSnapshots } from '../../shared/snapshots/workspaceSnapshots';
+import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
+import type { ImmutableObjectStore, PutResult } from '../../shared/storage/immutableObjectStore';
+import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
+import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
+import { ObservedObjectStore } from '../support/archiveTestKit';
+import { azurite } from '../support/azurite';
+import { tempDir } from '../support/cleanup';
+import { buildSnapshot, type BuiltSnapshot, newKeyPair } from '../support/snapshotTestKit';
+import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
+
+/** Runs `before` once, ahead of the first put of a key starting with `prefix`. */
+class HookedStore extends ObservedObjectStore {
+  constructor(
+    inner: ImmutableObjectStore,
+    private readonly hook: { prefix: string; before: (() => Promise<void>) | null },
+  ) {
+    super(inner);
+  }
+
+  override async put(key: string, bytes: Buffer): Promise<PutResult> {
+    const before = this.hook.before;
+    if (before !== null && key.startsWith(this.hook.prefix)) {
+      this.hook.before = null;
+      await before();
+    }
+    return super.put(key, bytes);
+  }
+}
+
+/**
+ * A part stored long ago is found by a publish's check, while a delete of the snapshot that
+ * referenced it collects what no stored manifest references. The publish must touch such a part
+ * before it writes (docs/snapshots.md), so that the delete leaves it.
+ *
+ * The storage's clock cannot be moved (on Blob, Last-Modified is Azurite's), so "long ago" is made
+ * by moving the instances' clocks (Date and performance.now) on by the grace, less 1.5 s, after
+ * waiting until the part is more than 2 s old: the untouched part is then older than the grace to
+ * the delete, and a part touched now is not (Blob keeps times to the second).
+ */
+describe.each(['local', 'blob'] as const)(
+  'snapshot publish racing a delete that collects shared parts (%s)',
+  (backend) => {
+    let inner: ImmutableObjectStore;
+    let destroy: () => Promise<void>;
+    /** How far the instances' clocks are moved on. */
+    let shift = 0;
+
+    beforeEach(() => {
+      shift = 0;
+      const real = performance.now.bind(performance);
+      vi.spyOn(performance, 'now').mockImplementation(() => real() + shift);
+      if (backend === 'local') {
+        const dir = tempDir('snapshot-race');
+        inner = new LocalImmutableObjectStore(path.join(dir, 'snapshots', 'alpha'), path.join(dir, 'tmp'));
+        destroy = () => rm(dir, { recursive: true, force: true });
+      } else {
+        const service = new BlobServiceClient(
+          azurite().blobEndpoint,
+          new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
+        );
+        const container = service.getContainerClient(`r${randomUUID().replaceAll('-', '').slice(0, 20)}`);
+        inner = new BlobImmutableObjectStore(container, 'snapshots/alpha/', STORAGE_TIMEOUT_MS);
+        destroy = async () => void (await container.deleteIfExists());
+      }
+    });
+    afterEach(async () => {
+      vi.restoreAllMocks();
+      await destroy();
+    });
+
+    function world() {
+      const hook: { prefix: string; before: (() => Promise<void>) | null } = { prefix: 'ids/', before: null };
+      const store = new HookedStore(inner, hook);
+      const stores = { forTenant: () => store };
+      const keys = new TrustedSnapshotKeys(
+        new Map(),
+        new LocalKeyValueStoreFactory(tempDir('kv'), 1024 * 1024),
+      );
+      const snapshots = new WorkspaceSnapshots(stores, keys, { now: () => new Date(Date.now() + shift) });
+      const upload = async (built: BuiltSnapshot, workspaceId: string) => {
+        for (const [sha256, part, bytes] of built.parts) {
+          await snapshots.putPart('alpha', workspaceId, sha256, String(part), bytes);
+        }
+      };
+      const publish = (built: BuiltSnapshot, workspaceId: string) =>
+        snapshots.publish('alpha', workspaceId, {
+          manifest: built.manifest,
+          signature: built.signature,
+          parent: null,
+          allowExternalSymlinks: false,
+        });
+      return { hook, store, snapshots, upload, publish };
+    }
+
+    /** Waits until `key` was stored more than 2 s ago, then moves the clocks on by the grace less 1.5 s. */
+    async function ageBeyondTheGrace(key: string): Promise<void> {
+      const storedAt = (await inner.head(key))?.storedAt.getTime() ?? NaN;
+      while (Date.now() < storedAt + 2050) await new Promise((resolve) => setTimeout(resolve, 50));
+      shift = GRACE_MS - 1500;
+    }
+
+    it('a published snapshot keeps every part it references', async () => {
+      const { hook, store, snapshots, upload, publish } = world();
+      const key = newKeyPair();
+      const shared = { path: 'shared.bin', bytes: randomBytes(3000) };
+      const old = buildSnapshot('w2', [shared], key.privateKey);
+      await upload(old, 'w2');
+      await publish(old, 'w2');
+      const [sharedHash] = old.parts[0]!;
+      // The part is stored long before the delete (the grace protects only parts stored recently).
+      await ageBeyondTheGrace(`objects/${sharedHash}/0`);
+
+      // w1 publishes a snapshot holding the same file: uploading its part again answers "stored".
+      const next = buildSnapshot(
+        'w1',
+        [shared, { path: 'new.txt', bytes: randomBytes(100) }],
+        key.privateKey,
+      );
+      await upload(next, 'w1');
+      // Meanwhile w2's snapshot is deleted, between the publish's check of its parts and its manifest.
+      let report: Awaited<ReturnType<WorkspaceSnapshots['delete']>> | undefined;
+      hook.before = async () => {
+        report = await snapshots.delete('alpha', 'w2', old.id);
+      };
+      store.resetCounts();
+      expect(await publish(next, 'w1')).toEqual({ id: next.id, latest: next.id });
+      expect(report).toMatchObject({ objectsDeleted: 0, collectionComplete: true });
+      // Only the old part was touched: new.txt's part was stored by this instance just now.
+      expect(store.calls.touch).toBe(1);
+
+      // The publish was acknowledged: every part of its snapshot must still be there.
+      for (const [sha256, part, bytes] of next.parts) {
+        expect((await snapshots.getPart('alpha', 'w1', sha256, String(part))).equals(bytes)).toBe(true);
+      }
+    });
+
+    it('a part deleted before the publish touches it is missing: 422, nothing written', async () => {
+      const { store, snapshots, upload, publish } = world();
+      const key = newKeyPair();
+      const shared = { path: 'shared.bin', bytes: randomBytes(3000) };
+      const old = buildSnapshot('w2', [shared], key.privateKey);
+      await upload(old, 'w2');
+      await publish(old, 'w2');
+      const [sharedHash] = old.parts[0]!;
+      await ageBeyondTheGrace(`objects/${sharedHash}/0`);
+      const next = buildSnapshot('w1', [shared], key.privateKey);
+      await upload(next, 'w1');
+      // The delete lands between the publish's check and its touch.
+      const touch = store.touch.bind(store);
+      vi.spyOn(store, 'touch').mockImplementationOnce(async (name) => {
+        await snapshots.delete('alpha', 'w2', old.id);
+        return touch(name);
+      });
+      store.resetCounts();
+      await expect(publish(next, 'w1')).rejects.toMatchObject({ missing: [`${sharedHash}/0`] });
+      // Nothing written (the delete's own move of w2's latest aside).
+      expect(store.calls.put).toBe(0);
+      await expect(snapshots.find('alpha', next.id)).rejects.toThrow(/no snapshot/);
+      await expect(snapshots.read('alpha', 'w1', 'latest')).rejects.toThrow(/has no snapshot/);
+    });
+
+    it('a publish whose parts are young or vouched for touches nothing', async () => {
+      const { store, upload, publish } = world();
+      const key = newKeyPair();
+      const shared = { path: 'shared.bin', bytes: randomBytes(3000) };
+      const old = buildSnapshot('w2', [shared], key.privateKey);
+      await upload(old, 'w2');
+      store.resetCounts();
+      await publish(old, 'w2');
+      // Vouched for: no request about the part at all.
+      expect(store.calls.head + store.calls.list + store.calls.touch).toBe(0);
+      // Young, stored by "another instance" (this one forgot it): checked, not touched.
+      const next = buildSnapshot('w1', [shared], key.privateKey);
+      const other = world();
+      store.resetCounts();
+      expect(await other.publish(next, 'w1')).toEqual({ id: next.id, latest: next.id });
+      expect(other.store.calls.head).toBe(1);
+      expect(other.store.calls.touch).toBe(0);
+    });
+  },
+);
