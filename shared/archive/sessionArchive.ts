@@ -61,6 +61,16 @@ import { SESSION_TOMBSTONE } from './sessionRetention';
  * - Absent is NotFoundError, a storage fault StorageUnavailableError: never confused.
  * - Objects are read and written as the owner's store gives them ({@link ArchiveStorage.objectsOf}):
  *   sealed at rest for a tenant whose policy asks for it, with plain sizes either way.
+ * - A publish may rely on objects stored long ago (blocks of a generation an earlier, now
+ *   unreferenced checkpoint uploaded; an upload of bytes stored already keeps their old storage
+ *   time), and a prune that read the session's manifests before this publish's manifest existed may
+ *   be about to collect them. Every object the publish checked in storage and found older than
+ *   {@link TOUCH_OLDER_THAN_MS} is touched (its storage time made now) before the manifest is
+ *   written: the prune's delete, conditioned on the object being older than its cutoff, then
+ *   leaves it, and an object deleted before its touch is missing (422, no manifest written).
+ *   Objects this instance vouches for, and young ones, are not touched (no extra request). The
+ *   parent's blocks are trusted: the parent is `latest` (the publish moves `latest` from it), and
+ *   retention keeps every manifest of the chain from `latest` with its objects.
  */
 export class SessionArchive {
   /**
@@ -159,6 +169,9 @@ export class SessionArchive {
         verified,
       );
       if (missing.count > 0) throw new MissingObjectsError(missing.keys, missing.count);
+      // Old objects are touched before the manifest is written (see the class comment).
+      const gone = await this.touchOldObjects(objects, sessionId, missing.found);
+      if (gone.length > 0) throw new MissingObjectsError(gone, gone.length);
       const fresh: Manifest = { ...request, createdAt: new Date(this.now()).toISOString() };
       const { created } = await objects
         .put(manifestKey, serializeManifest(fresh))
@@ -326,6 +339,9 @@ export class SessionArchive {
     verified: ReadonlyMap<string, number>,
   ): Promise<MissingKeys> {
     const missing = new MissingKeys();
+    const found = (key: string, info: ObjectInfo | undefined) => {
+      if (info !== undefined) missing.found.push({ key, storedAt: info.storedAt });
+    };
     const toCheck = files
       .map((file) => {
         const blocks = Math.floor(file.size / BLOCK_BYTES);
@@ -342,19 +358,27 @@ export class SessionArchive {
       .filter(({ from, blocks }) => from < blocks);
     await forEachLimited(toCheck, CHECK_CONCURRENCY, async ({ file, from, blocks }) => {
       const prefix = `${sessionId}/blocks/${file.generation}/`;
-      let sizes: Map<string, number>;
+      let infos: Map<string, ObjectInfo>;
       if (blocks - from <= PROBE_AT_MOST) {
         const probes = Array.from({ length: blocks - from }, (_, offset) => from + offset);
-        const found = await Promise.all(probes.map((index) => objects.head(`${prefix}${index}`)));
-        sizes = new Map(probes.map((index, position) => [String(index), found[position]?.size ?? -1]));
+        const probed = await Promise.all(probes.map((index) => objects.head(`${prefix}${index}`)));
+        infos = new Map();
+        probes.forEach((index, position) => {
+          const info = probed[position];
+          if (info !== null && info !== undefined) infos.set(String(index), info);
+        });
       } else {
-        sizes = await sizesByName(objects.list(prefix), prefix);
+        infos = await infosByName(objects.list(prefix), prefix);
       }
+      const sizes = new Map([...infos].map(([name, info]) => [name, info.size]));
       // Bounded by what is stored plus the keys reported, whatever size the manifest claims.
       let present = 0;
-      for (const [name, size] of sizes) {
+      for (const [name, info] of infos) {
         const index = Number(name);
-        if (size === BLOCK_BYTES && String(index) === name && index >= from && index < blocks) present++;
+        if (info.size === BLOCK_BYTES && String(index) === name && index >= from && index < blocks) {
+          present++;
+          found(blockKey(file.generation, index), info);
+        }
       }
       missing.count += blocks - from - present;
       for (let index = from; index < blocks && missing.keys.length < MissingKeys.LISTED; index++) {
@@ -368,14 +392,34 @@ export class SessionArchive {
     );
     if (withTails.length > 0) {
       const prefix = `${sessionId}/tails/${checkpointId}/`;
-      const sizes = await sizesByName(objects.list(prefix), prefix);
+      const infos = await infosByName(objects.list(prefix), prefix);
       for (const file of withTails) {
-        if (sizes.get(file.generation) !== file.size % BLOCK_BYTES)
-          missing.add(tailKey(checkpointId, file.generation));
+        const info = infos.get(file.generation);
+        if (info?.size !== file.size % BLOCK_BYTES) missing.add(tailKey(checkpointId, file.generation));
+        else found(tailKey(checkpointId, file.generation), info);
       }
     }
     missing.keys.sort();
     return missing;
+  }
+
+  /**
+   * Touches the objects of `found` (keys within the session) stored more than
+   * {@link TOUCH_OLDER_THAN_MS} ago by this instance's clock; returns the keys of those gone by
+   * then, sorted.
+   */
+  private async touchOldObjects(
+    objects: ImmutableObjectStore,
+    sessionId: string,
+    found: readonly FoundObject[],
+  ): Promise<string[]> {
+    const cutoff = this.now() - TOUCH_OLDER_THAN_MS;
+    const old = found.filter((object) => object.storedAt.getTime() < cutoff);
+    const gone: string[] = [];
+    await forEachLimited(old, TOUCH_CONCURRENCY, async ({ key }) => {
+      if ((await objects.touch(`${sessionId}/${key}`)) === null) gone.push(key);
+    });
+    return gone.sort();
   }
 
   /** True when this instance stored the object `key` of `size` bytes recently enough to vouch for it. */
@@ -449,6 +493,8 @@ class MissingKeys {
   static readonly LISTED = 1000;
   readonly keys: string[] = [];
   count = 0;
+  /** The objects checked in storage and found with their size (keys within the session). */
+  readonly found: FoundObject[] = [];
 
   add(key: string): void {
     this.count++;
@@ -470,6 +516,24 @@ function referencedObjects(checkpointId: string, files: readonly ManifestFile[])
   missing.keys.sort();
   return missing;
 }
+
+/** An object a publish found stored with its size, and when it was stored. */
+interface FoundObject {
+  readonly key: string;
+  readonly storedAt: Date;
+}
+
+/**
+ * A publish touches the objects it found in storage that are older than this: half the hour
+ * retention spares unreferenced objects for. A prune deletes only objects older than that hour by
+ * its own clock; an object younger than this when checked would have to age another half hour, by
+ * the prune's clock against the publisher's and the storage's, before the manifest is written. That
+ * half hour is the margin for clocks and for the time a publish takes between its check and its
+ * manifest.
+ */
+const TOUCH_OLDER_THAN_MS = 30 * 60 * 1000;
+/** Objects a publish touches at once. */
+const TOUCH_CONCURRENCY = 16;
 
 /** Objects a restore reads ahead of the one it sends (1 MiB of blocks). */
 const READ_AHEAD = 16;
@@ -522,10 +586,13 @@ function staleParent(latest: string | null): ConflictError {
   );
 }
 
-async function sizesByName(items: AsyncIterable<ObjectInfo>, prefix: string): Promise<Map<string, number>> {
-  const sizes = new Map<string, number>();
-  for await (const item of items) sizes.set(item.key.slice(prefix.length), item.size);
-  return sizes;
+async function infosByName(
+  items: AsyncIterable<ObjectInfo>,
+  prefix: string,
+): Promise<Map<string, ObjectInfo>> {
+  const infos = new Map<string, ObjectInfo>();
+  for await (const item of items) infos.set(item.key.slice(prefix.length), item);
+  return infos;
 }
 
 /**

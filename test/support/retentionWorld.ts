@@ -82,6 +82,8 @@ export interface Instrumentation {
   readonly fault?: StorageFault;
   /** Runs before each deletion of the key/value stores goes through (another writer's moment). */
   readonly beforeDelete?: (key: string) => Promise<void>;
+  /** Runs before each deletion of the object stores (archives, snapshots) goes through. */
+  readonly beforeObjectDelete?: (key: string) => Promise<void>;
 }
 
 function observe(method: string, instrumentation: Instrumentation): void {
@@ -133,7 +135,11 @@ export function instrumentedObjects(
     },
     readPointer: async (key) => (seen('read'), inner.readPointer(key)),
     swapPointer: async (key, expected, next) => (seen('write'), inner.swapPointer(key, expected, next)),
-    delete: async (key, options) => (seen('delete'), inner.delete(key, options)),
+    delete: async (key, options) => {
+      seen('delete');
+      await instrumentation.beforeObjectDelete?.(key);
+      return inner.delete(key, options);
+    },
     touch: async (key) => (seen('touch'), inner.touch(key)),
   };
 }
