@@ -9,7 +9,7 @@ import type { ObjectInfo } from '../../shared/storage/immutableObjectStore';
 import { ObservedObjectStore, splitFile } from '../support/archiveTestKit';
 import { azurite } from '../support/azurite';
 import { fileBytes, publishFile, restored } from '../support/retentionSeed';
-import { type Backend, createRetentionWorld, type RetentionWorld } from '../support/retentionWorld';
+import { type Backend, createRetentionWorld, type RetentionWorld, silent } from '../support/retentionWorld';
 
 /**
  * A checkpoint publish relies on objects stored long ago (an upload of bytes stored already keeps
@@ -25,14 +25,6 @@ import { type Backend, createRetentionWorld, type RetentionWorld } from '../supp
 
 const HOUR = 3_600_000;
 const T = 'tenant-a';
-
-const silent = {
-  child: () => silent,
-  info: () => {},
-  warn: () => {},
-  error: () => {},
-  debug: () => {},
-} as never;
 
 /** A promise with its resolver. */
 function signal(): { promise: Promise<void>; resolve: () => void } {

@@ -4,7 +4,7 @@ import { MissingObjectsError } from '../../shared/protocol/errors';
 import { splitFile } from '../support/archiveTestKit';
 import { azurite } from '../support/azurite';
 import { fileBytes, publishFile, restored } from '../support/retentionSeed';
-import { type Backend, createRetentionWorld, type RetentionWorld } from '../support/retentionWorld';
+import { type Backend, createRetentionWorld, type RetentionWorld, silent } from '../support/retentionWorld';
 
 /**
  * An archive instance publishes without asking the storage about objects it stored itself in the
@@ -15,14 +15,6 @@ import { type Backend, createRetentionWorld, type RetentionWorld } from '../supp
 
 const HOUR = 3_600_000;
 const T = 'tenant-a';
-
-const silent = {
-  child: () => silent,
-  info: () => {},
-  warn: () => {},
-  error: () => {},
-  debug: () => {},
-} as never;
 
 describe.each<Backend>(['local', 'blob'])('archive objects vouched for on the %s backend', (backend) => {
   let world: RetentionWorld;

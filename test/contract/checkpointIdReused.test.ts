@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 import { azurite } from '../support/azurite';
 import { json, put, putLine } from '../support/retentionSeed';
-import { type Backend, createRetentionWorld, type RetentionWorld } from '../support/retentionWorld';
+import { type Backend, createRetentionWorld, type RetentionWorld, silent } from '../support/retentionWorld';
 
 /**
  * A checkpoint id stored again, with other content, once retention removed its record
@@ -11,14 +11,6 @@ import { type Backend, createRetentionWorld, type RetentionWorld } from '../supp
  */
 
 const T = 'tenant-i';
-
-const silent = {
-  child: () => silent,
-  info: () => {},
-  warn: () => {},
-  error: () => {},
-  debug: () => {},
-} as never;
 
 describe.each<Backend>(['local', 'blob'])('a checkpoint id stored again on the %s backend', (backend) => {
   let world: RetentionWorld;

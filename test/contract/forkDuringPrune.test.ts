@@ -6,7 +6,7 @@ import { decodeThreadRecord } from '../../shared/threads/records';
 import type { CheckpointPut } from '../../shared/threads/threadStore';
 import { azurite } from '../support/azurite';
 import { json, putLine } from '../support/retentionSeed';
-import { type Backend, createRetentionWorld, type RetentionWorld } from '../support/retentionWorld';
+import { type Backend, createRetentionWorld, type RetentionWorld, silent } from '../support/retentionWorld';
 
 /**
  * A fork (a put whose parent is not the head) racing the prune that removes its parent: the put
@@ -17,14 +17,6 @@ import { type Backend, createRetentionWorld, type RetentionWorld } from '../supp
  */
 
 const T = 'tenant-f';
-
-const silent = {
-  child: () => silent,
-  info: () => {},
-  warn: () => {},
-  error: () => {},
-  debug: () => {},
-} as never;
 
 describe.each<Backend>(['local', 'blob'])('a fork racing the prune on the %s backend', (backend) => {
   let world: RetentionWorld;

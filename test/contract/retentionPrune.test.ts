@@ -20,6 +20,7 @@ import {
   MAX_VALUE_BYTES,
   RequestCounter,
   type RetentionWorld,
+  silent,
 } from '../support/retentionWorld';
 import { buildSnapshot, newKeyPair } from '../support/snapshotTestKit';
 
@@ -31,14 +32,6 @@ import { buildSnapshot, newKeyPair } from '../support/snapshotTestKit';
 
 const HOUR = 3_600_000;
 const T = 'tenant-a';
-
-const silent = {
-  child: () => silent,
-  info: () => {},
-  warn: () => {},
-  error: () => {},
-  debug: () => {},
-} as never;
 
 function only(report: PruneReport, tenant = T): TenantPruneReport {
   const found = report.tenants.find((entry) => entry.tenant === tenant);

@@ -20,6 +20,7 @@ import {
   createRetentionWorld,
   MAX_VALUE_BYTES,
   type RetentionWorld,
+  silent,
   StorageFault,
 } from '../support/retentionWorld';
 import { buildSnapshot, newKeyPair } from '../support/snapshotTestKit';
@@ -31,14 +32,6 @@ import { buildSnapshot, newKeyPair } from '../support/snapshotTestKit';
  */
 
 const HOUR = 3_600_000;
-const silent = {
-  child: () => silent,
-  info: () => {},
-  warn: () => {},
-  error: () => {},
-  debug: () => {},
-} as never;
-
 const COUNT_FIELDS = [
   'threadsDeleted',
   'threadsBusy',

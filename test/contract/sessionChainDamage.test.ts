@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 import { azurite } from '../support/azurite';
 import { fileBytes, publishFile, restored } from '../support/retentionSeed';
-import { type Backend, createRetentionWorld, type RetentionWorld } from '../support/retentionWorld';
+import { type Backend, createRetentionWorld, type RetentionWorld, silent } from '../support/retentionWorld';
 
 /**
  * A session whose chain of checkpoints is broken in the middle (a manifest that a kept checkpoint
@@ -13,14 +13,6 @@ import { type Backend, createRetentionWorld, type RetentionWorld } from '../supp
 
 const HOUR = 3_600_000;
 const T = 'tenant-a';
-
-const silent = {
-  child: () => silent,
-  info: () => {},
-  warn: () => {},
-  error: () => {},
-  debug: () => {},
-} as never;
 
 describe.each<Backend>(['local', 'blob'])(
   'a broken chain of session checkpoints on the %s backend',

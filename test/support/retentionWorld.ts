@@ -40,6 +40,14 @@ import { tempDir } from './cleanup';
 import { azuriteTable } from './tables';
 import { STORAGE_TIMEOUT_MS } from './timeouts';
 
+/** A logger that drops every line, for a prune or verification whose log a test does not read. */
+export const silent = {
+  child: () => silent,
+  info: () => {},
+  warn: () => {},
+  error: () => {},
+  debug: () => {},
+} as never;
 /**
  * Every store retention covers, wired as the composition root wires them, on one backend: the
  * key/value and thread spaces, memory facts, session archives (objects and the Table index) and
