@@ -170,6 +170,37 @@ describe.each<Backend>(['local', 'blob'])('CairnStore with an index: %s', (backe
     }
   });
 
+  it("refuses puts and searches of a store whose dims are not the tenant index's: a configuration error, not a fallback", async () => {
+    // Another app of the tenant, configured with twice the dimensions (its embedder answers them).
+    const wide = new (class extends Embeddings {
+      constructor() {
+        super({});
+      }
+      async embedDocuments(documents: string[]): Promise<number[][]> {
+        return documents.map((document) => [...embeddings.embed(document), ...embeddings.embed(document)]);
+      }
+      async embedQuery(document: string): Promise<number[]> {
+        return [...embeddings.embed(document), ...embeddings.embed(document)];
+      }
+    })();
+    const told: string[] = [];
+    const other = new CairnStore({
+      url: app.url,
+      token: tenant.key,
+      scope: 'vectors',
+      index: { dims: 2 * DIMS, embeddings: wide, fields: ['text'] },
+      onWarning: (message) => told.push(message),
+    });
+    const refused = async (call: Promise<unknown>) => {
+      await expect(call).rejects.toThrow(/must have 24 dimensions/);
+      await expect(call).rejects.toHaveProperty('status', 400);
+    };
+    await refused(other.put(['wide'], 'k', { text: 'dinner with pasta' }));
+    await refused(other.search(['users'], { query: 'dinner ideas' }));
+    expect(told).toEqual([]);
+    expect(await other.get(['wide'], 'k')).toBeNull();
+  });
+
   it('answers a vector of another dimension count with 400 naming the field, writing nothing', async () => {
     const headers = { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' };
     const put = await fetch(`${app.url}/api/memory/facts?namespace=raw&key=k`, {
