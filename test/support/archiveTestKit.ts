@@ -95,6 +95,35 @@ export class ObservedObjectStore implements ImmutableObjectStore {
   }
 }
 
+/** When {@link HookedObjectStore} runs `before`: once, just ahead of the next put of a matching key. */
+export interface PutHook {
+  readonly matches: (key: string) => boolean;
+  before: (() => Promise<void>) | null;
+}
+
+/**
+ * An observed store that runs `hook.before` once, just ahead of the next put of a key the hook
+ * matches (then clears it): another writer or a collector stepping in between two steps of a
+ * publish. A `before` that throws fails that put, as a fault would.
+ */
+export class HookedObjectStore extends ObservedObjectStore {
+  constructor(
+    inner: ImmutableObjectStore,
+    private readonly hook: PutHook,
+  ) {
+    super(inner);
+  }
+
+  override async put(key: string, bytes: Buffer): Promise<PutResult> {
+    const before = this.hook.before;
+    if (before !== null && this.hook.matches(key)) {
+      this.hook.before = null;
+      await before();
+    }
+    return super.put(key, bytes);
+  }
+}
+
 /** A real session index that fails its updates while `failUpdates` is set. */
 export class FaultySessionIndex implements SessionIndex {
   failUpdates = false;

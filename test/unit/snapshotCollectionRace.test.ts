@@ -9,33 +9,14 @@ import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { TrustedSnapshotKeys } from '../../shared/snapshots/trustedKeys';
 import { GRACE_MS, WorkspaceSnapshots } from '../../shared/snapshots/workspaceSnapshots';
 import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
-import type { ImmutableObjectStore, PutResult } from '../../shared/storage/immutableObjectStore';
+import type { ImmutableObjectStore } from '../../shared/storage/immutableObjectStore';
 import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
-import { ObservedObjectStore } from '../support/archiveTestKit';
+import { HookedObjectStore, type PutHook } from '../support/archiveTestKit';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { buildSnapshot, type BuiltSnapshot, newKeyPair } from '../support/snapshotTestKit';
 import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
-
-/** Runs `before` once, ahead of the first put of a key starting with `prefix`. */
-class HookedStore extends ObservedObjectStore {
-  constructor(
-    inner: ImmutableObjectStore,
-    private readonly hook: { prefix: string; before: (() => Promise<void>) | null },
-  ) {
-    super(inner);
-  }
-
-  override async put(key: string, bytes: Buffer): Promise<PutResult> {
-    const before = this.hook.before;
-    if (before !== null && key.startsWith(this.hook.prefix)) {
-      this.hook.before = null;
-      await before();
-    }
-    return super.put(key, bytes);
-  }
-}
 
 /**
  * A part stored long ago is found by a publish's check, while a delete of the snapshot that
@@ -79,8 +60,8 @@ describe.each(['local', 'blob'] as const)(
     });
 
     function world() {
-      const hook: { prefix: string; before: (() => Promise<void>) | null } = { prefix: 'ids/', before: null };
-      const store = new HookedStore(inner, hook);
+      const hook: PutHook = { matches: (key) => key.startsWith('ids/'), before: null };
+      const store = new HookedObjectStore(inner, hook);
       const stores = { forTenant: () => store };
       const keys = new TrustedSnapshotKeys(
         new Map(),

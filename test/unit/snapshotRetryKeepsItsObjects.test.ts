@@ -22,33 +22,14 @@ import {
 import { TrustedSnapshotKeys } from '../../shared/snapshots/trustedKeys';
 import { GRACE_MS, WorkspaceSnapshots } from '../../shared/snapshots/workspaceSnapshots';
 import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
-import type { ImmutableObjectStore, PutResult } from '../../shared/storage/immutableObjectStore';
+import type { ImmutableObjectStore } from '../../shared/storage/immutableObjectStore';
 import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
-import { ObservedObjectStore } from '../support/archiveTestKit';
+import { HookedObjectStore, type PutHook } from '../support/archiveTestKit';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { buildSnapshot, newKeyPair } from '../support/snapshotTestKit';
 import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
-
-/** Runs `before` once, just ahead of the next put of a key ending with `suffix`. */
-class HookedStore extends ObservedObjectStore {
-  constructor(
-    inner: ImmutableObjectStore,
-    private readonly hook: { suffix: string; before: (() => Promise<void>) | null },
-  ) {
-    super(inner);
-  }
-
-  override async put(key: string, bytes: Buffer): Promise<PutResult> {
-    const before = this.hook.before;
-    if (before !== null && key.endsWith(this.hook.suffix)) {
-      this.hook.before = null;
-      await before();
-    }
-    return super.put(key, bytes);
-  }
-}
 
 /**
  * A publish stores the id entry, the parent record and the signature before its manifest; the
@@ -110,11 +91,8 @@ describe.each(['local', 'blob'] as const)(
     }
 
     it('an acknowledged retry keeps its signature, parent record and id entry', async () => {
-      const hook: { suffix: string; before: (() => Promise<void>) | null } = {
-        suffix: '/manifest.json',
-        before: null,
-      };
-      const store = new HookedStore(inner, hook);
+      const hook: PutHook = { matches: (key) => key.endsWith('/manifest.json'), before: null };
+      const store = new HookedObjectStore(inner, hook);
       const keys = new TrustedSnapshotKeys(
         new Map(),
         new LocalKeyValueStoreFactory(tempDir('kv'), 1024 * 1024),
