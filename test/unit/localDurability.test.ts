@@ -1,4 +1,4 @@
-import { constants, promises as fs } from 'node:fs';
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -7,6 +7,7 @@ import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmut
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { tempDir } from '../support/cleanup';
+import { recordFolderSyncs } from '../support/folderSyncs';
 
 /**
  * The local stores answer a write only once it survives a crash of the machine: the rename, link
@@ -15,22 +16,10 @@ import { tempDir } from '../support/cleanup';
  * before the write is answered (each folder opened as a directory and fsynced).
  */
 describe('local stores sync the folders they change before answering', () => {
-  /** Folders fsynced since the last reset. */
+  /** Folders fsynced since the last reset (emptied in place: the spy holds this array). */
   let synced: string[] = [];
   beforeEach(() => {
-    synced = [];
-    const open = fs.open.bind(fs);
-    vi.spyOn(fs, 'open').mockImplementation(async (file, flags, mode) => {
-      const handle = await open(file, flags, mode);
-      if (typeof flags === 'number' && (flags & constants.O_DIRECTORY) !== 0) {
-        const sync = handle.sync.bind(handle);
-        handle.sync = async () => {
-          await sync();
-          synced.push(String(file));
-        };
-      }
-      return handle;
-    });
+    synced = recordFolderSyncs();
   });
   afterEach(() => {
     vi.restoreAllMocks();
@@ -61,7 +50,7 @@ describe('local stores sync the folders they change before answering', () => {
       () => store.append('deep/er/second', Buffer.from('+more')),
       () => store.delete('deep/er/first'),
     ]) {
-      synced = [];
+      synced.length = 0;
       await operation();
       expect(synced).toContain(folder);
     }
@@ -82,7 +71,7 @@ describe('local stores sync the folders they change before answering', () => {
       () => store.rewrite('sid-durable/objects/a', (stored) => Buffer.concat([stored, Buffer.from('!')])),
       () => store.delete('sid-durable/objects/a'),
     ]) {
-      synced = [];
+      synced.length = 0;
       await operation();
       expect(synced).toContain(folder);
     }
@@ -109,10 +98,10 @@ describe('local stores sync the folders they change before answering', () => {
     const folder = path.dirname(path.join(dir, 'memory', files[0] ?? ''));
     expect(synced).toEqual(expect.arrayContaining(chain(dir, folder)));
 
-    synced = [];
+    synced.length = 0;
     await store.write('durable-memory-tenant', { ...fact, updatedAt: 2 }, stored.etag);
     expect(synced).toContain(folder);
-    synced = [];
+    synced.length = 0;
     await store.delete('durable-memory-tenant', 'notes/durable', 'fact-1');
     expect(synced).toContain(folder);
   });

@@ -1,4 +1,4 @@
-import { constants, promises as fs, readdirSync, symlinkSync } from 'node:fs';
+import { promises as fs, readdirSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -8,6 +8,7 @@ import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyVa
 import { LocalMemorySnapshots } from '../../shared/storage/local/localMemorySnapshots';
 import { LocalMemoryStore } from '../../shared/storage/local/localMemoryStore';
 import { tempDir } from '../support/cleanup';
+import { recordFolderSyncs } from '../support/folderSyncs';
 
 describe('local stores after a crash between two steps, and durability of every write', () => {
   afterEach(() => {
@@ -15,19 +16,7 @@ describe('local stores after a crash between two steps, and durability of every 
   });
 
   it('memory: the vector index is synced into its folder, and that folder into the data folder', async () => {
-    const synced: string[] = [];
-    const open = fs.open.bind(fs);
-    vi.spyOn(fs, 'open').mockImplementation(async (file, flags, mode) => {
-      const handle = await open(file, flags, mode);
-      if (typeof flags === 'number' && (flags & constants.O_DIRECTORY) !== 0) {
-        const sync = handle.sync.bind(handle);
-        handle.sync = async () => {
-          await sync();
-          synced.push(String(file));
-        };
-      }
-      return handle;
-    });
+    const synced = recordFolderSyncs();
     const dir = tempDir('durable-index');
     const store = new LocalMemoryStore(dir);
     await store.createIndex('index-tenant', { dims: 3 });
@@ -125,20 +114,9 @@ describe('local key/value durability with concurrent writers', () => {
 
   it('answers a write only once the folders its key is in are synced, also when another write made them', async () => {
     const dir = tempDir('durable-concurrent');
-    const synced: string[] = [];
-    const open = fs.open.bind(fs);
-    vi.spyOn(fs, 'open').mockImplementation(async (file, flags, mode) => {
-      const handle = await open(file, flags, mode);
-      if (typeof flags === 'number' && (flags & constants.O_DIRECTORY) !== 0) {
-        const sync = handle.sync.bind(handle);
-        handle.sync = async () => {
-          // The data folder's sync (the entry of `kv/` made by the first write) is slow.
-          if (String(file) === dir) await new Promise((resolve) => setTimeout(resolve, 300));
-          await sync();
-          synced.push(String(file));
-        };
-      }
-      return handle;
+    // The data folder's sync (the entry of `kv/` made by the first write) is slow.
+    const synced = recordFolderSyncs(async (folder) => {
+      if (folder === dir) await new Promise((resolve) => setTimeout(resolve, 300));
     });
     const store = new LocalKeyValueStoreFactory(dir, 1024).forTenant('t1');
     const first = store.write('d/x', Buffer.from('x'));
