@@ -1,22 +1,15 @@
-import { randomBytes, randomUUID } from 'node:crypto';
-import { rm } from 'node:fs/promises';
-import path from 'node:path';
+import { randomBytes } from 'node:crypto';
 
-import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { TrustedSnapshotKeys } from '../../shared/snapshots/trustedKeys';
 import { GRACE_MS, WorkspaceSnapshots } from '../../shared/snapshots/workspaceSnapshots';
-import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
 import type { ImmutableObjectStore } from '../../shared/storage/immutableObjectStore';
-import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
-import { HookedObjectStore, type PutHook } from '../support/archiveTestKit';
+import { HookedObjectStore, type PutHook, storeBackends } from '../support/archiveTestKit';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { buildSnapshot, type BuiltSnapshot, newKeyPair } from '../support/snapshotTestKit';
-import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 
 /**
  * A part stored long ago is found by a publish's check, while a delete of the snapshot that
@@ -28,31 +21,21 @@ import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
  * waiting until the part is more than 2 s old: the untouched part is then older than the grace to
  * the delete, and a part touched now is not (Blob keeps times to the second).
  */
-describe.each(['local', 'blob'] as const)(
-  'snapshot publish racing a delete that collects shared parts (%s)',
+describe.each(storeBackends(() => azurite().blobEndpoint))(
+  'snapshot publish racing a delete that collects shared parts ($name)',
   (backend) => {
     let inner: ImmutableObjectStore;
     let destroy: () => Promise<void>;
     /** How far the instances' clocks are moved on. */
     let shift = 0;
 
-    beforeEach(() => {
+    beforeEach(async () => {
       shift = 0;
       const real = performance.now.bind(performance);
       vi.spyOn(performance, 'now').mockImplementation(() => real() + shift);
-      if (backend === 'local') {
-        const dir = tempDir('snapshot-race');
-        inner = new LocalImmutableObjectStore(path.join(dir, 'snapshots', 'alpha'), path.join(dir, 'tmp'));
-        destroy = () => rm(dir, { recursive: true, force: true });
-      } else {
-        const service = new BlobServiceClient(
-          azurite().blobEndpoint,
-          new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
-        );
-        const container = service.getContainerClient(`r${randomUUID().replaceAll('-', '').slice(0, 20)}`);
-        inner = new BlobImmutableObjectStore(container, 'snapshots/alpha/', STORAGE_TIMEOUT_MS);
-        destroy = async () => void (await container.deleteIfExists());
-      }
+      const created = await backend.create();
+      inner = created.store;
+      destroy = created.destroy;
     });
     afterEach(async () => {
       vi.restoreAllMocks();

@@ -1,11 +1,7 @@
-import { randomBytes, randomUUID } from 'node:crypto';
-import { rm } from 'node:fs/promises';
-import path from 'node:path';
+import { randomBytes } from 'node:crypto';
 
-import { BlobServiceClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
-import { AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY } from '../../dev/azurite';
 import { CairnError, StorageUnavailableError } from '../../shared/protocol/errors';
 import {
   idIndexKey,
@@ -21,15 +17,12 @@ import {
 } from '../../shared/snapshots/snapshotRetention';
 import { TrustedSnapshotKeys } from '../../shared/snapshots/trustedKeys';
 import { GRACE_MS, WorkspaceSnapshots } from '../../shared/snapshots/workspaceSnapshots';
-import { BlobImmutableObjectStore } from '../../shared/storage/azure/blobImmutableObjectStore';
 import type { ImmutableObjectStore } from '../../shared/storage/immutableObjectStore';
-import { LocalImmutableObjectStore } from '../../shared/storage/local/localImmutableObjectStore';
 import { LocalKeyValueStoreFactory } from '../../shared/storage/local/localKeyValueStore';
-import { HookedObjectStore, type PutHook } from '../support/archiveTestKit';
+import { HookedObjectStore, type PutHook, storeBackends } from '../support/archiveTestKit';
 import { azurite } from '../support/azurite';
 import { tempDir } from '../support/cleanup';
 import { buildSnapshot, newKeyPair } from '../support/snapshotTestKit';
-import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
 
 /**
  * A publish stores the id entry, the parent record and the signature before its manifest; the
@@ -45,31 +38,21 @@ import { STORAGE_TIMEOUT_MS } from '../support/timeouts';
  * orphans are more than 2 s old: untouched, they are older than the grace to the prune; touched
  * now, they are not (Blob keeps times to the second).
  */
-describe.each(['local', 'blob'] as const)(
-  'a snapshot publish retried after the grace, racing the prune (%s)',
+describe.each(storeBackends(() => azurite().blobEndpoint))(
+  'a snapshot publish retried after the grace, racing the prune ($name)',
   (backend) => {
     let inner: ImmutableObjectStore;
     let destroy: () => Promise<void>;
     /** How far the instances' clocks are moved on. */
     let shift = 0;
 
-    beforeEach(() => {
+    beforeEach(async () => {
       shift = 0;
       const real = performance.now.bind(performance);
       vi.spyOn(performance, 'now').mockImplementation(() => real() + shift);
-      if (backend === 'local') {
-        const dir = tempDir('snapshot-retry');
-        inner = new LocalImmutableObjectStore(path.join(dir, 'snapshots', 'alpha'), path.join(dir, 'tmp'));
-        destroy = () => rm(dir, { recursive: true, force: true });
-      } else {
-        const service = new BlobServiceClient(
-          azurite().blobEndpoint,
-          new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
-        );
-        const container = service.getContainerClient(`r${randomUUID().replaceAll('-', '').slice(0, 20)}`);
-        inner = new BlobImmutableObjectStore(container, 'snapshots/alpha/', STORAGE_TIMEOUT_MS);
-        destroy = async () => void (await container.deleteIfExists());
-      }
+      const created = await backend.create();
+      inner = created.store;
+      destroy = created.destroy;
     });
     afterEach(async () => {
       vi.restoreAllMocks();
