@@ -263,10 +263,19 @@ export function createServices(config: Config): Services {
     states: new PruneStates(baseKv),
     ...(memory === undefined ? {} : { memory }),
     // Retention and verify read only ids and times of the index: the stored index, so that a record
-    // whose sealed `data` does not open is no obstacle to them.
+    // whose sealed `data` does not open is no obstacle to them (verify opens each record's data
+    // apart, to report one that does not open).
     ...(sessionStorage === undefined || storedSessions === undefined
       ? {}
-      : { sessions: { objectsOf: sessionStorage.objectsOf, index: storedSessions.index } }),
+      : {
+          sessions: {
+            objectsOf: sessionStorage.objectsOf,
+            index: storedSessions.index,
+            ...(sessionStorage.openIndexData === undefined
+              ? {}
+              : { openIndexData: sessionStorage.openIndexData }),
+          },
+        }),
     snapshots: snapshotStores,
   };
   return {

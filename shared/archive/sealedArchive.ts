@@ -32,6 +32,13 @@ export interface ArchiveStorage {
   /** The objects of `tenant`'s sessions (sealed when its policy asks for it). */
   readonly objectsOf: (tenant: string) => ImmutableObjectStore;
   readonly index: SessionIndex;
+  /**
+   * The record of `index` with its `data` opened; IntegrityError when that data does not open.
+   * Absent when nothing is sealed. Retention and verify read the index as stored (ids and times
+   * only, so a record whose sealed data does not open is no obstacle to them): verify opens each
+   * record with this, to report one that does not open instead of passing over the damage.
+   */
+  readonly openIndexData?: (tenant: string, record: SessionRecord) => Promise<SessionRecord>;
 }
 
 /** The same objects for every tenant: nothing sealed. */
@@ -55,10 +62,12 @@ export interface SealedArchiveOptions {
 export function sealedArchiveStorage(options: SealedArchiveOptions): ArchiveStorage {
   const { plain, roomy, codec, policy, sessions } = options;
   if (!codec.encrypts) return plainArchiveStorage(plain, options.index);
+  const index = new SealedSessionIndex(options.index, codec, policy);
   return {
     objectsOf: (tenant) =>
       sealsTenant(policy, tenant) ? new SealedArchiveObjects(roomy, tenant, codec, sessions) : plain,
-    index: new SealedSessionIndex(options.index, codec, policy),
+    index,
+    openIndexData: (tenant, record) => index.opened(tenant, record),
   };
 }
 
@@ -185,7 +194,8 @@ class SealedSessionIndex implements SessionIndex {
     return this.inner.remove(tenant, sessionId);
   }
 
-  private async opened(tenant: string, record: SessionRecord): Promise<SessionRecord> {
+  /** `record` as stored, its `data` opened (IntegrityError when it does not open). */
+  async opened(tenant: string, record: SessionRecord): Promise<SessionRecord> {
     if (!sealsTenant(this.policy, tenant) || record.data === null) return record;
     await this.codec.prepareOwnBytes(tenant);
     const plain = this.codec.open(sealedDataOf(record), indexDataPlace(tenant, record));

@@ -7,7 +7,7 @@ import type { VerifyPart } from '../retention/parts';
 import type { HashSample, VerifyCollector } from '../retention/verifyReport';
 import { sampled } from '../retention/verifyReport';
 import type { ImmutableObjectStore } from '../storage/immutableObjectStore';
-import type { SessionIndex } from '../storage/sessionIndex';
+import type { SessionIndex, SessionRecord } from '../storage/sessionIndex';
 import type { ArchiveStorage } from './sealedArchive';
 import { readSession, referencedObjects, SESSION_TOMBSTONE } from './sessionRetention';
 
@@ -27,13 +27,43 @@ export async function verifySessions(
   tenant: string,
   collector: VerifyCollector,
   sample: HashSample,
+  /** Opens a record's sealed `data` (`index` is read as stored); absent when nothing is sealed. */
+  openIndexData?: ArchiveStorage['openIndexData'],
 ): Promise<void> {
   let after: string | undefined;
   do {
     const page = await index.list(tenant, { limit: INDEX_PAGE, ...(after === undefined ? {} : { after }) });
-    for (const record of page.sessions) await verifySession(objects, record.id, collector, sample);
+    for (const record of page.sessions) {
+      if (openIndexData !== undefined) await verifyIndexData(openIndexData, tenant, record, collector);
+      await verifySession(objects, record.id, collector, sample);
+    }
     after = page.next ?? undefined;
   } while (after !== undefined);
+}
+
+/**
+ * A record whose sealed `data` does not open (changed or moved in the table) fails the listing and
+ * reads of its session with an integrity error: damage to report, as an object that does not open
+ * is. Its session's objects are still checked: they do not depend on the record.
+ */
+async function verifyIndexData(
+  openIndexData: NonNullable<ArchiveStorage['openIndexData']>,
+  tenant: string,
+  record: SessionRecord,
+  collector: VerifyCollector,
+): Promise<void> {
+  try {
+    await openIndexData(tenant, record);
+  } catch (error) {
+    if (!(error instanceof IntegrityError)) throw error;
+    collector.finding({
+      domain: 'sessions',
+      kind: 'unreadable',
+      where: `session ${record.id}`,
+      key: `index/${record.id}`,
+      detail: `the data of its session index record does not open: ${error.message}`,
+    });
+  }
 }
 
 async function verifySession(
@@ -182,7 +212,8 @@ export function sessionVerifyPart(storage: ArchiveStorage): VerifyPart {
     name: 'sessions',
     verify: async (tenant, domains, collector, sample) => {
       if (domains.has('sessions')) {
-        await verifySessions(storage.objectsOf(tenant), storage.index, tenant, collector, sample);
+        const { index, openIndexData } = storage;
+        await verifySessions(storage.objectsOf(tenant), index, tenant, collector, sample, openIndexData);
       }
     },
   };
