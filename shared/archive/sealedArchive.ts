@@ -182,7 +182,7 @@ class SealedSessionIndex implements SessionIndex {
   ): Promise<void> {
     if (!sealsTenant(this.policy, tenant)) return this.inner.update(tenant, sessionId, decide);
     return this.inner.update(tenant, sessionId, async (current) => {
-      const next = await decide(current === null ? null : await this.opened(tenant, current));
+      const next = await decide(current === null ? null : await this.openedOrBare(tenant, current));
       if (next === null || next.data === null) return next;
       await this.codec.prepareOwnBytes(tenant);
       const plain = Buffer.from(JSON.stringify(next.data), 'utf8');
@@ -192,6 +192,22 @@ class SealedSessionIndex implements SessionIndex {
 
   remove(tenant: string, sessionId: string): Promise<boolean> {
     return this.inner.remove(tenant, sessionId);
+  }
+
+  /**
+   * For an update: `record` with its `data` opened, or with `data` null when it does not open (a
+   * damaged record). An update is a publish's: it decides by the checkpoint id alone and writes the
+   * record of the newer checkpoint, whose data replaces the damaged one. Refused, the damage would
+   * stay for good, and with it the integrity error of the session's read and of every listing page
+   * that holds it; verify reports the damage until then.
+   */
+  private async openedOrBare(tenant: string, record: SessionRecord): Promise<SessionRecord> {
+    try {
+      return await this.opened(tenant, record);
+    } catch (error) {
+      if (!(error instanceof IntegrityError)) throw error;
+      return { ...record, data: null };
+    }
   }
 
   /** `record` as stored, its `data` opened (IntegrityError when it does not open). */

@@ -21,7 +21,8 @@ import { azuriteTable, sessionIndexSettings } from '../support/tables';
  * for a tenant whose archives are sealed at rest, over real HTTP on both backends: `GET /api/verify`
  * reports it as `unreadable` and checks the tenant's sessions all the same; the listing answers
  * 500 `integrity_error` naming the session (never a listing without it, or with its data left
- * out); the prune still deletes every expired session, judged by the sealed manifests.
+ * out); the prune still deletes every expired session, judged by the sealed manifests; the
+ * session's next publish replaces the record.
  */
 
 type Call = ReturnType<typeof client>;
@@ -73,12 +74,14 @@ describe.each<Backend>(['local', 'blob'])(
   (backend) => {
     const ops = newTenant('ops', true);
     const alpha = newTenant('alpha');
+    const beta = newTenant('beta');
     const settings = backendSettings(backend, azurite().blobEndpoint);
     const tableSettings = sessionIndexSettings(azurite().tableEndpoint);
     const indexTable = () => azuriteTable(azurite().tableEndpoint, tableSettings['CAIRN_SESSION_TABLE']);
     let app: RunningApp;
     let asOps: Call;
     let asAlpha: Call;
+    let asBeta: Call;
 
     /** Changes one byte of the sealed data in the session's index row (damage outside Cairn). */
     async function damageIndexData(tenant: string, sessionId: string): Promise<void> {
@@ -92,14 +95,15 @@ describe.each<Backend>(['local', 'blob'])(
 
     beforeAll(async () => {
       app = await startApp({
-        CAIRN_API_KEYS: apiKeysSetting([ops, alpha]),
+        CAIRN_API_KEYS: apiKeysSetting([ops, alpha, beta]),
         ...settings,
         ...tableSettings,
         CAIRN_ENCRYPTION_KEYS: `k1:${randomBytes(32).toString('hex')}`,
-        CAIRN_ENCRYPT_TENANTS: alpha.tenant,
+        CAIRN_ENCRYPT_TENANTS: `${alpha.tenant},${beta.tenant}`,
       });
       asOps = client(app.url, ops.key);
       asAlpha = client(app.url, alpha.key);
+      asBeta = client(app.url, beta.key);
     });
     afterAll(async () => {
       await app?.stop();
@@ -156,6 +160,30 @@ describe.each<Backend>(['local', 'blob'])(
       expect(((await (await asAlpha('/api/sessions')).json()) as { sessions: unknown[] }).sessions).toEqual(
         [],
       );
+    });
+
+    it('is replaced by the next publish of its session, which the listing then shows', async () => {
+      await publish(asBeta, 'r1', 'first');
+      await publish(asBeta, 'r2', 'first');
+      await damageIndexData(beta.tenant, 'r1');
+      expect((await asBeta('/api/sessions')).status).toBe(500);
+
+      // The record's data was of the checkpoint the publish replaces: the new record takes its place.
+      await publish(asBeta, 'r1', 'second', 'c2');
+      const listed = await asBeta('/api/sessions');
+      expect(listed.status).toBe(200);
+      const sessions = (
+        (await listed.json()) as { sessions: { id: string; checkpointId: string; data: unknown }[] }
+      ).sessions;
+      expect(sessions.map(({ id, checkpointId, data }) => [id, checkpointId, data])).toEqual([
+        ['r1', 'c2', { note: 'second' }],
+        ['r2', 'c1', { note: 'first' }],
+      ]);
+      const verified = await asOps(`/api/verify?tenant=${beta.tenant}`);
+      expect(((await verified.json()) as { tenants: TenantVerifyReport[] }).tenants[0]).toMatchObject({
+        ok: true,
+        findings: [],
+      });
     });
   },
 );
