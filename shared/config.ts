@@ -402,7 +402,7 @@ const positiveInt = (max: number) =>
 
 export function parseApiKeys(value: string | undefined): ApiKeyEntry[] {
   if (value === undefined) return [];
-  return value
+  const entries = value
     .split(',')
     .map((entry) => entry.trim())
     .filter((entry) => entry !== '')
@@ -420,6 +420,20 @@ export function parseApiKeys(value: string | undefined): ApiKeyEntry[] {
       }
       return { tenant, sha256: sha256.toLowerCase(), admin: role === 'admin' };
     });
+  // A key is looked up by its hash alone: one hash under two tenants (or with and without admin)
+  // would silently give the key to whichever entry came last, e.g. another tenant's data.
+  const byHash = new Map<string, ApiKeyEntry>();
+  for (const [index, entry] of entries.entries()) {
+    const earlier = byHash.get(entry.sha256);
+    if (earlier !== undefined && (earlier.tenant !== entry.tenant || earlier.admin !== entry.admin)) {
+      throw new ConfigurationError(
+        'CAIRN_API_KEYS',
+        `entry ${index + 1}: its key hash is already given to tenant ${earlier.tenant}${earlier.admin ? ' as admin' : ''}; one key belongs to one tenant and role`,
+      );
+    }
+    byHash.set(entry.sha256, entry);
+  }
+  return entries;
 }
 
 /** The storage account name in an endpoint: Azurite's path style or Azure's host style. */

@@ -139,6 +139,8 @@ describe('credentials and limits', () => {
     ['dot-dot tenant', `..:${'a'.repeat(64)}`],
     ['short hash', 'a:abc'],
     ['unknown role', `a:${'a'.repeat(64)}:root`],
+    ['key hash given to two tenants', `a:${'a'.repeat(64)},b:${'A'.repeat(64)}`],
+    ['key hash given twice to one tenant, once as admin', `a:${'a'.repeat(64)},a:${'a'.repeat(64)}:admin`],
   ])('refuses CAIRN_API_KEYS with a %s', (_name, value) => {
     expect(configError({ CAIRN_API_KEYS: value }).setting).toBe('CAIRN_API_KEYS');
   });
