@@ -11,6 +11,7 @@ import {
 } from '#shared/migration/jobInput';
 import {
   checkSourceFolder,
+  checkSourceRealRoot,
   type CopyBatch,
   copyFiles,
   emptyReport,
@@ -198,9 +199,10 @@ function tenantAndSource(value: Record<string, unknown>): { tenant: string; sour
 }
 
 /** Plans a page of a source: what the target stores is skipped, the rest cut into batches. */
-export const listSourcePageActivity: ActivityHandler = (input: unknown) => {
+export const listSourcePageActivity: ActivityHandler = async (input: unknown) => {
   const value = objectInput('input', input);
   const { tenant, source } = tenantAndSource(value);
+  await checkSourceRealRoot('source.root', source.root, getServices().config.migrationSourceRoots);
   return planSourcePage(
     getServices().kvStores.forTenant(tenant),
     source,
@@ -222,6 +224,7 @@ export const copyFilesActivity: ActivityHandler = async (input: unknown) => {
   };
   if (typeof value['dryRun'] !== 'boolean') throw new InvalidArgumentError('dryRun', 'must be a boolean');
   const services = getServices();
+  await checkSourceRealRoot('source.root', source.root, services.config.migrationSourceRoots);
   return copyFiles(services.kvStores.forTenant(tenant), {
     source,
     files: await listBatch(source, batch),
@@ -247,6 +250,7 @@ export const startMigration = specHandler(
       // A folder that is not there is refused up front (400 naming it), not run as an empty migration.
       for (const [index, source] of sources.entries()) {
         await checkSourceFolder(`sources.${index}.root`, source.root);
+        await checkSourceRealRoot(`sources.${index}.root`, source.root, roots);
       }
       const input: MigrationInput = {
         tenant: body.tenant,

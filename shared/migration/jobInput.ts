@@ -39,14 +39,16 @@ export function checkSourceRoot(
   }
   const resolved = path.resolve(root);
   if (allowed === undefined) return resolved;
-  const inside = allowed.some((base) => {
-    const relative = path.relative(base, resolved);
-    return relative === '' || (!relative.startsWith('..') && !path.isAbsolute(relative));
-  });
-  if (!inside) {
+  if (!allowed.some((base) => isInsideFolder(base, resolved))) {
     throw new InvalidArgumentError(field, 'must be inside a folder of CAIRN_MIGRATION_SOURCE_ROOTS');
   }
   return resolved;
+}
+
+/** Whether the absolute path `resolved` is the folder `base` or inside it (by the paths as written). */
+export function isInsideFolder(base: string, resolved: string): boolean {
+  const relative = path.relative(base, resolved);
+  return relative === '' || (!relative.startsWith('..') && !path.isAbsolute(relative));
 }
 
 export function checkPrefix(field: string, prefix: unknown): string {

@@ -11,6 +11,7 @@ import { commonPrefix, compareKeys, type WalkEntry, walkInKeyOrder } from '../pr
 import { validateKey } from '../protocol/keys';
 import { forEachLimited } from '../protocol/pool';
 import type { KeyValueStore } from '../storage/keyValueStore';
+import { isInsideFolder } from './jobInput';
 
 /**
  * Moving a machine's local state into a tenant's key/value space: every file under a source root is copied to `prefix/relative/path`
@@ -126,6 +127,35 @@ export function missingSourceError(field: string, root: string): InvalidArgument
 export async function checkSourceFolder(field: string, root: string): Promise<void> {
   const stat = await fs.stat(root).catch(() => null);
   if (stat === null || !stat.isDirectory()) throw missingSourceError(field, root);
+}
+
+/**
+ * Refuses (400 naming `field`) a root whose real folder, symbolic links resolved, is not inside the
+ * real folder of one of `allowed`. {@link checkSourceRoot} checks the path as written: a link inside
+ * an allowed folder, named as a root (or as a folder below it), would otherwise have the migration
+ * read any folder of the host. A root that is not there is left to the other checks (the route's
+ * 400, the orchestration's failure naming it).
+ */
+export async function checkSourceRealRoot(
+  field: string,
+  root: string,
+  allowed: readonly string[],
+): Promise<void> {
+  let real: string;
+  try {
+    real = await fs.realpath(root);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return;
+    throw error;
+  }
+  const bases = await Promise.all(allowed.map((base) => fs.realpath(base).catch(() => null)));
+  if (!bases.some((base) => base !== null && isInsideFolder(base, real))) {
+    throw new InvalidArgumentError(
+      field,
+      `${root} is a symbolic link (or below one) to a folder outside CAIRN_MIGRATION_SOURCE_ROOTS`,
+    );
+  }
 }
 
 /** A run of consecutive files of a source to copy: the keys in `(after, through]`, `count` of them. */

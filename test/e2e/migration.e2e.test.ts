@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -208,6 +208,49 @@ describe('migration of local state to blob storage', () => {
     expect(await (await client(app.url, fresh.key)('/api/keys')).json()).toEqual({ keys: [], cursor: null });
     const unknown = await asOps('/api/migrations/no-such-id');
     expect(unknown.status).toBe(404);
+  });
+});
+
+describe('migration source roots reached through a symbolic link', () => {
+  const ops = newTenant('ops', true);
+  const target = newTenant('target');
+  let app: RunningApp;
+  let allowed: string;
+  let outside: string;
+
+  beforeAll(async () => {
+    // The one allowed folder holds a link to a folder outside it: naming the link (or a folder
+    // below it) as a root must not read what the instance does not allow.
+    allowed = tree({ 'inside.txt': 'allowed' });
+    outside = tree({ 'secret.txt': 'not allowed', 'below/deeper.txt': 'not allowed either' });
+    symlinkSync(outside, path.join(allowed, 'link'), 'dir');
+    app = await startApp({
+      CAIRN_API_KEYS: apiKeysSetting([ops, target]),
+      CAIRN_MIGRATION_SOURCE_ROOTS: allowed,
+      ...backendSettings('blob', azurite().blobEndpoint),
+    });
+  });
+  afterAll(async () => app.stop());
+
+  it('refuses a root whose real folder is outside CAIRN_MIGRATION_SOURCE_ROOTS (400 naming it), dry run or not', async () => {
+    const asOps = client(app.url, ops.key);
+    for (const root of [path.join(allowed, 'link'), path.join(allowed, 'link', 'below')]) {
+      for (const dryRun of [true, false]) {
+        const body = { tenant: target.tenant, sources: [{ root, prefix: '' }], dryRun };
+        const response = await asOps('/api/migrations', { method: 'POST', body: JSON.stringify(body) });
+        expect(response.status, root).toBe(400);
+        const { error } = (await response.json()) as { error: { code: string; message: string } };
+        expect(error.code).toBe('invalid_argument');
+        expect(error.message).toContain('sources.0.root');
+      }
+    }
+    expect(await (await client(app.url, target.key)('/api/keys')).json()).toEqual({ keys: [], cursor: null });
+    // The allowed folder itself is still migrated (its link is listed, never followed).
+    const started = await asOps('/api/migrations', {
+      method: 'POST',
+      body: JSON.stringify({ tenant: target.tenant, sources: [{ root: allowed, prefix: '' }], dryRun: true }),
+    });
+    expect(started.status).toBe(202);
   });
 });
 
