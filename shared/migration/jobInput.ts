@@ -48,7 +48,9 @@ export function checkSourceRoot(
 /** Whether the absolute path `resolved` is the folder `base` or inside it (by the paths as written). */
 export function isInsideFolder(base: string, resolved: string): boolean {
   const relative = path.relative(base, resolved);
-  return relative === '' || (!relative.startsWith('..') && !path.isAbsolute(relative));
+  // Outside is `..` or `../…`: a folder inside whose name starts with two dots (`..cache`) is inside.
+  const outside = relative === '..' || relative.startsWith(`..${path.sep}`);
+  return relative === '' || (!outside && !path.isAbsolute(relative));
 }
 
 export function checkPrefix(field: string, prefix: unknown): string {

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 
 import { loadRegistrations, type Registration } from '../../dev/host/registrations';
+import { checkSourceRoot } from '../../shared/migration/jobInput';
 import { tempDir } from '../support/cleanup';
 
 /**
@@ -55,5 +56,15 @@ describe('migration activities and symbolic links', () => {
         ),
       ),
     ).rejects.toThrow(/source\.root/);
+  });
+});
+
+describe('migration source roots by their path', () => {
+  it('takes a folder of an allowed root whose name starts with two dots, and refuses the parent', () => {
+    expect(checkSourceRoot('root', '/data/..hidden', ['/data'])).toBe('/data/..hidden');
+    expect(checkSourceRoot('root', '/data/a/...', ['/data'])).toBe('/data/a/...');
+    expect(() => checkSourceRoot('root', '/data/..', ['/data'])).toThrow(/CAIRN_MIGRATION_SOURCE_ROOTS/);
+    expect(() => checkSourceRoot('root', '/data/../etc', ['/data'])).toThrow(/CAIRN_MIGRATION_SOURCE_ROOTS/);
+    expect(() => checkSourceRoot('root', '/database', ['/data'])).toThrow(/CAIRN_MIGRATION_SOURCE_ROOTS/);
   });
 });
