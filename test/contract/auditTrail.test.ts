@@ -348,6 +348,11 @@ describe('audit trail on Table Storage (Azurite)', () => {
       ['hash', (record: AuditRecord) => ({ ...record, hash: 'e'.repeat(64) })],
       ['seq', (record: AuditRecord) => ({ ...record, seq: 9 })],
       ['an added field', (record: AuditRecord) => ({ ...record, actor: 'someone' })],
+      // JSON.parse makes `__proto__` an own property of the record: a field like any other.
+      [
+        'an added field named __proto__',
+        (record: AuditRecord) => JSON.stringify(record).replace(/^\{/, '{"__proto__":{"actor":"someone"},'),
+      ],
     ])('finds record k broken when its %s was changed', async (_field, change) => {
       await replaceRow(5, change(await rowJson(5)));
       expect(await instance().verify(T)).toMatchObject({ ok: false, records: 8, firstBroken: 5 });

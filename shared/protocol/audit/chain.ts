@@ -39,8 +39,11 @@ export type UnhashedRecord = Omit<AuditRecord, 'hash'>;
 
 /** The hash of a record (everything but `hash` itself). */
 export function recordHash(record: UnhashedRecord | AuditRecord): string {
-  const unhashed: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(record)) if (name !== 'hash') unhashed[name] = value;
+  // Own properties only, made as own properties (fromEntries): an assignment `unhashed[name] = ...`
+  // would take a field named `__proto__` (JSON.parse makes it an own property of a stored record)
+  // for the object's prototype, leaving it out of the hash, so such a field added to a record went
+  // unnoticed by verify.
+  const unhashed = Object.fromEntries(Object.entries(record).filter(([name]) => name !== 'hash'));
   return createHash('sha256')
     .update(record.prevHash, 'utf8')
     .update(canonicalJson(unhashed), 'utf8')
