@@ -11,7 +11,8 @@ import type { PendingCheck, PendingEvent } from './pending';
  *   append. Records are never changed or deleted by Cairn.
  * - `createReceipt` (event id → seq) is create-only and idempotent (an existing receipt is kept).
  * - markers are upserted and deleted by event id; `claimMarker` is a compare-and-swap on the version
- *   a listing returned (one claimer of several wins).
+ *   a listing returned (one claimer of several wins), and a delete may name the version claimed
+ *   (a marker stored again since, by another action of the same event id, is then kept).
  * - absent is null (or `false`), a storage fault is StorageUnavailableError: never confused.
  */
 
@@ -45,9 +46,17 @@ export interface AuditStore {
   readMarker(tenant: string, eventId: string): Promise<StoredMarker | null>;
   /** Up to `limit` markers of the tenant, in no particular order. */
   listMarkers(tenant: string, limit: number): Promise<StoredMarker[]>;
-  /** Sets the marker's claim if it is still the version listed; false when it changed. */
-  claimMarker(tenant: string, marker: StoredMarker, claim: { by: string; untilMs: number }): Promise<boolean>;
-  deleteMarker(tenant: string, eventId: string): Promise<void>;
+  /**
+   * Sets the marker's claim if it is still the version listed: the claimed version's ETag, or null
+   * when it changed.
+   */
+  claimMarker(
+    tenant: string,
+    marker: StoredMarker,
+    claim: { by: string; untilMs: number },
+  ): Promise<string | null>;
+  /** Deletes the marker (absent: nothing to do); with `etag`, only while it is that version. */
+  deleteMarker(tenant: string, eventId: string, etag?: string): Promise<void>;
   /** A seq the trail is known to have reached (a hint for finding the head; may lag). */
   readHeadHint(tenant: string): Promise<number | null>;
   writeHeadHint(tenant: string, seq: number): Promise<void>;

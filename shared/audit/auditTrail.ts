@@ -381,11 +381,11 @@ export class AuditTrail implements TransactionalAuditLog {
       if (now < marker.event.createdAtMs + this.graceMs) continue;
       if (marker.claim !== undefined && marker.claim.by !== this.instanceId && now < marker.claim.untilMs)
         continue;
-      if (
-        !(await this.store.claimMarker(tenant, marker, { by: this.instanceId, untilMs: now + this.graceMs }))
-      ) {
-        continue;
-      }
+      const claimed = await this.store.claimMarker(tenant, marker, {
+        by: this.instanceId,
+        untilMs: now + this.graceMs,
+      });
+      if (claimed === null) continue;
       const fate = await this.fateOf(tenant, marker);
       if (fate === 'undecided') continue;
       if (fate === 'committed') {
@@ -393,7 +393,11 @@ export class AuditTrail implements TransactionalAuditLog {
         const events = [...(marker.check.carried ?? []), marker.event];
         for (const event of events) await this.append(tenant, event, { dedupe: true, deadlineMs });
       }
-      await this.store.deleteMarker(tenant, marker.event.id);
+      // Only the version claimed: another action of the same event id (a deleter of the same
+      // thread incarnation, a forget of the same fact, a publish of the same snapshot) may have
+      // stored its marker since the fate was read. Its marker stays for its own commit or a later
+      // repair; deleted here, a crash of that action after its commit point would lose its record.
+      await this.store.deleteMarker(tenant, marker.event.id, claimed);
       this.options.log?.info(
         { tenant, event: marker.event.id, action: marker.event.action, fate },
         'audit marker repaired',

@@ -128,7 +128,7 @@ describe.each([
     expect(await store.readReceipt(T, 'admin.rewrap.started:job-1')).toBe(4);
   });
 
-  it('upserts and deletes markers; a claim is a compare-and-swap on the listed version', async () => {
+  it('upserts and deletes markers; a claim is a compare-and-swap on the listed version, a delete may name the claimed one', async () => {
     const { event, check } = pending('ev-a');
     await store.putMarker(T, event, check);
     await store.putMarker(T, pending('ev-b').event, pending('ev-b').check);
@@ -144,11 +144,23 @@ describe.each([
     expect(claims.filter(Boolean)).toHaveLength(1);
     const claimed = await store.readMarker(T, 'ev-a');
     expect(claimed?.claim?.by).toBe(claims[0] ? 'one' : 'two');
-    expect(await store.claimMarker(T, listed, { by: 'late', untilMs: 30 })).toBe(false);
+    expect(await store.claimMarker(T, listed, { by: 'late', untilMs: 30 })).toBeNull();
+    // A delete naming the claimed version leaves a marker stored again since.
+    const etag = claims.find((claim) => claim !== null);
+    if (etag === undefined || etag === null) throw new Error('no claim');
+    await store.putMarker(T, event, check);
+    await store.deleteMarker(T, 'ev-a', etag);
+    expect(await store.readMarker(T, 'ev-a')).toMatchObject({ event, check });
+    const again = await store.readMarker(T, 'ev-a');
+    if (again === null) throw new Error('no marker');
+    await store.deleteMarker(T, 'ev-a', again.etag);
+    expect(await store.readMarker(T, 'ev-a')).toBeNull();
+    await store.deleteMarker(T, 'ev-a', again.etag);
+    await store.putMarker(T, event, check);
     await store.deleteMarker(T, 'ev-a');
     await store.deleteMarker(T, 'ev-a');
     expect(await store.readMarker(T, 'ev-a')).toBeNull();
-    expect(await store.claimMarker(T, listed, { by: 'gone', untilMs: 40 })).toBe(false);
+    expect(await store.claimMarker(T, listed, { by: 'gone', untilMs: 40 })).toBeNull();
   });
 
   it('keeps the head hint and signed heads (one per seq, replaced when signed again)', async () => {

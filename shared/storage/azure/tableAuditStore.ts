@@ -127,10 +127,10 @@ export class TableAuditStore implements AuditStore {
     tenant: string,
     marker: StoredMarker,
     claim: { by: string; untilMs: number },
-  ): Promise<boolean> {
+  ): Promise<string | null> {
     return this.call(async (abortSignal) => {
       try {
-        await this.table.updateEntity(
+        const updated = await this.table.updateEntity(
           {
             partitionKey: partition(tenant),
             rowKey: `p:${marker.event.id}`,
@@ -141,20 +141,25 @@ export class TableAuditStore implements AuditStore {
           'Replace',
           { etag: marker.etag, abortSignal },
         );
-        return true;
+        if (updated.etag === undefined) throw new Error('the table answered an update without its ETag');
+        return updated.etag;
       } catch (error) {
-        if (isAzureError(error, 412) || isNotFound(error)) return false;
+        if (isAzureError(error, 412) || isNotFound(error)) return null;
         throw error;
       }
     });
   }
 
-  deleteMarker(tenant: string, eventId: string): Promise<void> {
+  deleteMarker(tenant: string, eventId: string, etag?: string): Promise<void> {
     return this.call(async (abortSignal) => {
       try {
-        await this.table.deleteEntity(partition(tenant), `p:${eventId}`, { abortSignal });
+        await this.table.deleteEntity(partition(tenant), `p:${eventId}`, {
+          abortSignal,
+          ...(etag === undefined ? {} : { etag }),
+        });
       } catch (error) {
-        if (!isNotFound(error)) throw error;
+        // 412: stored again since (another action of the event): not this delete's to remove.
+        if (!isNotFound(error) && !isAzureError(error, 412)) throw error;
       }
     });
   }

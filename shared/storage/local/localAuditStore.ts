@@ -110,22 +110,27 @@ export class LocalAuditStore implements AuditStore {
     tenant: string,
     marker: StoredMarker,
     claim: { by: string; untilMs: number },
-  ): Promise<boolean> {
+  ): Promise<string | null> {
     try {
-      await this.store.write(
+      const written = await this.store.write(
         markerKey(tenant, marker.event.id),
         json({ event: marker.event, check: marker.check, claim }),
         { ifMatch: marker.etag },
       );
-      return true;
+      return written.etag;
     } catch (error) {
-      if (error instanceof PreconditionFailedError) return false;
+      if (error instanceof PreconditionFailedError) return null;
       throw error;
     }
   }
 
-  async deleteMarker(tenant: string, eventId: string): Promise<void> {
-    await this.store.delete(markerKey(tenant, eventId));
+  async deleteMarker(tenant: string, eventId: string, etag?: string): Promise<void> {
+    try {
+      await this.store.delete(markerKey(tenant, eventId), etag === undefined ? {} : { ifMatch: etag });
+    } catch (error) {
+      // Stored again since (another action of the event) or gone: not this delete's to remove.
+      if (!(error instanceof PreconditionFailedError)) throw error;
+    }
   }
 
   async readHeadHint(tenant: string): Promise<number | null> {
