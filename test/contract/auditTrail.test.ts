@@ -585,6 +585,29 @@ describe('signed heads on Table Storage (Azurite)', () => {
     });
     expect(forgedAnswer.notSigned).toMatch(/^the head at seq 8 is not signed/);
   });
+
+  it('reports a signed head that is not readable and refuses to sign, on verify and on the timer (with the alert)', async () => {
+    const trail = signer();
+    for (let round = 0; round < 2; round++) {
+      await append(trail, 2);
+      await trail.verify(T);
+    }
+    await table.upsertEntity(
+      { partitionKey: `t:${T}`, rowKey: `s:${pad(4)}`, json: '{"not": "a head"' },
+      'Replace',
+    );
+    await append(trail, 1);
+    const answer = await signer().verify(T);
+    expect(answer).toMatchObject({
+      ok: false,
+      firstBroken: 4,
+      problems: ['the signed head at seq 4 is not readable'],
+    });
+    expect(answer.notSigned).toMatch(/^the head at seq 5 is not signed/);
+    const before = refusals().length;
+    expect(await signer().signHeads()).toMatchObject({ refused: [T], failed: [] });
+    expect(refusals().length).toBe(before + 1);
+  });
 });
 
 function kvBackends(): [string, () => KeyValueStoreFactory][] {

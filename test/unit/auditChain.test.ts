@@ -9,7 +9,12 @@ import {
   recordHash,
   withHash,
 } from '../../shared/protocol/audit/chain';
-import { checkKeptHeads, checkSignedHeads } from '../../shared/protocol/audit/headChain';
+import {
+  checkKeptHeads,
+  checkSignedHeads,
+  storedHead,
+  unreadableHead,
+} from '../../shared/protocol/audit/headChain';
 import {
   parsePublicKey,
   type SignedHead,
@@ -179,6 +184,18 @@ describe('the continuity of signed heads', () => {
     ]);
     const other = generateKeyPairSync('ed25519').publicKey;
     expect(checkSignedHeads('t1', heads, other)).toMatchObject({ problems: [], checked: 0, otherKeys: 3 });
+  });
+
+  it('a stored head that is not one (not JSON, not an object) is reported at its seq, once', () => {
+    const heads = [head(2, 0), head(5, 2), head(8, 5)];
+    for (const text of ['{"not": "a head"', 'null', '[1]']) {
+      const damaged = storedHead('t1', 5, text);
+      expect(damaged).toEqual(unreadableHead('t1', 5));
+      expect(
+        checkSignedHeads('t1', [heads[0], damaged, heads[2]] as SignedHead[], publicKey).problems,
+      ).toEqual([{ seq: 5, message: 'the signed head at seq 5 is not readable' }]);
+    }
+    expect(storedHead('t1', 5, JSON.stringify(heads[1]))).toEqual(heads[1]);
   });
 
   it('heads kept elsewhere: the trail must hold them, and the stored heads must not end before them', () => {

@@ -49,6 +49,29 @@ export interface VerifyAnswer extends VerifyResult {
 }
 
 /** Checks a tenant's signed heads (see the module comment), those of `publicKey` only. */
+/** The key id of a stored signed head that is not readable (see {@link unreadableHead}). */
+export const UNREADABLE_KEY_ID = '(unreadable)';
+
+/**
+ * What a store answers for a stored signed head that is not one (not JSON, or not an object):
+ * a head with nothing right but its seq, which {@link checkSignedHeads} reports at that seq, as a
+ * store answers a damaged record, instead of failing the listing (and every verify) for good.
+ */
+export function unreadableHead(tenant: string, seq: number): SignedHead {
+  return { tenant, seq, hash: '', signedAtMs: 0, keyId: UNREADABLE_KEY_ID, signature: '' };
+}
+
+/** `text` as a stored signed head, or {@link unreadableHead} when it is not one. */
+export function storedHead(tenant: string, seq: number, text: string): SignedHead {
+  try {
+    const head: unknown = JSON.parse(text);
+    if (typeof head === 'object' && head !== null && !Array.isArray(head)) return head as SignedHead;
+  } catch {
+    // Reported by checkSignedHeads.
+  }
+  return unreadableHead(tenant, seq);
+}
+
 export function checkSignedHeads(
   tenant: string,
   heads: Iterable<SignedHead>,
@@ -59,8 +82,15 @@ export function checkSignedHeads(
   const expected: ExpectedHead[] = [];
   const ofKey = new Map<number, SignedHead>();
   const genuine: SignedHead[] = [];
+  const unreadable = new Set<number>();
   let otherKeys = 0;
   for (const head of [...heads].sort((a, b) => a.seq - b.seq)) {
+    if (head.keyId === UNREADABLE_KEY_ID) {
+      // Whose it was cannot be told: a stored head of any key damaged or replaced by other bytes.
+      unreadable.add(head.seq);
+      problems.push({ seq: head.seq, message: `the signed head at seq ${head.seq} is not readable` });
+      continue;
+    }
     if (head.keyId !== keyId) {
       otherKeys++;
       continue;
@@ -99,6 +129,7 @@ export function checkSignedHeads(
     expected.push({ seq: prevSeq, hash: prevHash });
     const before = ofKey.get(prevSeq);
     if (before !== undefined && !genuine.includes(before)) continue; // reported above
+    if (before === undefined && unreadable.has(prevSeq)) continue; // reported above
     if (before === undefined) {
       problems.push({
         seq: prevSeq,

@@ -3,6 +3,7 @@ import { odata, type TableClient, type TableEntityResult } from '@azure/data-tab
 import type { AuditStore, RecordQuery, StoredMarker } from '../../audit/auditStore';
 import type { PendingCheck, PendingEvent } from '../../audit/pending';
 import type { AuditRecord } from '../../protocol/audit/chain';
+import { storedHead } from '../../protocol/audit/headChain';
 import type { SignedHead } from '../../protocol/audit/headSignature';
 import { isAzureError, isNotFound, storageCall } from './azureErrors';
 import { TableRows } from './tableRows';
@@ -194,7 +195,8 @@ export class TableAuditStore implements AuditStore {
         const entities = this.table.listEntities({ queryOptions: { filter }, abortSignal });
         for await (const page of entities.byPage({ maxPageSize: Math.min(1000, limit) })) {
           for (const entity of page) {
-            heads.push(JSON.parse(String(entity['json'])) as SignedHead);
+            const seq = Number(String(entity.rowKey).slice(2));
+            heads.push(storedHead(tenant, seq, String(entity['json'])));
             if (heads.length >= limit) return heads;
           }
         }

@@ -1,6 +1,7 @@
 import type { AuditStore, RecordQuery, StoredMarker } from '../../audit/auditStore';
 import type { PendingCheck, PendingEvent } from '../../audit/pending';
 import type { AuditRecord } from '../../protocol/audit/chain';
+import { storedHead } from '../../protocol/audit/headChain';
 import type { SignedHead } from '../../protocol/audit/headSignature';
 import { PreconditionFailedError } from '../../protocol/errors';
 import type { KeyValueStore } from '../keyValueStore';
@@ -152,10 +153,14 @@ export class LocalAuditStore implements AuditStore {
     let cursor: string | null = encodeCursor(prefix, `${prefix}${pad(afterSeq)}`);
     while (cursor !== null && heads.length < limit) {
       const page = await this.store.list({ prefix, cursor, limit: Math.min(PAGE, limit - heads.length) });
-      const read = await Promise.all(page.keys.map((key) => this.store.read(key)));
-      for (const stored of read) {
-        if (stored !== null) heads.push(JSON.parse(stored.value.toString('utf8')) as SignedHead);
-      }
+      const read = await Promise.all(
+        page.keys.map(async (key) => {
+          const stored = await this.store.read(key);
+          const seq = Number(key.slice(prefix.length));
+          return stored === null ? null : storedHead(tenant, seq, stored.value.toString('utf8'));
+        }),
+      );
+      for (const head of read) if (head !== null) heads.push(head);
       cursor = page.cursor;
     }
     return heads;
