@@ -253,7 +253,14 @@ export class AuditTrail implements TransactionalAuditLog {
       const page = await this.store.listRecords(tenant, { afterSeq: after, limit: VERIFY_PAGE });
       for (const record of page) verifier.add(record);
       if (page.length < VERIFY_PAGE) break;
-      after = page.at(-1)?.seq ?? after;
+      // The page's rows are seqs above `after`, so the next page starts at least a page further
+      // on: a stored record whose seq was changed to an earlier one (broken, found above) must not
+      // make verify read the same page again and again.
+      const last = page.at(-1)?.seq;
+      after =
+        typeof last === 'number' && Number.isSafeInteger(last) && last > after + page.length
+          ? last
+          : after + page.length;
     }
     const chain = verifier.check();
     const headProblems = heads?.problems ?? [];
