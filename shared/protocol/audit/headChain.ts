@@ -48,7 +48,6 @@ export interface VerifyAnswer extends VerifyResult {
   readonly notSigned?: string;
 }
 
-/** Checks a tenant's signed heads (see the module comment), those of `publicKey` only. */
 /** The key id of a stored signed head that is not readable (see {@link unreadableHead}). */
 export const UNREADABLE_KEY_ID = '(unreadable)';
 
@@ -72,6 +71,7 @@ export function storedHead(tenant: string, seq: number, text: string): SignedHea
   return unreadableHead(tenant, seq);
 }
 
+/** Checks a tenant's signed heads (see the module comment), those of `publicKey` only. */
 export function checkSignedHeads(
   tenant: string,
   heads: Iterable<SignedHead>,
