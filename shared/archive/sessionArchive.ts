@@ -35,7 +35,12 @@ import {
 } from '../protocol/errors';
 import { validateKey } from '../protocol/keys';
 import { forEachLimited } from '../protocol/pool';
-import type { ImmutableObjectStore, ObjectInfo } from '../storage/immutableObjectStore';
+import {
+  type FoundObject,
+  type ImmutableObjectStore,
+  type ObjectInfo,
+  touchOldObjects,
+} from '../storage/immutableObjectStore';
 import type { SessionIndex, SessionPage, SessionRecord } from '../storage/sessionIndex';
 import type { ArchiveStorage } from './sealedArchive';
 import { SESSION_TOMBSTONE } from './sessionRetention';
@@ -64,9 +69,9 @@ import { SESSION_TOMBSTONE } from './sessionRetention';
  * - A publish may rely on objects stored long ago (blocks of a generation an earlier, now
  *   unreferenced checkpoint uploaded; an upload of bytes stored already keeps their old storage
  *   time), and a prune that read the session's manifests before this publish's manifest existed may
- *   be about to collect them. Every object the publish checked in storage and found older than
- *   {@link TOUCH_OLDER_THAN_MS} is touched (its storage time made now) before the manifest is
- *   written: the prune's delete, conditioned on the object being older than its cutoff, then
+ *   be about to collect them. Every object the publish checked in storage and found stored more
+ *   than half an hour ago (`TOUCH_OLDER_THAN_MS`) is touched (its storage time made now) before
+ *   the manifest is written: the prune's delete, conditioned on the object being older than its cutoff, then
  *   leaves it, and an object deleted before its touch is missing (422, no manifest written).
  *   Objects this instance vouches for, and young ones, are not touched (no extra request). The
  *   parent's blocks are trusted: the parent is `latest` (the publish moves `latest` from it), and
@@ -170,7 +175,7 @@ export class SessionArchive {
       );
       if (missing.count > 0) throw new MissingObjectsError(missing.keys, missing.count);
       // Old objects are touched before the manifest is written (see the class comment).
-      const gone = await this.touchOldObjects(objects, sessionId, missing.found);
+      const gone = await touchOldObjects(objects, missing.found, this.now(), TOUCH_CONCURRENCY);
       if (gone.length > 0) throw new MissingObjectsError(gone, gone.length);
       const fresh: Manifest = { ...request, createdAt: new Date(this.now()).toISOString() };
       const { created } = await objects
@@ -340,7 +345,8 @@ export class SessionArchive {
   ): Promise<MissingKeys> {
     const missing = new MissingKeys();
     const found = (key: string, info: ObjectInfo | undefined) => {
-      if (info !== undefined) missing.found.push({ key, storedAt: info.storedAt });
+      if (info !== undefined)
+        missing.found.push({ key: `${sessionId}/${key}`, name: key, storedAt: info.storedAt });
     };
     const toCheck = files
       .map((file) => {
@@ -401,25 +407,6 @@ export class SessionArchive {
     }
     missing.keys.sort();
     return missing;
-  }
-
-  /**
-   * Touches the objects of `found` (keys within the session) stored more than
-   * {@link TOUCH_OLDER_THAN_MS} ago by this instance's clock; returns the keys of those gone by
-   * then, sorted.
-   */
-  private async touchOldObjects(
-    objects: ImmutableObjectStore,
-    sessionId: string,
-    found: readonly FoundObject[],
-  ): Promise<string[]> {
-    const cutoff = this.now() - TOUCH_OLDER_THAN_MS;
-    const old = found.filter((object) => object.storedAt.getTime() < cutoff);
-    const gone: string[] = [];
-    await forEachLimited(old, TOUCH_CONCURRENCY, async ({ key }) => {
-      if ((await objects.touch(`${sessionId}/${key}`)) === null) gone.push(key);
-    });
-    return gone.sort();
   }
 
   /** True when this instance stored the object `key` of `size` bytes recently enough to vouch for it. */
@@ -493,7 +480,7 @@ class MissingKeys {
   static readonly LISTED = 1000;
   readonly keys: string[] = [];
   count = 0;
-  /** The objects checked in storage and found with their size (keys within the session). */
+  /** The objects checked in storage and found with their size (named by keys within the session). */
   readonly found: FoundObject[] = [];
 
   add(key: string): void {
@@ -517,21 +504,6 @@ function referencedObjects(checkpointId: string, files: readonly ManifestFile[])
   return missing;
 }
 
-/** An object a publish found stored with its size, and when it was stored. */
-interface FoundObject {
-  readonly key: string;
-  readonly storedAt: Date;
-}
-
-/**
- * A publish touches the objects it found in storage that are older than this: half the hour
- * retention spares unreferenced objects for. A prune deletes only objects older than that hour by
- * its own clock; an object younger than this when checked would have to age another half hour, by
- * the prune's clock against the publisher's and the storage's, before the manifest is written. That
- * half hour is the margin for clocks and for the time a publish takes between its check and its
- * manifest.
- */
-const TOUCH_OLDER_THAN_MS = 30 * 60 * 1000;
 /** Objects a publish touches at once. */
 const TOUCH_CONCURRENCY = 16;
 

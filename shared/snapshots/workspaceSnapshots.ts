@@ -40,9 +40,11 @@ import {
 import { parseManifest, type SnapshotFile, snapshotIdOf } from '../protocol/snapshots/manifest';
 import { SIGNATURE_BYTES, verifiesWith } from '../protocol/snapshots/signatures';
 import {
+  type FoundObject,
   type ImmutableObjectStore,
   ObjectExistsError,
   type ObjectInfo,
+  touchOldObjects,
 } from '../storage/immutableObjectStore';
 import type { TrustedSnapshotKeys } from './trustedKeys';
 
@@ -70,8 +72,8 @@ import type { TrustedSnapshotKeys } from './trustedKeys';
  * - A publish relies on parts stored long ago too (content addresses are shared: another
  *   workspace's snapshot may have stored them a year ago), and a collector that read the manifests
  *   before this publish's manifest existed may be about to delete them. So every part the publish
- *   checked in storage and found older than {@link TOUCH_OLDER_THAN_MS} is touched (its storage time
- *   made now) after the check and before anything is written: a collector's delete, conditioned on
+ *   checked in storage and found stored more than half an hour ago (`TOUCH_OLDER_THAN_MS`) is
+ *   touched (its storage time made now) after the check and before anything is written: a collector's delete, conditioned on
  *   the part being older than its cutoff, then leaves it, and a part deleted before its touch is
  *   missing (422, nothing written). The same holds for the id entry, the signature and the parent
  *   record a retry finds stored already. Parts this instance vouches for, and young parts, are not
@@ -152,15 +154,6 @@ export const GRACE_MS = 60 * 60 * 1000;
  * {@link GRACE_MS} by a margin for clocks (this instance's, another instance's, the storage's).
  */
 const KNOWN_PART_MS = 45 * 60 * 1000;
-/**
- * A publish touches the parts it found in storage that are older than this (half of
- * {@link GRACE_MS}) before it writes. A collector deletes only parts older than the grace by its
- * own clock; a part younger than this when checked would have to age another half hour, by the
- * collector's clock against the publisher's and the storage's, before the publish stores its
- * manifest. That half hour is the margin for clocks and for the time a publish takes between its
- * check and its manifest.
- */
-const TOUCH_OLDER_THAN_MS = GRACE_MS / 2;
 /** Parts an instance remembers having stored (about 10 MB). */
 const KNOWN_PARTS = 65_536;
 /** Unknown parts of one hash bucket (the first two hex digits) up to this many are probed one by one; more are listed. */
@@ -297,7 +290,7 @@ export class WorkspaceSnapshots {
     const missing = await this.findMissingParts(tenant, store, manifest.files, checked);
     if (missing.count > 0) throw new MissingObjectsError(missing.keys, missing.count);
     // Old parts are touched before anything is written (see the class comment).
-    const gone = await this.touchOldParts(store, missing.found);
+    const gone = await touchOldObjects(store, missing.found, this.now().getTime(), CONCURRENCY);
     if (gone.length > 0) throw new MissingObjectsError(gone, gone.length);
 
     await putKept(store, idIndexKey(id), Buffer.from(workspaceId, 'utf8'));
@@ -448,7 +441,7 @@ export class WorkspaceSnapshots {
     store: ImmutableObjectStore,
     files: readonly SnapshotFile[],
     checked: ReadonlySet<string>,
-  ): Promise<{ keys: string[]; count: number; found: FoundPart[] }> {
+  ): Promise<{ keys: string[]; count: number; found: FoundObject[] }> {
     const sizes = new Map<string, number>();
     for (const file of files)
       if (file.size > 0 && !checked.has(file.sha256)) sizes.set(file.sha256, file.size);
@@ -465,7 +458,7 @@ export class WorkspaceSnapshots {
       }
     }
     const missing: string[] = [];
-    const found: FoundPart[] = [];
+    const found: FoundObject[] = [];
     await forEachLimited([...buckets], CONCURRENCY, async ([bucket, parts]) => {
       const stored = new Map<string, ObjectInfo>();
       if (parts.length <= PROBE_AT_MOST) {
@@ -485,20 +478,6 @@ export class WorkspaceSnapshots {
     });
     missing.sort();
     return { keys: missing, count: missing.length, found };
-  }
-
-  /**
-   * Touches the parts of `found` stored more than {@link TOUCH_OLDER_THAN_MS} ago (by this
-   * instance's clock); returns the names of those that were gone by then, sorted.
-   */
-  private async touchOldParts(store: ImmutableObjectStore, found: readonly FoundPart[]): Promise<string[]> {
-    const cutoff = this.now().getTime() - TOUCH_OLDER_THAN_MS;
-    const old = found.filter((part) => part.storedAt.getTime() < cutoff);
-    const gone: string[] = [];
-    await forEachLimited(old, CONCURRENCY, async (part) => {
-      if ((await store.touch(part.key)) === null) gone.push(part.name);
-    });
-    return gone.sort();
   }
 
   private vouchesFor(tenant: string, key: string, size: number): boolean {
@@ -577,13 +556,6 @@ export class WorkspaceSnapshots {
     });
     return deleted;
   }
-}
-
-/** A part found stored with its size, and when it was stored. */
-interface FoundPart {
-  readonly key: string;
-  readonly name: string;
-  readonly storedAt: Date;
 }
 
 /** Times a put and touch of an object that keeps being deleted in between is tried. */

@@ -1,6 +1,7 @@
 import { ConflictError, InvalidArgumentError, PayloadTooLargeError } from '../protocol/errors';
 import { MAX_OBJECT_BYTES } from '../protocol/fields';
 import { validateKey, validatePrefix } from '../protocol/keys';
+import { forEachLimited } from '../protocol/pool';
 
 /**
  * The storage contract of session archives and workspace snapshots: write-once objects (blocks,
@@ -131,4 +132,39 @@ export function checkPointerValue(value: string): void {
   if (value.length === 0 || value.length > 1024 || /[\r\n]/.test(value)) {
     throw new InvalidArgumentError('pointer', 'must be 1-1024 characters on one line');
   }
+}
+
+/**
+ * How old an object a publish relies on may be before the publish touches it: half the hour
+ * retention spares unreferenced archive objects and snapshot parts for. A collector deletes only
+ * objects older than that hour by its own clock; an object younger than this when checked would
+ * have to age another half hour, by the collector's clock against the publisher's and the
+ * storage's, before the publish stores its manifest. That half hour is the margin for clocks and
+ * for the time a publish takes between its check and its manifest.
+ */
+export const TOUCH_OLDER_THAN_MS = 30 * 60 * 1000;
+
+/** An object a publish found stored: its key, the name its answer gives it, when it was stored. */
+export interface FoundObject {
+  readonly key: string;
+  readonly name: string;
+  readonly storedAt: Date;
+}
+
+/**
+ * Touches the objects of `found` stored more than {@link TOUCH_OLDER_THAN_MS} before `nowMs` (the
+ * publisher's clock), `concurrency` at once; returns the names of those gone by then, sorted.
+ */
+export async function touchOldObjects(
+  store: ImmutableObjectStore,
+  found: readonly FoundObject[],
+  nowMs: number,
+  concurrency: number,
+): Promise<string[]> {
+  const old = found.filter((object) => object.storedAt.getTime() < nowMs - TOUCH_OLDER_THAN_MS);
+  const gone: string[] = [];
+  await forEachLimited(old, concurrency, async ({ key, name }) => {
+    if ((await store.touch(key)) === null) gone.push(name);
+  });
+  return gone.sort();
 }
